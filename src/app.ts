@@ -1,0 +1,138 @@
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type HTTPMethods } from 'fastify';
+import { TokenAuthenticator, readBearerToken } from './auth/bearer.js';
+import type { Config } from './config.js';
+import { MethodNotAllowedError, NotFoundError } from './errors.js';
+import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
+import { checkJsonMediaType, parseJsonBody } from './http/json-body.js';
+import { buildOpenApi } from './http/openapi.js';
+import type { RouteSpec } from './http/route-spec.js';
+import { PlantService } from './plants/service.js';
+import { plantRoutes } from './routes/plants.js';
+import { systemRoutes } from './routes/system.js';
+import { ErrorRecord, plantSchemas } from './schemas.js';
+import { GroupCommitter } from './storage/group-commit.js';
+import type { Store } from './storage/store.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Name of the token that authenticated this request; '' before authentication. */
+    tokenName: string;
+  }
+  interface FastifyInstance {
+    /** Creates accepted but not yet answered; the server waits for them on shutdown. */
+    writes: GroupCommitter;
+  }
+}
+
+const METHODS: readonly HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** Per-request lines at info would cost more than a create itself; they are logged at debug instead. */
+class DebugRequestLog extends LogController {
+  override incomingRequest(request: FastifyRequest): void {
+    request.log.debug({ req: request }, 'incoming request');
+  }
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    request.log.debug({ res: reply, err: error ?? undefined, responseTime: reply.elapsedTime }, 'request completed');
+  }
+}
+
+export interface AppOptions {
+  /** Pino options or an existing logger; defaults to pino on stdout at config.logLevel. */
+  readonly logger?: FastifyServerOptions['logger'];
+}
+
+/** Builds the whole HTTP application on a store. It never listens: src/server.ts does that. */
+export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ?? {
+      level: config.logLevel,
+      redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+    },
+    bodyLimit: config.limits.bodyBytes,
+    logController: new DebugRequestLog(),
+    requestTimeout: config.http.requestTimeoutMs,
+    keepAliveTimeout: config.http.keepAliveTimeoutMs,
+    http: { headersTimeout: config.http.headersTimeoutMs, maxHeaderSize: config.http.maxHeaderBytes },
+    // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
+    return503OnClosing: false,
+    ajv: {
+      // The contract forbids silently changing data: no coercion ("5" is not an id), no stripping of unknown fields.
+      customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
+    },
+    schemaErrorFormatter: describeValidationError,
+    clientErrorHandler: writeClientError,
+  });
+
+  const log = app.log;
+  const writes = new GroupCommitter(store, {
+    queueLimit: config.writes.queueLimit,
+    batchLimit: config.writes.batchLimit,
+    concurrency: store.kind === 'sqlite' ? 1 : 4,
+  });
+  app.decorate('writes', writes);
+  const auth = new TokenAuthenticator(store, config.tokenCacheMs, log);
+  await auth.start();
+  app.addHook('onClose', () => auth.stop());
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    try {
+      checkJsonMediaType(request.headers['content-type'] ?? '');
+      done(null, parseJsonBody(body as Buffer));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const { status, headers, body } = toErrorReply(error, request.log, config.limits.bodyBytes);
+    return reply.code(status).headers(headers).type('application/json').send(body);
+  });
+  app.setNotFoundHandler((request) => {
+    throw new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`);
+  });
+  app.decorateRequest('tokenName', '');
+
+  const schemas = plantSchemas(config.limits);
+  const routes: RouteSpec[] = [
+    ...plantRoutes(schemas, new PlantService(writes)),
+    // The document describes every route, itself included, so it is built after the list and read lazily.
+    ...systemRoutes(store, () => openApi),
+  ];
+  const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, Error: ErrorRecord });
+
+  const authenticate = async (request: { headers: { authorization?: string }; tokenName: string }) => {
+    // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation.
+    request.tokenName = await auth.authenticate(readBearerToken(request.headers.authorization));
+  };
+  const allowedByUrl = new Map<string, HTTPMethods[]>();
+  for (const route of routes) {
+    app.route({
+      method: route.method,
+      url: route.url,
+      schema: { ...route.schema, response: withoutNulls(route.schema.response) },
+      ...(route.authenticated ? { onRequest: authenticate } : {}),
+      handler: route.handler,
+    });
+    const allowed = allowedByUrl.get(route.url) ?? [];
+    allowed.push(route.method, ...(route.method === 'GET' ? (['HEAD'] as const) : []));
+    allowedByUrl.set(route.url, allowed);
+  }
+  for (const [url, allowed] of allowedByUrl) {
+    const others = METHODS.filter((method) => !allowed.includes(method));
+    app.route({
+      method: others,
+      url,
+      handler: async (request) => {
+        throw new MethodNotAllowedError(request.method, url, allowed);
+      },
+    });
+  }
+  return app;
+}
+
+/** Statuses documented without a schema are sent as they are. */
+function withoutNulls(response: RouteSpec['schema']['response']): Record<number, object> {
+  return Object.fromEntries(Object.entries(response).filter(([, schema]) => schema !== null)) as Record<number, object>;
+}

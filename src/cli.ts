@@ -1,0 +1,112 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { generateToken, hashToken } from './auth/tokens.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { serveUntilSignalled } from './server.js';
+import { openStore } from './storage/open.js';
+import { DuplicateTokenNameError, type Store } from './storage/store.js';
+
+const USAGE = `Usage: plantstore <command>
+
+Commands:
+  serve                       run the HTTP service (what npm start runs)
+  migrate                     create or upgrade the database schema, then exit
+  token create --name NAME    create an API token; prints the token alone on stdout, once
+  token list                  list tokens: name, creation time, last use (never the secret)
+  token revoke NAME           revoke a token; running servers refuse it within TOKEN_CACHE_MS
+
+Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
+`;
+
+/** A mistake in how the command was called: usage goes to stderr, exit code 2. */
+class UsageError extends Error {}
+
+const TOKEN_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+
+async function withStore<T>(config: Config, work: (store: Store) => Promise<T>): Promise<T> {
+  const store = await openStore(config.database);
+  try {
+    return await work(store);
+  } finally {
+    await store.close();
+  }
+}
+
+async function tokenCommand(config: Config, args: string[]): Promise<void> {
+  const [action, ...rest] = args;
+  switch (action) {
+    case 'create': {
+      const { values } = parseArgs({ args: rest, options: { name: { type: 'string' } }, strict: true });
+      const name = values.name;
+      if (!name || !TOKEN_NAME.test(name)) throw new UsageError('token create needs --name NAME (1 to 64 of A-Z a-z 0-9 . _ -)');
+      const token = generateToken();
+      await withStore(config, (store) => store.addToken(name, hashToken(token), new Date()));
+      process.stdout.write(`${token}\n`);
+      process.stderr.write(`created token "${name}"; it is shown only this once, store it now\n`);
+      return;
+    }
+    case 'list': {
+      parseArgs({ args: rest, options: {}, strict: true });
+      const tokens = await withStore(config, (store) => store.listTokens());
+      if (tokens.length === 0) process.stderr.write('no tokens; create one with: plantstore token create --name NAME\n');
+      for (const token of tokens) {
+        process.stdout.write(
+          `${token.name}\tcreated ${token.createdAt.toISOString()}\tlast used ${token.lastUsedAt?.toISOString() ?? 'never'}\n`,
+        );
+      }
+      return;
+    }
+    case 'revoke': {
+      const { positionals } = parseArgs({ args: rest, options: {}, allowPositionals: true, strict: true });
+      const [name] = positionals;
+      if (!name || positionals.length !== 1) throw new UsageError('token revoke needs exactly one NAME');
+      const revoked = await withStore(config, (store) => store.revokeToken(name));
+      if (!revoked) {
+        process.stderr.write(`no token named "${name}"\n`);
+        process.exitCode = 1;
+        return;
+      }
+      process.stderr.write(`revoked token "${name}"\n`);
+      return;
+    }
+    default:
+      throw new UsageError(`unknown token command ${JSON.stringify(action ?? '')}`);
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...args] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const config = loadConfig(process.env);
+  switch (command) {
+    case 'serve':
+      return serveUntilSignalled(config);
+    case 'migrate':
+      await withStore(config, async () => undefined);
+      process.stderr.write('database schema is up to date\n');
+      return;
+    case 'token':
+      return tokenCommand(config, args);
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    process.stderr.write(`plantstore: ${(error as Error).message}\n\n${USAGE}`);
+    process.exitCode = 2;
+  } else if (error instanceof ConfigError) {
+    process.stderr.write(`plantstore: invalid configuration: ${error.message}\n`);
+    process.exitCode = 2;
+  } else if (error instanceof DuplicateTokenNameError) {
+    process.stderr.write(`plantstore: ${error.message}\n`);
+    process.exitCode = 1;
+  } else {
+    process.stderr.write(`plantstore: ${(error as Error).message ?? String(error)}\n`);
+    process.exitCode = 1;
+  }
+});

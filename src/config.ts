@@ -1,0 +1,120 @@
+import path from 'node:path';
+
+export type DatabaseConfig =
+  | { readonly kind: 'sqlite'; readonly path: string }
+  | { readonly kind: 'postgres'; readonly url: string; readonly poolSize: number };
+
+export interface RateLimitConfig {
+  /** Requests allowed per token per window. */
+  readonly max: number;
+  readonly windowMs: number;
+}
+
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly logLevel: string;
+  readonly database: DatabaseConfig;
+  readonly limits: {
+    readonly bodyBytes: number;
+    readonly nameLength: number;
+    readonly tagLength: number;
+  };
+  readonly writes: {
+    /** Creates waiting for storage before new ones are refused with 503. */
+    readonly queueLimit: number;
+    /** Rows committed in one transaction at most. */
+    readonly batchLimit: number;
+  };
+  /** How long a cached token stays trusted before the store is asked again; bounds revocation delay. */
+  readonly tokenCacheMs: number;
+  readonly rateLimit: RateLimitConfig | null;
+  readonly http: {
+    readonly requestTimeoutMs: number;
+    readonly headersTimeoutMs: number;
+    readonly keepAliveTimeoutMs: number;
+    readonly maxHeaderBytes: number;
+  };
+  readonly shutdownTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `must be a whole number, got ${JSON.stringify(raw)}`);
+  const value = Number(raw.trim());
+  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function database(env: Env, cwd: string): DatabaseConfig {
+  const raw = env.DATABASE_URL?.trim() || 'sqlite:./data/plantstore.db';
+  if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
+    try {
+      new URL(raw);
+    } catch {
+      throw new ConfigError('DATABASE_URL', 'is not a valid postgres:// URL');
+    }
+    return { kind: 'postgres', url: raw, poolSize: integer(env, 'PG_POOL_SIZE', 10, 1, 1000) };
+  }
+  if (raw.startsWith('sqlite:')) {
+    // sqlite:./relative, sqlite:/absolute and sqlite:///absolute all name a file.
+    const file = raw.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+    if (file === '' || file === ':memory:') {
+      throw new ConfigError('DATABASE_URL', 'must name a SQLite file (an in-memory database is not durable)');
+    }
+    return { kind: 'sqlite', path: path.resolve(cwd, file) };
+  }
+  throw new ConfigError('DATABASE_URL', `must start with sqlite:, postgres:// or postgresql://, got ${JSON.stringify(raw.split(':')[0])}`);
+}
+
+/** Reads and validates the whole configuration once; the result is frozen and passed to whoever needs it. */
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+  const logLevel = env.LOG_LEVEL?.trim() || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  const rateMax = integer(env, 'RATE_LIMIT_MAX', 0, 0, 1_000_000_000);
+  const config: Config = {
+    host: env.HOST?.trim() || '127.0.0.1',
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    logLevel,
+    database: database(env, cwd),
+    limits: {
+      bodyBytes: integer(env, 'BODY_LIMIT_BYTES', 16 * 1024, 64, 64 * 1024 * 1024),
+      nameLength: integer(env, 'NAME_MAX_LENGTH', 256, 1, 1_000_000),
+      tagLength: integer(env, 'TAG_MAX_LENGTH', 64, 1, 1_000_000),
+    },
+    writes: {
+      queueLimit: integer(env, 'WRITE_QUEUE_LIMIT', 10_000, 1, 10_000_000),
+      batchLimit: integer(env, 'WRITE_BATCH_LIMIT', 500, 1, 100_000),
+    },
+    tokenCacheMs: integer(env, 'TOKEN_CACHE_MS', 1000, 0, 60_000),
+    rateLimit: rateMax > 0 ? { max: rateMax, windowMs: integer(env, 'RATE_LIMIT_WINDOW_MS', 1000, 1, 3_600_000) } : null,
+    http: {
+      requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 10_000, 1, 3_600_000),
+      headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 5_000, 1, 3_600_000),
+      keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000),
+      maxHeaderBytes: integer(env, 'MAX_HEADER_BYTES', 8 * 1024, 1024, 1024 * 1024),
+    },
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
+  };
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}

@@ -1,0 +1,80 @@
+/**
+ * Every failure the service answers with is one of these classes. The HTTP status doubles as the stable
+ * numeric `error` code of the Error record (see README, "Errors"); src/http/error-reply.ts is the one place
+ * that turns them, and everything else that can be thrown, into that record.
+ */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class BadRequestError extends ApiError {
+  constructor(message: string, headers?: Record<string, string>) {
+    super(400, message, headers);
+  }
+}
+
+const REALM = 'Bearer realm="plantstore"';
+
+export class UnauthorizedError extends ApiError {
+  /** `reason` is the RFC 6750 error code; absent when the client sent no bearer credentials at all. */
+  constructor(message: string, reason?: 'invalid_token') {
+    super(401, message, { 'www-authenticate': reason ? `${REALM}, error="${reason}"` : REALM });
+  }
+}
+
+/** RFC 6750 §3.1: a malformed Authorization header is a bad request, still with a challenge. */
+export class MalformedCredentialsError extends ApiError {
+  constructor(message: string) {
+    super(400, message, { 'www-authenticate': `${REALM}, error="invalid_request"` });
+  }
+}
+
+export class NotFoundError extends ApiError {
+  constructor(message: string) {
+    super(404, message);
+  }
+}
+
+export class MethodNotAllowedError extends ApiError {
+  constructor(method: string, url: string, allowed: readonly string[]) {
+    super(405, `method ${method} is not allowed on ${url}; allowed: ${allowed.join(', ')}`, { allow: allowed.join(', ') });
+  }
+}
+
+export class ConflictError extends ApiError {
+  constructor(message: string) {
+    super(409, message);
+  }
+}
+
+export class PayloadTooLargeError extends ApiError {
+  constructor(limit: number) {
+    super(413, `request body is larger than the limit of ${limit} bytes`);
+  }
+}
+
+export class UnsupportedMediaTypeError extends ApiError {
+  constructor(message: string) {
+    super(415, message);
+  }
+}
+
+export class TooManyRequestsError extends ApiError {
+  constructor(retryAfterSeconds: number) {
+    super(429, `rate limit exceeded; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) });
+  }
+}
+
+/** The store cannot take or answer the request now (overloaded, unreachable, disk full, locked); retrying later may work. */
+export class ServiceUnavailableError extends ApiError {
+  constructor(message: string, retryAfterSeconds = 1) {
+    super(503, message, { 'retry-after': String(retryAfterSeconds) });
+  }
+}

@@ -1,0 +1,86 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
+import { ApiError, BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors.js';
+import type { ErrorRecord } from '../schemas.js';
+
+export interface ErrorReply {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: ErrorRecord;
+}
+
+/** Fastify's own errors, by code, in the service's words. */
+function fromFrameworkError(error: { code?: string; statusCode?: number; message: string }, bodyLimit: number): ApiError | undefined {
+  switch (error.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_TYPE':
+      return new UnsupportedMediaTypeError('Content-Type must be application/json');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new PayloadTooLargeError(bodyLimit);
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new BadRequestError('request body length does not match Content-Length');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new BadRequestError('request body is empty; a JSON body is required');
+  }
+  const status = error.statusCode;
+  if (status !== undefined && status >= 400 && status < 500) return new ApiError(status, error.message);
+  return undefined;
+}
+
+/**
+ * The one mapping from anything thrown to the Error record: ApiErrors keep their status, framework errors are
+ * translated, and anything else is a 500 whose detail goes to the log, never to the client.
+ */
+export function toErrorReply(error: unknown, log: FastifyBaseLogger, bodyLimit: number): ErrorReply {
+  const known =
+    error instanceof ApiError
+      ? error
+      : error instanceof Error
+        ? fromFrameworkError(error as Error & { code?: string; statusCode?: number }, bodyLimit)
+        : undefined;
+  if (known) {
+    if (known.status >= 500) log.error({ err: error }, known.message);
+    return { status: known.status, headers: known.headers, body: { error: known.status, message: known.message } };
+  }
+  log.error({ err: error }, 'unhandled error');
+  return { status: 500, headers: {}, body: { error: 500, message: 'internal server error' } };
+}
+
+const DESCRIBED: Record<string, (error: FastifySchemaValidationError) => string> = {
+  required: (error) => `is missing required property '${String(error.params.missingProperty)}'`,
+  additionalProperties: (error) => `has unknown property '${String(error.params.additionalProperty)}'`,
+  type: (error) => `must be ${error.params.type === 'integer' ? 'an integer' : `of type ${String(error.params.type)}`}`,
+  minLength: (error) => (error.params.limit === 1 ? 'must not be empty' : `must be at least ${String(error.params.limit)} characters long`),
+  maxLength: (error) => `must be at most ${String(error.params.limit)} characters long`,
+  pattern: () => 'must not contain NUL characters',
+  format: (error) => `must be an integer of format ${String(error.params.format)}`,
+};
+
+/** "body.name must not be empty": which field, which rule. */
+export function describeValidationError(errors: FastifySchemaValidationError[], dataVar: string): BadRequestError {
+  const [first] = errors;
+  if (!first) return new BadRequestError(`${dataVar} is invalid`);
+  const field = dataVar + first.instancePath.replaceAll('/', '.');
+  const describe = DESCRIBED[first.keyword];
+  return new BadRequestError(`${field} ${describe ? describe(first) : (first.message ?? 'is invalid')}`);
+}
+
+/**
+ * Errors Node's HTTP parser meets before Fastify sees a request (malformed request line, oversized headers,
+ * header timeout) still get an Error record, written straight to the socket.
+ */
+export function writeClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status =
+    error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const message =
+    status === 431 ? 'request headers are too large' : status === 408 ? 'request timed out' : 'malformed HTTP request';
+  const body = JSON.stringify({ error: status, message } satisfies ErrorRecord);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}

@@ -1,0 +1,105 @@
+import { isUtf8 } from 'node:buffer';
+import { parse as parseLossless } from 'lossless-json';
+import { exactInteger } from '../int64.js';
+import { BadRequestError, UnsupportedMediaTypeError } from '../errors.js';
+
+/** Where the exact value of a top-level `id` travels when its JSON number does not fit a double exactly. */
+export const EXACT_ID = Symbol('exactId');
+
+export type ParsedJson = unknown;
+
+/**
+ * Bodies that JSON.parse reads exactly and unambiguously: no escapes (which could spell a key twice or a lone
+ * surrogate), no integer run long enough to pass 2^53, no fraction or exponent directly after a digit.
+ * Anything else, including such text inside strings, takes the exact path: slower, never wrong.
+ */
+const NEEDS_EXACT_PARSE = /\\|\d{16}|\d[.eE]/;
+const CONTRACT_KEYS = ['"id"', '"name"', '"tag"'];
+
+function mayRepeatAKey(text: string): boolean {
+  for (const key of CONTRACT_KEYS) {
+    const first = text.indexOf(key);
+    if (first !== -1 && text.indexOf(key, first + key.length) !== -1) return true;
+  }
+  return false;
+}
+
+/** Charsets other than UTF-8 are refused rather than guessed (RFC 8259 §8.1). */
+export function checkJsonMediaType(contentType: string): void {
+  const params = contentType.split(';').slice(1);
+  for (const param of params) {
+    const [key = '', value = ''] = param.split('=').map((part) => part.trim().toLowerCase());
+    if (key === 'charset' && value.replace(/^"|"$/g, '') !== 'utf-8') {
+      throw new UnsupportedMediaTypeError(`charset ${value} is not supported; send JSON as UTF-8`);
+    }
+  }
+}
+
+export function parseJsonBody(body: Buffer): ParsedJson {
+  if (body.length === 0) throw new BadRequestError('request body is empty; a JSON NewPlant is required');
+  if (!isUtf8(body)) throw new BadRequestError('request body is not valid UTF-8');
+  const text = body.toString('utf8');
+  if (!NEEDS_EXACT_PARSE.test(text) && !mayRepeatAKey(text)) {
+    try {
+      return JSON.parse(text) as ParsedJson;
+    } catch (error) {
+      throw new BadRequestError(`request body is not valid JSON: ${(error as Error).message}`);
+    }
+  }
+  return parseExact(text);
+}
+
+function parseExact(text: string): ParsedJson {
+  try {
+    const value = parseLossless(text, null, parseNumber);
+    rejectLoneSurrogates(value);
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      const record = value as Record<string | symbol, unknown>;
+      if (typeof record.id === 'bigint') record[EXACT_ID] = record.id;
+    }
+    return toPlainNumbers(value);
+  } catch (error) {
+    if (error instanceof BadRequestError) throw error;
+    if (error instanceof RangeError) throw new BadRequestError('request body is nested too deeply');
+    throw new BadRequestError(`request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Numbers that a double holds exactly stay numbers. Integers beyond that become bigints (exact); a huge one
+ * becomes ±MAX_VALUE, still an integer to the schema, so the int64 range check names it. A fraction that a
+ * double would round to an integer becomes NaN, so the schema reports it as not an integer.
+ */
+function parseNumber(literal: string): number | bigint {
+  const asNumber = Number(literal);
+  const exact = exactInteger(literal);
+  switch (exact.kind) {
+    case 'integer':
+      return Number.isSafeInteger(asNumber) ? asNumber : exact.value;
+    case 'huge':
+      return exact.negative ? -Number.MAX_VALUE : Number.MAX_VALUE;
+    case 'fraction':
+      return Number.isInteger(asNumber) ? Number.NaN : asNumber;
+  }
+}
+
+function rejectLoneSurrogates(value: unknown): void {
+  if (typeof value === 'string') {
+    if (!value.isWellFormed()) throw new BadRequestError('request body contains a lone UTF-16 surrogate escape, which is not valid Unicode');
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, inner] of Object.entries(value)) {
+      rejectLoneSurrogates(key);
+      rejectLoneSurrogates(inner);
+    }
+  }
+}
+
+/** The schema validator sees numbers only; bigints (already kept in EXACT_ID where they matter) become doubles. */
+function toPlainNumbers(value: unknown): unknown {
+  if (typeof value === 'bigint') return Number(value);
+  if (value !== null && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    for (const key of Object.keys(record)) record[key] = toPlainNumbers(record[key]);
+  }
+  return value;
+}

@@ -1,0 +1,79 @@
+import type { TSchema } from 'typebox';
+import { ERROR_DESCRIPTIONS, type RouteSpec } from './route-spec.js';
+
+const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
+  200: 'Success',
+  204: 'Success, no content',
+};
+
+/**
+ * The OpenAPI 3.1 document, generated from the same route specs and schema objects the server validates and
+ * serializes with. Schemas named in `components` are referenced by identity.
+ */
+export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<Record<string, TSchema>>): object {
+  const names = new Map<unknown, string>(Object.entries(components).map(([name, schema]) => [schema, name]));
+  const ref = (schema: TSchema): unknown => {
+    const name = names.get(schema);
+    return name ? { $ref: `#/components/schemas/${name}` } : plain(schema);
+  };
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    const path = route.url.replace(/:(\w+)/g, '{$1}');
+    const responses: Record<string, unknown> = {};
+    for (const [status, schema] of Object.entries(route.schema.response)) {
+      const code = Number(status);
+      const description = SUCCESS_DESCRIPTIONS[code] ?? ERROR_DESCRIPTIONS[code] ?? String(code);
+      responses[status] = schema
+        ? { description, content: { 'application/json': { schema: ref(schema) } } }
+        : { description, ...(code === 204 ? {} : { content: { 'application/json': {} } }) };
+    }
+    const parameters = [
+      ...parametersOf(route.schema.params, 'path'),
+      ...parametersOf(route.schema.querystring, 'query'),
+    ];
+    paths[path] ??= {};
+    (paths[path] as Record<string, unknown>)[route.method.toLowerCase()] = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      ...(route.authenticated ? {} : { security: [] }),
+      ...(parameters.length ? { parameters } : {}),
+      ...(route.schema.body
+        ? { requestBody: { required: true, content: { 'application/json': { schema: ref(route.schema.body) } } } }
+        : {}),
+      responses,
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Plant Store',
+      version: '1.0.0',
+      license: { name: 'MIT', identifier: 'MIT' },
+      description:
+        'Every non-2xx response is an Error record whose `error` is the HTTP status code. Ids are int64 and are kept exact over the whole range.',
+    },
+    paths,
+    components: {
+      schemas: Object.fromEntries(Object.entries(components).map(([name, schema]) => [name, plain(schema)])),
+      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } },
+    },
+    security: [{ bearerAuth: [] }],
+  };
+}
+
+function plain(schema: unknown): unknown {
+  return JSON.parse(JSON.stringify(schema));
+}
+
+function parametersOf(schema: TSchema | undefined, where: 'path' | 'query'): object[] {
+  if (!schema) return [];
+  const object = plain(schema) as { properties?: Record<string, { description?: string }>; required?: string[] };
+  return Object.entries(object.properties ?? {}).map(([name, property]) => ({
+    name,
+    in: where,
+    required: where === 'path' || (object.required ?? []).includes(name),
+    ...(property.description ? { description: property.description } : {}),
+    schema: property,
+  }));
+}

@@ -1,0 +1,37 @@
+import type { FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import type { TSchema } from 'typebox';
+
+/**
+ * One route: Fastify registers it, and /openapi.json describes it, from this same object, so the document
+ * cannot say anything the server does not enforce.
+ */
+export interface RouteSpec {
+  readonly method: HTTPMethods;
+  /** Fastify syntax: /plants/:id */
+  readonly url: string;
+  readonly operationId: string;
+  readonly summary: string;
+  readonly description?: string;
+  readonly authenticated: boolean;
+  readonly schema: {
+    readonly body?: TSchema;
+    readonly querystring?: TSchema;
+    readonly params?: TSchema;
+    readonly response: Readonly<Record<number, TSchema | null>>;
+  };
+  readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+}
+
+/** What each non-2xx status means in this service; the README's error table says the same. */
+export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
+  400: 'The request is invalid: malformed JSON, a field that breaks the NewPlant schema (message names it), an id outside int64, or a malformed Authorization header.',
+  401: 'No bearer token, another scheme, or an unknown or revoked token. Carries WWW-Authenticate: Bearer realm="plantstore" (with error="invalid_token" for a bad token).',
+  404: 'No such resource.',
+  405: 'The method is not allowed on this path; see the Allow header.',
+  409: 'A plant with this id already exists with a different name or tag.',
+  413: 'The request body is larger than the configured limit (BODY_LIMIT_BYTES, default 16384).',
+  415: 'The request body is not application/json in UTF-8.',
+  429: 'The token has sent more requests than its rate limit allows; see Retry-After.',
+  500: 'An unexpected failure; details are logged, not sent.',
+  503: 'Storage is unavailable or the write queue is full; see Retry-After.',
+};

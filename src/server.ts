@@ -1,0 +1,64 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp, type AppOptions } from './app.js';
+import type { Config } from './config.js';
+import { openStore } from './storage/open.js';
+
+export interface RunningServer {
+  readonly app: FastifyInstance;
+  /** The address it listens on, e.g. http://127.0.0.1:8080 */
+  readonly url: string;
+  /** Stops accepting, answers every request in flight (their writes committed), closes storage. */
+  close(): Promise<void>;
+}
+
+export async function startServer(config: Config, options: AppOptions = {}): Promise<RunningServer> {
+  const store = await openStore(config.database);
+  let app: FastifyInstance;
+  try {
+    app = await buildApp(config, store, options);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  if ((await store.listTokens()).length === 0) {
+    process.stderr.write(
+      'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
+        'plantstore: create one with:  npx plantstore token create --name <name>\n',
+    );
+  }
+  const url = await app.listen({ host: config.host, port: config.port });
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      await app.close();
+      await app.writes.idle();
+      await store.close();
+    })());
+  return { app, url, close };
+}
+
+/** Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). */
+export async function serveUntilSignalled(config: Config): Promise<void> {
+  const server = await startServer(config);
+  const { log } = server.app;
+  const shutdown = (signal: NodeJS.Signals) => {
+    log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
+    const timer = setTimeout(() => {
+      log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    timer.unref();
+    server.close().then(
+      () => {
+        log.info('shut down cleanly');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', shutdown);
+  process.once('SIGINT', shutdown);
+}

@@ -1,0 +1,109 @@
+import { ServiceUnavailableError } from '../errors.js';
+import type { CreateOutcome, PlantToCreate, Store } from './store.js';
+
+export interface GroupCommitOptions {
+  /** Creates waiting for a batch before new ones are refused. */
+  readonly queueLimit: number;
+  /** Rows per transaction at most. */
+  readonly batchLimit: number;
+  /** Batches committing at once: 1 for a single-writer store, more for a server database. */
+  readonly concurrency: number;
+}
+
+interface Pending {
+  readonly plant: PlantToCreate;
+  readonly resolve: (outcome: CreateOutcome) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Group commit: every create that arrives in one event-loop turn joins one transaction and one fsync, and each
+ * caller is answered only after that commit. One durable commit per request would cap throughput at the disk's
+ * fsync rate; per turn it is paid once for the whole batch.
+ */
+export class GroupCommitter {
+  readonly #store: Store;
+  readonly #options: GroupCommitOptions;
+  #queue: Pending[] = [];
+  #inFlight = 0;
+  #scheduled = false;
+  #idleWaiters: Array<() => void> = [];
+
+  constructor(store: Store, options: GroupCommitOptions) {
+    this.#store = store;
+    this.#options = options;
+  }
+
+  /** Creates waiting or committing now. */
+  get backlog(): number {
+    return this.#queue.length + this.#inFlight;
+  }
+
+  create(plant: PlantToCreate): Promise<CreateOutcome> {
+    if (this.#queue.length >= this.#options.queueLimit) {
+      return Promise.reject(new ServiceUnavailableError('the write queue is full; retry shortly'));
+    }
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ plant, resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  /** Resolves once every create accepted so far has been answered. */
+  idle(): Promise<void> {
+    if (this.backlog === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#inFlight >= this.#options.concurrency || this.#queue.length === 0) return;
+    this.#scheduled = true;
+    // setImmediate runs after the poll phase, so every request parsed in this turn is already queued.
+    setImmediate(this.#flush);
+  }
+
+  readonly #flush = (): void => {
+    this.#scheduled = false;
+    while (this.#inFlight < this.#options.concurrency && this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, this.#options.batchLimit);
+      this.#inFlight += 1;
+      void this.#commit(batch).finally(() => {
+        this.#inFlight -= 1;
+        if (this.backlog === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+        else this.#schedule();
+      });
+    }
+  };
+
+  async #commit(batch: Pending[]): Promise<void> {
+    // The store takes distinct ids; later copies of an id in the same batch are answered from the first.
+    const firstById = new Map<bigint, number>();
+    const distinct: PlantToCreate[] = [];
+    for (const { plant } of batch) {
+      if (!firstById.has(plant.id)) {
+        firstById.set(plant.id, distinct.length);
+        distinct.push(plant);
+      }
+    }
+    let outcomes: CreateOutcome[];
+    try {
+      outcomes = await this.#store.createPlants(distinct);
+    } catch (error) {
+      for (const pending of batch) pending.reject(error);
+      return;
+    }
+    const answered = new Set<number>();
+    for (const pending of batch) {
+      const index = firstById.get(pending.plant.id) as number;
+      const outcome = outcomes[index] as CreateOutcome;
+      if (!answered.has(index)) {
+        answered.add(index);
+        pending.resolve(outcome);
+      } else if (outcome.status === 'created') {
+        pending.resolve({ status: 'exists', stored: distinct[index] as PlantToCreate });
+      } else {
+        pending.resolve(outcome);
+      }
+    }
+  }
+}

@@ -1,0 +1,35 @@
+import type Database from 'better-sqlite3';
+
+/**
+ * Schema versions, applied in order and recorded in PRAGMA user_version. Append only: a released step is
+ * never edited, so every database reaches the same schema by the same path.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE plants (
+     id   INTEGER PRIMARY KEY,  -- the rowid itself: a signed 64-bit integer, and the table's clustering key
+     name TEXT NOT NULL,
+     tag  TEXT
+   );
+   CREATE TABLE tokens (
+     name         TEXT PRIMARY KEY,
+     hash         BLOB NOT NULL UNIQUE,
+     created_at   INTEGER NOT NULL,
+     last_used_at INTEGER
+   );`,
+];
+
+export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
+
+export function migrate(db: Database.Database): void {
+  // IMMEDIATE takes the write lock first, so two processes starting together migrate one after the other.
+  db.transaction(() => {
+    const current = db.pragma('user_version', { simple: true }) as number;
+    if (current > MIGRATIONS.length) {
+      throw new Error(`database schema version ${current} is newer than this plantstore (${MIGRATIONS.length}); upgrade plantstore`);
+    }
+    for (let version = current; version < MIGRATIONS.length; version += 1) {
+      db.exec(MIGRATIONS[version] as string);
+    }
+    db.pragma(`user_version = ${MIGRATIONS.length}`);
+  }).immediate();
+}

@@ -1,0 +1,58 @@
+/** What the service stores and reads; rows of either database are mapped to these before they leave storage. */
+export interface StoredPlant {
+  readonly id: bigint;
+  readonly name: string;
+  readonly tag: string | null;
+}
+
+export type PlantToCreate = StoredPlant;
+
+export type CreateOutcome =
+  | { readonly status: 'created' }
+  | { readonly status: 'exists'; readonly stored: StoredPlant }
+  /** This row alone could not be stored; the rest of its batch is unaffected. */
+  | { readonly status: 'failed'; readonly error: Error };
+
+export interface StoredToken {
+  readonly name: string;
+  /** SHA-256 of the token; the token itself is never stored. */
+  readonly hash: Buffer;
+}
+
+export interface TokenInfo {
+  readonly name: string;
+  readonly createdAt: Date;
+  readonly lastUsedAt: Date | null;
+}
+
+export class DuplicateTokenNameError extends Error {
+  constructor(name: string) {
+    super(`a token named ${JSON.stringify(name)} already exists`);
+    this.name = 'DuplicateTokenNameError';
+  }
+}
+
+/**
+ * The storage interface both databases implement; test/storage-contract.test.ts holds them to the same rules.
+ * Unavailability of any kind surfaces as ServiceUnavailableError.
+ */
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres';
+  /**
+   * Stores new plants in one transaction, committed durably before the promise resolves. Ids within one call
+   * are distinct. An id already stored is left as it is and reported with its stored content.
+   */
+  createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]>;
+  getPlant(id: bigint): Promise<StoredPlant | undefined>;
+  /** Resolves when the database answers a trivial query. */
+  ping(): Promise<void>;
+  addToken(name: string, hash: Buffer, createdAt: Date): Promise<void>;
+  listTokens(): Promise<TokenInfo[]>;
+  /** Resolves false when no token has that name. */
+  revokeToken(name: string): Promise<boolean>;
+  findToken(hash: Buffer): Promise<StoredToken | undefined>;
+  /** Every token that is currently valid. */
+  allTokens(): Promise<StoredToken[]>;
+  recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void>;
+  close(): Promise<void>;
+}
