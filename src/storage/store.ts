@@ -7,6 +7,12 @@ export interface StoredPlant {
 
 export type PlantToCreate = StoredPlant;
 
+export interface PlantQuery {
+  readonly limit: number;
+  readonly after?: bigint;
+  readonly tag?: string;
+}
+
 export type CreateOutcome =
   | { readonly status: 'created' }
   | { readonly status: 'exists'; readonly stored: StoredPlant }
@@ -44,6 +50,10 @@ export interface Store {
    */
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]>;
   getPlant(id: bigint): Promise<StoredPlant | undefined>;
+  /** Plants in ascending id order, strictly after `after` when given (keyset paging), only with `tag` when given. */
+  listPlants(query: PlantQuery): Promise<StoredPlant[]>;
+  /** Resolves false when no plant has that id. */
+  deletePlant(id: bigint): Promise<boolean>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
   addToken(name: string, hash: Buffer, createdAt: Date): Promise<void>;

@@ -10,6 +10,8 @@ const MIGRATIONS: readonly string[] = [
      name TEXT NOT NULL,
      tag  TEXT
    );
+   -- Listing by tag walks this index in id order: no sort, and a deep page costs what the first does.
+   CREATE INDEX plants_by_tag ON plants (tag, id);
    CREATE TABLE tokens (
      name         TEXT PRIMARY KEY,
      hash         BLOB NOT NULL UNIQUE,

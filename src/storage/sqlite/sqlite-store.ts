@@ -5,12 +5,14 @@ import { ServiceUnavailableError } from '../../errors.js';
 import {
   DuplicateTokenNameError,
   type CreateOutcome,
+  type PlantQuery,
   type PlantToCreate,
   type Store,
   type StoredPlant,
   type StoredToken,
   type TokenInfo,
 } from '../store.js';
+import { INT64_MAX, INT64_MIN } from '../../int64.js';
 import { migrate } from './migrations.js';
 
 interface PlantRow {
@@ -60,6 +62,11 @@ export class SqliteStore implements Store {
     this.#statements = {
       insertPlant: db.prepare<[bigint, string, string | null]>('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
       getPlant: db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
+      listAll: db.prepare<[bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?').safeIntegers(true),
+      listByTag: db
+        .prepare<[string, bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?')
+        .safeIntegers(true),
+      deletePlant: db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?'),
       ping: db.prepare('SELECT 1').pluck(),
       addToken: db.prepare<[string, Buffer, number]>('INSERT INTO tokens (name, hash, created_at) VALUES (?, ?, ?)'),
       listTokens: db.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
@@ -119,6 +126,23 @@ export class SqliteStore implements Store {
       const row = this.#statements.getPlant.get(id);
       return row && toPlant(row);
     });
+  }
+
+  listPlants(query: PlantQuery): Promise<StoredPlant[]> {
+    // "id >= from" keeps the first page the same keyset query as any later one without leaving int64.
+    if (query.after === INT64_MAX) return Promise.resolve([]);
+    const from = query.after === undefined ? INT64_MIN : query.after + 1n;
+    return this.#run(() => {
+      const rows =
+        query.tag === undefined
+          ? this.#statements.listAll.all(from, query.limit)
+          : this.#statements.listByTag.all(query.tag, from, query.limit);
+      return rows.map(toPlant);
+    });
+  }
+
+  deletePlant(id: bigint): Promise<boolean> {
+    return this.#run(() => this.#statements.deletePlant.run(id).changes > 0);
   }
 
   ping(): Promise<void> {
