@@ -1,0 +1,38 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { generateToken, hashToken } from '../../src/auth/tokens.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { openStore } from '../../src/storage/open.js';
+import type { Store } from '../../src/storage/store.js';
+
+export interface TestApp {
+  readonly app: FastifyInstance;
+  readonly store: Store;
+  readonly config: Config;
+  /** A valid token named "test". */
+  readonly token: string;
+  /** Headers for an authenticated JSON request. */
+  readonly headers: Record<string, string>;
+  close(): Promise<void>;
+}
+
+/** The app, in-process, on the given database, with one token; `env` overrides configuration variables. */
+export async function startTestApp(databaseUrl: string, env: Record<string, string> = {}): Promise<TestApp> {
+  const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, ...env });
+  const store = await openStore(config.database);
+  const token = generateToken();
+  await store.addToken('test', hashToken(token), new Date());
+  const app = await buildApp(config, store);
+  await app.ready();
+  return {
+    app,
+    store,
+    config,
+    token,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    close: async () => {
+      await app.close();
+      await store.close();
+    },
+  };
+}
