@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
@@ -9,8 +10,9 @@ export interface TestApp {
   readonly app: FastifyInstance;
   readonly store: Store;
   readonly config: Config;
-  /** A valid token named "test". */
+  /** A valid token, and its name (unique, so several apps can share one database). */
   readonly token: string;
+  readonly tokenName: string;
   /** Headers for an authenticated JSON request. */
   readonly headers: Record<string, string>;
   close(): Promise<void>;
@@ -21,7 +23,8 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
   const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, ...env });
   const store = await openStore(config.database);
   const token = generateToken();
-  await store.addToken('test', hashToken(token), new Date());
+  const tokenName = `test-${randomUUID()}`;
+  await store.addToken(tokenName, hashToken(token), new Date());
   const app = await buildApp(config, store);
   await app.ready();
   return {
@@ -29,6 +32,7 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
     store,
     config,
     token,
+    tokenName,
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     close: async () => {
       await app.close();

@@ -1,0 +1,306 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { LightMyRequestResponse } from 'fastify';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { DATABASES, type TestDatabase } from './helpers/databases.js';
+
+const INT64_MAX = '9223372036854775807';
+const INT64_MIN = '-9223372036854775808';
+
+/** Rule 2: every non-2xx answer is exactly an Error record whose `error` is the status. */
+function assertErrorRecord(response: LightMyRequestResponse, status: number, message?: RegExp): void {
+  assert.equal(response.statusCode, status, response.body);
+  assert.match(String(response.headers['content-type']), /^application\/json/);
+  const body = response.json() as Record<string, unknown>;
+  assert.deepEqual(Object.keys(body).sort(), ['error', 'message']);
+  assert.equal(body.error, status);
+  assert.equal(typeof body.message, 'string');
+  assert.ok((body.message as string).length > 0);
+  if (message) assert.match(body.message as string, message);
+}
+
+for (const database of DATABASES) {
+  describe(`HTTP contract on ${database.kind}`, () => {
+    let db: TestDatabase;
+    let t: TestApp;
+    let nextId = 1000;
+    const freshId = () => String(nextId++);
+    const post = (payload: string, headers: Record<string, string> = t.headers) =>
+      t.app.inject({ method: 'POST', url: '/plants', headers, payload });
+
+    before(async () => {
+      db = await database.create();
+      t = await startTestApp(db.url);
+    });
+    after(async () => {
+      await t?.close();
+      await db?.cleanup();
+    });
+
+    describe('rule 1: a valid create answers exactly the Plant', () => {
+      it('answers 200 with name and tag, never id', async () => {
+        const response = await post(`{"id":${freshId()},"name":"Monstera","tag":"aroid"}`);
+        assert.equal(response.statusCode, 200);
+        assert.match(String(response.headers['content-type']), /^application\/json/);
+        assert.deepEqual(response.json(), { name: 'Monstera', tag: 'aroid' });
+      });
+
+      it('omits tag when none was given', async () => {
+        const response = await post(`{"id":${freshId()},"name":"Fern"}`);
+        assert.equal(response.statusCode, 200);
+        assert.equal(response.body, '{"name":"Fern"}');
+      });
+
+      it('stores what it answered', async () => {
+        const id = freshId();
+        await post(`{"id":${id},"name":"Pothos","tag":"vine"}`);
+        assert.deepEqual(await t.store.getPlant(BigInt(id)), { id: BigInt(id), name: 'Pothos', tag: 'vine' });
+      });
+
+      it('keeps an empty tag as an empty tag', async () => {
+        const id = freshId();
+        const response = await post(`{"id":${id},"name":"Cactus","tag":""}`);
+        assert.deepEqual(response.json(), { name: 'Cactus', tag: '' });
+        assert.equal((await t.store.getPlant(BigInt(id)))?.tag, '');
+      });
+    });
+
+    describe('rule 3: NewPlant is closed and nothing is coerced', () => {
+      const cases: Array<[string, string, RegExp]> = [
+        ['an unknown field', '{"id":1,"name":"a","color":"red"}', /unknown property 'color'/],
+        ['a string id', '{"id":"5","name":"a"}', /body\.id must be an integer/],
+        ['a boolean id', '{"id":true,"name":"a"}', /body\.id must be an integer/],
+        ['a null tag', '{"id":1,"name":"a","tag":null}', /body\.tag must be of type string/],
+        ['a numeric name', '{"id":1,"name":5}', /body\.name must be of type string/],
+        ['a missing id', '{"name":"a"}', /missing required property 'id'/],
+        ['a missing name', '{"id":1}', /missing required property 'name'/],
+        ['an empty name', '{"id":1,"name":""}', /body\.name must not be empty/],
+        ['a JSON array', '[{"id":1,"name":"a"}]', /body must be of type object/],
+        ['a JSON scalar', '42', /body must be of type object/],
+        ['invalid JSON', '{"id":1,', /not valid JSON/],
+        ['a duplicate key', '{"id":1,"name":"a","name":"b"}', /[Dd]uplicate key/],
+      ];
+      for (const [what, payload, message] of cases) {
+        it(`refuses ${what} with 400 naming the problem`, async () => {
+          assertErrorRecord(await post(payload), 400, message);
+        });
+      }
+
+      it('stores nothing for a refused body', async () => {
+        const id = freshId();
+        assertErrorRecord(await post(`{"id":${id},"name":"a","extra":1}`), 400);
+        assert.equal(await t.store.getPlant(BigInt(id)), undefined);
+      });
+
+      it('enforces the configured name and tag lengths', async () => {
+        const { nameLength, tagLength } = t.config.limits;
+        assert.equal((await post(`{"id":${freshId()},"name":"${'n'.repeat(nameLength)}"}`)).statusCode, 200);
+        assertErrorRecord(await post(`{"id":${freshId()},"name":"${'n'.repeat(nameLength + 1)}"}`), 400, /body\.name must be at most/);
+        assertErrorRecord(await post(`{"id":${freshId()},"name":"a","tag":"${'t'.repeat(tagLength + 1)}"}`), 400, /body\.tag must be at most/);
+      });
+
+      it('refuses a body over the limit with 413', async () => {
+        const name = 'x'.repeat(t.config.limits.bodyBytes);
+        assertErrorRecord(await post(`{"id":${freshId()},"name":"${name}"}`), 413, /larger than the limit of 16384 bytes/);
+      });
+    });
+
+    describe('rule 4: ids are int64, exact end to end', () => {
+      for (const id of [INT64_MAX, INT64_MIN, '9007199254740993', '-9007199254740993', '0', '1']) {
+        it(`keeps ${id} exact`, async () => {
+          const response = await post(`{"id":${id},"name":"exact ${id}"}`);
+          assert.equal(response.statusCode, 200, response.body);
+          assert.deepEqual(await t.store.getPlant(BigInt(id)), { id: BigInt(id), name: `exact ${id}`, tag: null });
+        });
+      }
+
+      it('tells 9007199254740993 from its rounded neighbour 9007199254740992', async () => {
+        assert.equal((await post('{"id":9007199254740992,"name":"even"}')).statusCode, 200);
+        // A parser that rounds would see the same id twice and answer 409.
+        assert.equal((await post('{"id":9007199254740995,"name":"odd"}')).statusCode, 200);
+        assert.equal((await t.store.getPlant(9007199254740995n))?.name, 'odd');
+        assert.equal((await t.store.getPlant(9007199254740992n))?.name, 'even');
+      });
+
+      it('accepts integral spellings JSON Schema calls integers: 12.0 and 1.2e1', async () => {
+        assert.equal((await post('{"id":1.2e3,"name":"spelled"}')).statusCode, 200);
+        assert.equal((await t.store.getPlant(1200n))?.name, 'spelled');
+      });
+
+      const refused: Array<[string, RegExp]> = [
+        ['9223372036854775808', /int64/],
+        ['-9223372036854775809', /int64/],
+        ['1e400', /int64/],
+        ['1'.repeat(500), /int64/],
+        ['1.5', /must be an integer/],
+        ['9007199254740993.5', /must be an integer/],
+        ['1.0000000000000000001', /must be an integer/],
+        ['"9"', /must be an integer/],
+      ];
+      for (const [id, message] of refused) {
+        it(`refuses id ${id.length > 30 ? `${id.slice(0, 20)}…` : id} with 400`, async () => {
+          assertErrorRecord(await post(`{"id":${id},"name":"a"}`), 400, message);
+        });
+      }
+    });
+
+    describe('rule 5: the body must be JSON', () => {
+      for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/jsonx', 'application/json; charset=latin1']) {
+        it(`refuses Content-Type ${type} with 415`, async () => {
+          assertErrorRecord(await post(`{"id":${freshId()},"name":"a"}`, { ...t.headers, 'content-type': type }), 415);
+        });
+      }
+
+      it('refuses a missing Content-Type with 415', async () => {
+        const { 'content-type': _, ...headers } = t.headers;
+        assertErrorRecord(await post(`{"id":${freshId()},"name":"a"}`, headers), 415);
+      });
+
+      for (const type of ['application/json; charset=utf-8', 'Application/JSON', 'application/json;charset="UTF-8"']) {
+        it(`accepts Content-Type ${type}`, async () => {
+          assert.equal((await post(`{"id":${freshId()},"name":"a"}`, { ...t.headers, 'content-type': type })).statusCode, 200);
+        });
+      }
+
+      it('refuses an empty body with 400', async () => {
+        assertErrorRecord(await post(''), 400, /body/);
+      });
+    });
+
+    describe('rule 6: RFC 6750 bearer authentication, before the body', () => {
+      const payload = () => `{"id":${freshId()},"name":"a"}`;
+      const challenge = 'Bearer realm="plantstore"';
+
+      it('answers 401 with a challenge when there are no credentials', async () => {
+        const response = await post(payload(), { 'content-type': 'application/json' });
+        assertErrorRecord(response, 401);
+        assert.equal(response.headers['www-authenticate'], challenge);
+      });
+
+      it('answers 401 with a challenge for another scheme', async () => {
+        const response = await post(payload(), { 'content-type': 'application/json', authorization: `Basic ${btoa('u:p')}` });
+        assertErrorRecord(response, 401);
+        assert.equal(response.headers['www-authenticate'], challenge);
+        assert.doesNotMatch(response.body, /dTpw/);
+      });
+
+      it('answers 401 invalid_token for an unknown token', async () => {
+        const response = await post(payload(), { 'content-type': 'application/json', authorization: 'Bearer plst_unknown' });
+        assertErrorRecord(response, 401, /invalid or revoked/);
+        assert.equal(response.headers['www-authenticate'], `${challenge}, error="invalid_token"`);
+      });
+
+      it('answers 401 invalid_token for a revoked token, within the cache period', async () => {
+        const local = await startTestApp(db.url, { TOKEN_CACHE_MS: '100' });
+        try {
+          const headers = local.headers;
+          assert.equal((await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() })).statusCode, 200);
+          assert.equal(await local.store.revokeToken(local.tokenName), true);
+          await new Promise((resolve) => setTimeout(resolve, 400));
+          const response = await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() });
+          assertErrorRecord(response, 401);
+          assert.equal(response.headers['www-authenticate'], `${challenge}, error="invalid_token"`);
+        } finally {
+          await local.close();
+        }
+      });
+
+      it('accepts the scheme name in any case', async () => {
+        for (const scheme of ['bearer', 'BEARER', 'BeArEr']) {
+          const response = await post(payload(), { ...t.headers, authorization: `${scheme} ${t.token}` });
+          assert.equal(response.statusCode, 200, `${scheme}: ${response.body}`);
+        }
+      });
+
+      it('answers 400 invalid_request for a malformed Bearer header', async () => {
+        for (const authorization of ['Bearer', 'Bearer a b', 'Bearer ä']) {
+          const response = await post(payload(), { 'content-type': 'application/json', authorization });
+          assertErrorRecord(response, 400, /malformed Authorization/);
+          assert.equal(response.headers['www-authenticate'], `${challenge}, error="invalid_request"`);
+        }
+      });
+
+      it('authenticates before looking at the body', async () => {
+        const noToken = { 'content-type': 'text/plain' };
+        assertErrorRecord(await post('not json at all', noToken), 401);
+        assertErrorRecord(await post('{"id":"x"}', { 'content-type': 'application/json' }), 401);
+        assertErrorRecord(await post('x'.repeat(100_000), { 'content-type': 'application/json' }), 401);
+      });
+    });
+
+    describe('rule 7: ids are unique; identical replays succeed', () => {
+      it('answers a replay with the same name and tag with 200 and the stored Plant', async () => {
+        const id = freshId();
+        const body = `{"id":${id},"name":"Aloe","tag":"succulent"}`;
+        assert.equal((await post(body)).statusCode, 200);
+        const replay = await post(body);
+        assert.equal(replay.statusCode, 200);
+        assert.deepEqual(replay.json(), { name: 'Aloe', tag: 'succulent' });
+      });
+
+      for (const [what, second] of [
+        ['another name', '{"name":"Other","tag":"succulent"}'],
+        ['another tag', '{"name":"Aloe","tag":"other"}'],
+        ['no tag', '{"name":"Aloe"}'],
+      ] as const) {
+        it(`answers the same id with ${what} with 409, keeping the first`, async () => {
+          const id = freshId();
+          assert.equal((await post(`{"id":${id},"name":"Aloe","tag":"succulent"}`)).statusCode, 200);
+          assertErrorRecord(await post(`{"id":${id},${second.slice(1)}`), 409, new RegExp(`id ${id} already exists`));
+          assert.deepEqual(await t.store.getPlant(BigInt(id)), { id: BigInt(id), name: 'Aloe', tag: 'succulent' });
+        });
+      }
+
+      it('lets exactly one of many concurrent different creates of one id win', async () => {
+        const id = freshId();
+        const responses = await Promise.all(
+          Array.from({ length: 20 }, (_, index) => post(`{"id":${id},"name":"racer ${index}"}`)),
+        );
+        const winners = responses.filter((response) => response.statusCode === 200);
+        assert.equal(winners.length, 1);
+        for (const response of responses) if (response.statusCode !== 200) assertErrorRecord(response, 409);
+        assert.deepEqual(await t.store.getPlant(BigInt(id)), { id: BigInt(id), ...(winners[0]?.json() as object), tag: null });
+      });
+
+      it('answers every one of many concurrent identical creates with 200', async () => {
+        const id = freshId();
+        const responses = await Promise.all(Array.from({ length: 20 }, () => post(`{"id":${id},"name":"same"}`)));
+        assert.deepEqual(new Set(responses.map((response) => response.statusCode)), new Set([200]));
+      });
+    });
+
+    describe('rule 2: every error, from any layer, is an Error record', () => {
+      it('answers an unknown path with 404', async () => {
+        assertErrorRecord(await t.app.inject({ method: 'GET', url: '/nowhere' }), 404, /no route for GET \/nowhere/);
+      });
+
+      it('answers a wrong method with 405 and Allow', async () => {
+        const response = await t.app.inject({ method: 'PUT', url: '/plants', headers: t.headers, payload: '{}' });
+        assertErrorRecord(response, 405);
+        assert.match(String(response.headers.allow), /POST/);
+      });
+
+      it('answers an internal failure with 500 and no detail', async () => {
+        const broken = await startTestApp(db.url);
+        try {
+          // The store failing in a way it never should: the client learns nothing of it.
+          broken.store.createPlants = async () => {
+            throw new Error('secret internal detail');
+          };
+          const response = await broken.app.inject({ method: 'POST', url: '/plants', headers: broken.headers, payload: '{"id":1,"name":"a"}' });
+          assertErrorRecord(response, 500, /^internal server error$/);
+          assert.doesNotMatch(response.body, /secret/);
+        } finally {
+          await broken.close();
+        }
+      });
+    });
+
+    describe('health, readiness and the document', () => {
+      it('answers /healthz and /readyz without a token', async () => {
+        assert.deepEqual((await t.app.inject({ method: 'GET', url: '/healthz' })).json(), { status: 'ok' });
+        assert.deepEqual((await t.app.inject({ method: 'GET', url: '/readyz' })).json(), { status: 'ready' });
+      });
+    });
+  });
+}
