@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { startTestApp, type TestApp } from './helpers/app.js';
+import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+
+interface Operation {
+  responses: Record<string, { content?: Record<string, { schema?: object }> }>;
+  requestBody?: { content: Record<string, { schema: object }> };
+  security?: unknown[];
+}
+interface Document {
+  openapi: string;
+  info: { version: string; license: { name: string } };
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, object>; securitySchemes: Record<string, object> };
+  security: unknown[];
+}
+
+describe('/openapi.json', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  let document: Document;
+  let ajv: Ajv2020;
+
+  before(async () => {
+    db = await sqliteDatabase();
+    t = await startTestApp(db.url);
+    const response = await t.app.inject({ method: 'GET', url: '/openapi.json' });
+    assert.equal(response.statusCode, 200);
+    assert.match(String(response.headers['content-type']), /^application\/json/);
+    document = response.json() as Document;
+    ajv = new Ajv2020({ strict: false });
+    addFormats.default(ajv);
+    for (const [name, schema] of Object.entries(document.components.schemas)) ajv.addSchema(schema, `#/components/schemas/${name}`);
+  });
+  after(async () => {
+    await t?.close();
+    await db?.cleanup();
+  });
+
+  /** Validates a live body against the schema the document declares for that operation and status. */
+  function assertMatchesDocument(path: string, method: string, status: number, body: unknown): void {
+    const operation = document.paths[path]?.[method];
+    assert.ok(operation, `${method} ${path} is documented`);
+    const schema = operation.responses[String(status)]?.content?.['application/json']?.schema;
+    assert.ok(schema, `${method} ${path} documents status ${status}`);
+    const validate = ajv.compile({ ...resolve(schema), $schema: undefined });
+    assert.ok(validate(body), `${JSON.stringify(body)}: ${ajv.errorsText(validate.errors)}`);
+  }
+
+  function resolve(schema: object): object {
+    const ref = (schema as { $ref?: string }).$ref;
+    return ref ? (document.components.schemas[ref.split('/').pop() as string] as object) : schema;
+  }
+
+  it('is a valid OpenAPI 3.1 document (checked by a real validator)', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(document) as unknown as Parameters<Validator["validate"]>[0]);
+    assert.equal(result.valid, true, JSON.stringify(result.errors));
+    assert.equal(validator.version, '3.1');
+  });
+
+  it('describes the interface: version 1.0.0, MIT, bearer auth, POST /plants', () => {
+    assert.equal(document.openapi, '3.1.0');
+    assert.equal(document.info.version, '1.0.0');
+    assert.equal(document.info.license.name, 'MIT');
+    assert.deepEqual(document.components.securitySchemes.bearerAuth, { type: 'http', scheme: 'bearer' });
+    assert.deepEqual(document.security, [{ bearerAuth: [] }]);
+    const create = document.paths['/plants']?.post;
+    assert.ok(create);
+    assert.deepEqual(create.requestBody?.content['application/json']?.schema, { $ref: '#/components/schemas/NewPlant' });
+    assert.deepEqual(create.responses['200']?.content?.['application/json']?.schema, { $ref: '#/components/schemas/Plant' });
+    for (const status of ['400', '401', '409', '413', '415']) {
+      assert.deepEqual(create.responses[status]?.content?.['application/json']?.schema, { $ref: '#/components/schemas/Error' });
+    }
+  });
+
+  it('documents the schemas the server validates with', () => {
+    const newPlant = document.components.schemas.NewPlant as { required: string[]; additionalProperties: boolean; properties: Record<string, { type: string; format?: string; maxLength?: number }> };
+    assert.deepEqual([...newPlant.required].sort(), ['id', 'name']);
+    assert.equal(newPlant.additionalProperties, false);
+    assert.deepEqual({ type: newPlant.properties.id?.type, format: newPlant.properties.id?.format }, { type: 'integer', format: 'int64' });
+    assert.equal(newPlant.properties.name?.maxLength, t.config.limits.nameLength);
+    const plant = document.components.schemas.Plant as { properties: Record<string, unknown>; required: string[] };
+    assert.deepEqual(Object.keys(plant.properties).sort(), ['name', 'tag']);
+    assert.deepEqual(plant.required, ['name']);
+    const error = document.components.schemas.Error as { properties: Record<string, { format?: string }>; required: string[] };
+    assert.deepEqual([...error.required].sort(), ['error', 'message']);
+    assert.equal(error.properties.error?.format, 'int32');
+  });
+
+  it('leaves health, readiness and itself open, and nothing else', () => {
+    for (const [path, methods] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        const open = ['/healthz', '/readyz', '/openapi.json'].includes(path);
+        assert.equal(operation.security !== undefined && operation.security.length === 0, open, `${method} ${path}`);
+      }
+    }
+  });
+
+  it('matches live responses of every status it documents for POST /plants', async () => {
+    const post = (payload: string, headers = t.headers) => t.app.inject({ method: 'POST', url: '/plants', headers, payload });
+    const cases: Array<[number, Promise<{ statusCode: number; json(): unknown }>]> = [
+      [200, post('{"id":1,"name":"a","tag":"b"}')],
+      [400, post('{"id":"1","name":"a"}')],
+      [401, post('{"id":2,"name":"a"}', { 'content-type': 'application/json' })],
+      [409, post('{"id":1,"name":"other"}')],
+      [413, post(`{"id":3,"name":"${'x'.repeat(20_000)}"}`)],
+      [415, post('{"id":4,"name":"a"}', { ...t.headers, 'content-type': 'text/plain' })],
+    ];
+    for (const [status, pending] of cases) {
+      const response = await pending;
+      assert.equal(response.statusCode, status);
+      assertMatchesDocument('/plants', 'post', status, response.json());
+    }
+  });
+});
