@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+describe('configuration', () => {
+  it('has working defaults: SQLite under ./data, 127.0.0.1:8080, 16 KiB bodies', () => {
+    const config = loadConfig({}, '/srv/app');
+    assert.deepEqual(config.database, { kind: 'sqlite', path: path.resolve('/srv/app/data/plantstore.db') });
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.port, 8080);
+    assert.equal(config.limits.bodyBytes, 16384);
+    assert.equal(config.rateLimit, null);
+  });
+
+  it('is frozen, all the way down', () => {
+    const config = loadConfig({});
+    assert.ok(Object.isFrozen(config));
+    assert.ok(Object.isFrozen(config.limits));
+    assert.throws(() => {
+      (config.limits as { bodyBytes: number }).bodyBytes = 1;
+    }, TypeError);
+  });
+
+  it('selects PostgreSQL for postgres:// and postgresql:// URLs', () => {
+    for (const url of ['postgres://u:p@db:5432/plants', 'postgresql://u@db/plants?sslmode=require']) {
+      assert.deepEqual(loadConfig({ DATABASE_URL: url, PG_POOL_SIZE: '3' }).database, { kind: 'postgres', url, poolSize: 3 });
+    }
+  });
+
+  it('reads sqlite: URLs as relative or absolute files', () => {
+    assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite:///var/lib/p.db' }).database, { kind: 'sqlite', path: '/var/lib/p.db' });
+    assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite:rel/p.db' }, '/x').database, { kind: 'sqlite', path: '/x/rel/p.db' });
+  });
+
+  const bad: Array<[string, string, RegExp]> = [
+    ['PORT', 'eighty', /whole number/],
+    ['PORT', '70000', /between 0 and 65535/],
+    ['DATABASE_URL', 'mysql://x', /must start with sqlite:/],
+    ['DATABASE_URL', 'sqlite::memory:', /not durable/],
+    ['LOG_LEVEL', 'loud', /must be one of/],
+    ['BODY_LIMIT_BYTES', '-1', /whole number/],
+    ['WRITE_QUEUE_LIMIT', '0', /between 1 and/],
+  ];
+  for (const [variable, value, problem] of bad) {
+    it(`refuses ${variable}=${value} with a message naming the variable`, () => {
+      assert.throws(
+        () => loadConfig({ [variable]: value }),
+        (error: unknown) => error instanceof ConfigError && error.variable === variable && error.message.startsWith(`${variable}: `) && problem.test(error.message),
+      );
+    });
+  }
+});
