@@ -1,0 +1,158 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+
+const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
+
+function cli(args: string[], env: Record<string, string>) {
+  const result = spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  return port;
+}
+
+/** `plantstore serve` as a real process; resolves once it answers /healthz. */
+async function serve(env: Record<string, string>) {
+  const port = await freePort();
+  const child = spawn(process.execPath, [CLI, 'serve'], {
+    env: { ...process.env, LOG_LEVEL: 'info', ...env, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  const base = `http://127.0.0.1:${port}`;
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      if ((await fetch(`${base}/healthz`)).ok) break;
+    } catch {
+      if (attempt > 100 || child.exitCode !== null) throw new Error(`server did not start: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  return {
+    base,
+    child,
+    output: () => ({ stdout, stderr }),
+    async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+      const exited = once(child, 'exit');
+      child.kill(signal);
+      const [code] = await exited;
+      return code as number | null;
+    },
+  };
+}
+
+function createPlant(base: string, token: string, body: string) {
+  return fetch(`${base}/plants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body,
+  });
+}
+
+describe('the plantstore CLI and server process', () => {
+  let db: TestDatabase;
+  let env: Record<string, string>;
+
+  before(async () => {
+    db = await sqliteDatabase();
+    env = { DATABASE_URL: db.url };
+  });
+  after(() => db?.cleanup());
+
+  it('token create prints the token alone on stdout, and only its hash is stored', () => {
+    const result = cli(['token', 'create', '--name', 'ops'], env);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stdout, /^plst_[A-Za-z0-9_-]{43}\n$/);
+    assert.match(result.stderr, /shown only this once/);
+    const listed = cli(['token', 'list'], env);
+    assert.equal(listed.status, 0);
+    assert.match(listed.stdout, /^ops\tcreated \d{4}-.*\tlast used never\n$/);
+    assert.ok(!listed.stdout.includes(result.stdout.trim()), 'list never shows a secret');
+  });
+
+  it('refuses a duplicate token name, a missing name, and unknown commands', () => {
+    assert.equal(cli(['token', 'create', '--name', 'dup'], env).status, 0);
+    const duplicate = cli(['token', 'create', '--name', 'dup'], env);
+    assert.equal(duplicate.status, 1);
+    assert.equal(duplicate.stdout, '');
+    assert.match(duplicate.stderr, /already exists/);
+    assert.equal(cli(['token', 'create'], env).status, 2);
+    assert.equal(cli(['frobnicate'], env).status, 2);
+    assert.equal(cli(['token', 'revoke', 'nobody'], env).status, 1);
+  });
+
+  it('names the variable when configuration is bad, exit 2', () => {
+    const result = cli(['token', 'list'], { ...env, PORT: 'abc' });
+    assert.equal(result.status, 2);
+    assert.match(result.stderr, /PORT: must be a whole number/);
+  });
+
+  it('serves, keeps plants across a restart, exits 0 on SIGTERM, and logs JSON without the token', async () => {
+    const token = cli(['token', 'create', '--name', 'restart'], env).stdout.trim();
+    const first = await serve({ ...env, LOG_LEVEL: 'debug' });
+    const created = await createPlant(first.base, token, '{"id":9223372036854775807,"name":"Old Oak","tag":"tree"}');
+    assert.equal(created.status, 200);
+    assert.equal(await first.stop('SIGTERM'), 0);
+
+    const { stdout } = first.output();
+    const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.ok(lines.some((line) => line.msg === 'request completed' && typeof line.reqId === 'string'));
+    for (const line of lines) if (line.req || line.res) assert.equal(typeof line.reqId, 'string');
+    assert.ok(!stdout.includes(token), 'the token never reaches the log');
+    assert.ok(!stdout.includes(token.slice(5, 25)), 'not even part of it');
+
+    const second = await serve(env);
+    try {
+      const replay = await createPlant(second.base, token, '{"id":9223372036854775807,"name":"Old Oak","tag":"tree"}');
+      assert.equal(replay.status, 200);
+      const conflict = await createPlant(second.base, token, '{"id":9223372036854775807,"name":"Young Oak","tag":"tree"}');
+      assert.equal(conflict.status, 409);
+    } finally {
+      assert.equal(await second.stop('SIGINT'), 0);
+    }
+  });
+
+  it('tells the operator on stderr how to create a token when none exists', async () => {
+    const empty = await sqliteDatabase();
+    try {
+      const server = await serve({ DATABASE_URL: empty.url });
+      const code = await server.stop();
+      assert.equal(code, 0);
+      assert.match(server.output().stderr, /no API token exists yet[\s\S]*plantstore token create --name/);
+    } finally {
+      await empty.cleanup();
+    }
+  });
+
+  it('token revoke makes a running server refuse the token within seconds, without a restart', async () => {
+    const token = cli(['token', 'create', '--name', 'soon-revoked'], env).stdout.trim();
+    const server = await serve(env);
+    try {
+      assert.equal((await createPlant(server.base, token, '{"id":1,"name":"a"}')).status, 200);
+      assert.equal(cli(['token', 'revoke', 'soon-revoked'], env).status, 0);
+      let status = 0;
+      for (let waited = 0; waited < 3000; waited += 100) {
+        status = (await createPlant(server.base, token, '{"id":1,"name":"a"}')).status;
+        if (status === 401) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.equal(status, 401);
+    } finally {
+      await server.stop();
+    }
+  });
+});
