@@ -1,0 +1,46 @@
+import type pg from 'pg';
+
+/** Schema versions, applied in order; append only. */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE plants (
+     id   BIGINT PRIMARY KEY,
+     name TEXT NOT NULL,
+     tag  TEXT
+   );
+   -- Listing by tag walks this index in id order: no sort, and a deep page costs what the first does.
+   CREATE INDEX plants_by_tag ON plants (tag, id);
+   CREATE TABLE tokens (
+     name         TEXT PRIMARY KEY,
+     hash         BYTEA NOT NULL UNIQUE,
+     created_at   TIMESTAMPTZ NOT NULL,
+     last_used_at TIMESTAMPTZ
+   );`,
+];
+
+/** Any fixed number: every plantstore instance takes the same lock, so concurrent starts migrate one at a time. */
+const MIGRATION_LOCK = 7_170_731_001;
+
+export async function migrate(client: pg.PoolClient): Promise<void> {
+  await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+  try {
+    await client.query('CREATE TABLE IF NOT EXISTS plantstore_schema (version INTEGER NOT NULL)');
+    const { rows } = await client.query<{ version: number }>('SELECT max(version) AS version FROM plantstore_schema');
+    const current = rows[0]?.version ?? 0;
+    if (current > MIGRATIONS.length) {
+      throw new Error(`database schema version ${current} is newer than this plantstore (${MIGRATIONS.length}); upgrade plantstore`);
+    }
+    for (let version = current; version < MIGRATIONS.length; version += 1) {
+      await client.query('BEGIN');
+      try {
+        await client.query(MIGRATIONS[version] as string);
+        await client.query('INSERT INTO plantstore_schema (version) VALUES ($1)', [version + 1]);
+        await client.query('COMMIT');
+      } catch (error) {
+        await client.query('ROLLBACK');
+        throw error;
+      }
+    }
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+  }
+}
