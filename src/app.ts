@@ -96,11 +96,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
 
   const schemas = plantSchemas(config.limits);
   const routes: RouteSpec[] = [
-    ...plantRoutes(schemas, new PlantService(writes)),
+    ...plantRoutes(schemas, new PlantService(writes, store)),
     // The document describes every route, itself included, so it is built after the list and read lazily.
     ...systemRoutes(store, () => openApi),
   ];
-  const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, Error: ErrorRecord });
+  const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord });
 
   const authenticate = async (request: { headers: { authorization?: string }; tokenName: string }) => {
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation.

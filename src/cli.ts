@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { generateToken, hashToken } from './auth/tokens.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { plantRecordJson } from './plants/service.js';
 import { serveUntilSignalled } from './server.js';
 import { openStore } from './storage/open.js';
 import { DuplicateTokenNameError, type Store } from './storage/store.js';
@@ -14,6 +15,9 @@ Commands:
   token create --name NAME    create an API token; prints the token alone on stdout, once
   token list                  list tokens: name, creation time, last use (never the secret)
   token revoke NAME           revoke a token; running servers refuse it within TOKEN_CACHE_MS
+  plants list [--tag T] [--limit N]
+                              print stored plants in ascending id order, one JSON object per line
+                              (exact ids); only those tagged exactly T; the first N (default: all)
 
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
 `;
@@ -74,6 +78,58 @@ async function tokenCommand(config: Config, args: string[]): Promise<void> {
   }
 }
 
+/** Rows read per keyset query when listing; output streams, so memory stays flat on any table size. */
+const LIST_BATCH = 1000;
+
+async function plantsCommand(config: Config, args: string[]): Promise<void> {
+  const [action, ...rest] = args;
+  if (action !== 'list') throw new UsageError(`unknown plants command ${JSON.stringify(action ?? '')}`);
+  const { values } = parseArgs({ args: rest, options: { tag: { type: 'string' }, limit: { type: 'string' } }, strict: true });
+  let remaining = Number.POSITIVE_INFINITY;
+  if (values.limit !== undefined) {
+    if (!/^[1-9][0-9]{0,14}$/.test(values.limit)) throw new UsageError('plants list --limit needs a positive integer');
+    remaining = Number(values.limit);
+  }
+  const tag = values.tag;
+  await withStore(config, async (store) => {
+    let after: bigint | undefined;
+    while (remaining > 0) {
+      const limit = Math.min(LIST_BATCH, remaining);
+      const rows = await store.listPlants({
+        limit,
+        ...(after === undefined ? {} : { after }),
+        ...(tag === undefined ? {} : { tag }),
+      });
+      if (rows.length === 0) return;
+      const text = rows.map((row) => `${plantRecordJson(row)}\n`).join('');
+      // A reader that stops early (`| head`) ends the listing quietly.
+      if (!(await writeOut(text))) return;
+      remaining -= rows.length;
+      after = rows.at(-1)?.id;
+      if (rows.length < limit) return;
+    }
+  });
+}
+
+let stdoutClosed = false;
+
+/** Writes to stdout, waiting until it is flushed; resolves false once stdout is closed by its reader. */
+function writeOut(text: string): Promise<boolean> {
+  if (process.stdout.listenerCount('error') === 0) {
+    process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+      stdoutClosed = true;
+      if (error.code !== 'EPIPE') {
+        process.stderr.write(`plantstore: cannot write output: ${error.message}\n`);
+        process.exitCode = 1;
+      }
+    });
+  }
+  if (stdoutClosed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    process.stdout.write(text, (error) => resolve(!error && !stdoutClosed));
+  });
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...args] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
@@ -90,6 +146,8 @@ async function main(argv: string[]): Promise<void> {
       return;
     case 'token':
       return tokenCommand(config, args);
+    case 'plants':
+      return plantsCommand(config, args);
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }

@@ -36,8 +36,64 @@ export function plantSchemas(limits: SchemaLimits) {
     { additionalProperties: false },
   );
 
-  return { Plant, NewPlant };
+  /** A plant as the read operations answer it: the exact int64 id (a JSON integer, all digits), name, and tag when it has one. */
+  const StoredPlant = Type.Object(
+    {
+      id: Type.Integer({ format: 'int64', description: 'Identification number of the plant, exact over the whole int64 range' }),
+      name,
+      tag: Type.Optional(tag),
+    },
+    { additionalProperties: false },
+  );
+
+  const PlantList = Type.Array(StoredPlant, {
+    description:
+      'Plants in ascending id order. When more remain, the response carries `Link: </plants?limit=N&after=ID[&tag=T]>; rel="next"` ' +
+      '(RFC 8288; a URI reference relative to this server); the last page has no Link header.',
+  });
+
+  const PlantIdParams = Type.Object(
+    {
+      id: Type.String({
+        description:
+          'The plant id: an integer from -9223372036854775808 to 9223372036854775807 in canonical decimal ' +
+          '(optional minus sign, no plus sign, no leading zeros, no -0), e.g. 9223372036854775807',
+      }),
+    },
+    { additionalProperties: false },
+  );
+
+  const PlantListQuery = Type.Object(
+    {
+      limit: Type.Optional(
+        Type.String({
+          description: `How many plants to answer at most: an integer from 1 to ${MAX_PAGE_LIMIT} in canonical decimal; default ${DEFAULT_PAGE_LIMIT}`,
+        }),
+      ),
+      after: Type.Optional(
+        Type.String({
+          description:
+            'Keyset cursor: answer only plants whose id is greater than this int64 (canonical decimal). ' +
+            'Clients normally follow the Link rel="next" header rather than building it.',
+        }),
+      ),
+      tag: Type.Optional(
+        Type.String({
+          maxLength: limits.tagLength,
+          pattern: NO_NUL,
+          description: 'Answer only plants whose tag is exactly this (case-sensitive; an empty value matches the empty tag)',
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  );
+
+  return { Plant, NewPlant, StoredPlant, PlantList, PlantIdParams, PlantListQuery };
 }
+
+/** GET /plants answers this many plants when the client names no limit, and at most MAX_PAGE_LIMIT. */
+export const DEFAULT_PAGE_LIMIT = 20;
+export const MAX_PAGE_LIMIT = 1000;
 
 export const ErrorRecord = Type.Object(
   {
@@ -50,5 +106,7 @@ export const ErrorRecord = Type.Object(
 export type ErrorRecord = Static<typeof ErrorRecord>;
 export type PlantSchemas = ReturnType<typeof plantSchemas>;
 export type PlantBody = Static<PlantSchemas['Plant']>;
+export type PlantListQuery = Static<PlantSchemas['PlantListQuery']>;
+export type PlantIdParams = Static<PlantSchemas['PlantIdParams']>;
 /** A NewPlant as JSON decodes it; the exact id travels beside it (see json-body.ts). */
 export type NewPlantBody = Static<PlantSchemas['NewPlant']>;

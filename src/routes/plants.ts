@@ -1,7 +1,16 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RouteSpec } from '../http/route-spec.js';
-import type { PlantService } from '../plants/service.js';
-import { ErrorRecord, type NewPlantBody, type PlantSchemas } from '../schemas.js';
+import { parseInt64Parameter, parseLimitParameter, type PlantService } from '../plants/service.js';
+import { ErrorRecord, type NewPlantBody, type PlantIdParams, type PlantListQuery, type PlantSchemas } from '../schemas.js';
+
+/**
+ * RFC 8288 link to the next keyset page. It is a URI reference relative to this server (resolved against the
+ * request URI), so it stays right behind proxies that rewrite scheme or host; the tag is percent-encoded.
+ */
+export function nextPageLink(limit: number, after: bigint, tag: string | undefined): string {
+  const tagPart = tag === undefined ? '' : `&tag=${encodeURIComponent(tag)}`;
+  return `</plants?limit=${limit}&after=${after}${tagPart}>; rel="next"`;
+}
 
 export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteSpec[] {
   return [
@@ -29,6 +38,64 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
         },
       },
       handler: (request: FastifyRequest) => plants.create(request.body as NewPlantBody),
+    },
+    {
+      method: 'GET',
+      url: '/plants',
+      operationId: 'listPlants',
+      summary: 'List plants, by id, one keyset page at a time',
+      description:
+        'Answers a JSON array of stored plants in ascending id order, at most `limit` of them (default 20, at most 1000), ' +
+        'only those whose tag is exactly `tag` when given. Paging is by keyset, not offset: while more plants remain the ' +
+        'response carries `Link: </plants?limit=N&after=ID[&tag=T]>; rel="next"` (RFC 8288, a URI reference relative to ' +
+        'this server, tag percent-encoded), whose `after` is the last id of this page; the last page has no Link header. ' +
+        'A plant stored for the whole walk is answered exactly once, whatever is created or deleted between pages.',
+      authenticated: true,
+      schema: {
+        querystring: schemas.PlantListQuery,
+        response: { 200: schemas.PlantList, 400: ErrorRecord, 401: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
+      },
+      handler: async (request: FastifyRequest, reply: FastifyReply) => {
+        const query = request.query as PlantListQuery;
+        const limit = parseLimitParameter(query.limit, 'querystring.limit');
+        const after = query.after === undefined ? undefined : parseInt64Parameter(query.after, 'querystring.after');
+        const page = await plants.list({
+          limit,
+          ...(after === undefined ? {} : { after }),
+          ...(query.tag === undefined ? {} : { tag: query.tag }),
+        });
+        if (page.nextAfter !== undefined) reply.header('link', nextPageLink(limit, page.nextAfter, query.tag));
+        return page.plants;
+      },
+    },
+    {
+      method: 'GET',
+      url: '/plants/:id',
+      operationId: 'getPlant',
+      summary: 'Read one plant',
+      description: 'Answers the stored plant with its exact id (a JSON integer with all its digits), or 404.',
+      authenticated: true,
+      schema: {
+        params: schemas.PlantIdParams,
+        response: { 200: schemas.StoredPlant, 400: ErrorRecord, 401: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
+      },
+      handler: (request: FastifyRequest) => plants.get(parseInt64Parameter((request.params as PlantIdParams).id, 'params.id')),
+    },
+    {
+      method: 'DELETE',
+      url: '/plants/:id',
+      operationId: 'deletePlant',
+      summary: 'Delete one plant',
+      description: 'Deletes the plant durably and answers 204 with no body, or 404 when no plant has that id. The id can then be created again.',
+      authenticated: true,
+      schema: {
+        params: schemas.PlantIdParams,
+        response: { 204: null, 400: ErrorRecord, 401: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
+      },
+      handler: async (request: FastifyRequest, reply: FastifyReply) => {
+        await plants.delete(parseInt64Parameter((request.params as PlantIdParams).id, 'params.id'));
+        return reply.code(204).send();
+      },
     },
   ];
 }
