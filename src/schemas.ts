@@ -11,7 +11,7 @@ export interface SchemaLimits {
 }
 
 /** PostgreSQL text cannot hold NUL and SQLite would keep it: refuse it so both stores behave alike. */
-const NO_NUL = '^[^\\u0000]*$';
+export const NO_NUL = '^[^\\u0000]*$';
 
 export function plantSchemas(limits: SchemaLimits) {
   const name = Type.String({

@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
 import { ApiError, BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors.js';
-import type { ErrorRecord } from '../schemas.js';
+import { NO_NUL, type ErrorRecord } from '../schemas.js';
 
 export interface ErrorReply {
   readonly status: number;
@@ -53,7 +53,7 @@ const DESCRIBED: Record<string, (error: FastifySchemaValidationError) => string>
   type: (error) => `must be ${error.params.type === 'integer' ? 'an integer' : `of type ${String(error.params.type)}`}`,
   minLength: (error) => (error.params.limit === 1 ? 'must not be empty' : `must be at least ${String(error.params.limit)} characters long`),
   maxLength: (error) => `must be at most ${String(error.params.limit)} characters long`,
-  pattern: () => 'must not contain NUL characters',
+  pattern: (error) => (error.params.pattern === NO_NUL ? 'must not contain NUL characters' : `must match ${String(error.params.pattern)}`),
   format: (error) => `must be an integer of format ${String(error.params.format)}`,
 };
 
