@@ -53,7 +53,13 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     logController: new DebugRequestLog(),
     requestTimeout: config.http.requestTimeoutMs,
     keepAliveTimeout: config.http.keepAliveTimeoutMs,
-    http: { headersTimeout: config.http.headersTimeoutMs, maxHeaderSize: config.http.maxHeaderBytes },
+    http: {
+      headersTimeout: config.http.headersTimeoutMs,
+      maxHeaderSize: config.http.maxHeaderBytes,
+      // Node checks the header and request timeouts only this often (default 30 s): a slow-loris client would
+      // hold its connection up to 30 s past HEADERS_TIMEOUT_MS without it.
+      connectionsCheckingInterval: Math.min(1000, config.http.headersTimeoutMs, config.http.requestTimeoutMs),
+    },
     // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
     return503OnClosing: false,
     ajv: {
