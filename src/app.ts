@@ -1,7 +1,8 @@
+import rateLimit from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type HTTPMethods } from 'fastify';
 import { TokenAuthenticator, readBearerToken } from './auth/bearer.js';
 import type { Config } from './config.js';
-import { MethodNotAllowedError, NotFoundError } from './errors.js';
+import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { buildOpenApi } from './http/openapi.js';
@@ -112,13 +113,26 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation.
     request.tokenName = await auth.authenticate(readBearerToken(request.headers.authorization));
   };
+  // Per-token rate limiting, off unless RATE_LIMIT_MAX is set: it runs after authentication (keyed by the token's
+  // name) and before the body is read, so a limited client costs no parsing; 429 is an Error record with Retry-After.
+  const hooks: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [authenticate];
+  if (config.rateLimit) {
+    await app.register(rateLimit, {
+      global: false,
+      max: config.rateLimit.max,
+      timeWindow: config.rateLimit.windowMs,
+      keyGenerator: (request) => request.tokenName,
+      errorResponseBuilder: (_request, context) => new TooManyRequestsError(Math.max(1, Math.ceil(context.ttl / 1000))),
+    });
+    hooks.push(app.rateLimit() as unknown as (request: FastifyRequest, reply: FastifyReply) => Promise<void>);
+  }
   const allowedByUrl = new Map<string, HTTPMethods[]>();
   for (const route of routes) {
     app.route({
       method: route.method,
       url: route.url,
       schema: { ...route.schema, response: withoutNulls(route.schema.response) },
-      ...(route.authenticated ? { onRequest: authenticate } : {}),
+      ...(route.authenticated ? { onRequest: hooks } : {}),
       handler: route.handler,
     });
     const allowed = allowedByUrl.get(route.url) ?? [];
