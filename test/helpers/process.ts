@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -104,4 +104,113 @@ export async function startServer(env: Record<string, string>, startTimeoutMs = 
       await exit;
     },
   };
+}
+
+export interface RawResponse {
+  readonly status: number;
+  /** Header names in lower case. */
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  /** Milliseconds from connecting to the answer (or to the close). */
+  readonly elapsedMs: number;
+  /** The server closed the connection without any answer. */
+  readonly closedWithoutAnswer: boolean;
+}
+
+/** The first complete final (non-1xx) response in `data`, if any. */
+export function parseResponse(data: Buffer): Omit<RawResponse, 'elapsedMs' | 'closedWithoutAnswer'> | undefined {
+  let offset = 0;
+  for (;;) {
+    const end = data.indexOf('\r\n\r\n', offset);
+    if (end === -1) return undefined;
+    const head = data.subarray(offset, end).toString('latin1').split('\r\n');
+    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head[0] ?? '')?.[1]);
+    const headers: Record<string, string> = {};
+    for (const line of head.slice(1)) {
+      const colon = line.indexOf(':');
+      if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    if (status >= 100 && status < 200) {
+      offset = end + 4;
+      continue;
+    }
+    const length = Number(headers['content-length'] ?? 0);
+    const bodyStart = end + 4;
+    if (data.length < bodyStart + length) return undefined;
+    return { status, headers, body: data.subarray(bodyStart, bodyStart + length).toString('utf8') };
+  }
+}
+
+export interface RawRequestOptions {
+  /** Sent one after another; a number between parts waits that many milliseconds. */
+  readonly parts: ReadonlyArray<string | Buffer | number>;
+  /** Give up (and fail) after this long. */
+  readonly timeoutMs?: number;
+  /** Half-close the socket after the last part (Node's server then drops a request it is still reading). */
+  readonly end?: boolean;
+}
+
+/**
+ * Writes raw bytes to a server and resolves with its first complete answer, or with what it had when the server
+ * closed the connection. For what an HTTP client library cannot express: wrong Content-Length, slow headers.
+ */
+export function rawRequest(port: number, options: RawRequestOptions): Promise<RawResponse> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let data = Buffer.alloc(0);
+    let settled = false;
+    const finish = (closed: boolean) => {
+      if (settled) return;
+      const parsed = parseResponse(data);
+      if (!parsed && !closed) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(
+        parsed
+          ? { ...parsed, elapsedMs: Date.now() - started, closedWithoutAnswer: false }
+          : { status: 0, headers: {}, body: data.toString('utf8'), elapsedMs: Date.now() - started, closedWithoutAnswer: true },
+      );
+    };
+    const timer = setTimeout(() => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      reject(new Error(`no answer within ${options.timeoutMs ?? 30_000} ms; received ${JSON.stringify(data.toString('latin1').slice(0, 300))}`));
+    }, options.timeoutMs ?? 30_000);
+    socket.on('data', (chunk: Buffer) => {
+      data = Buffer.concat([data, chunk]);
+      finish(false);
+    });
+    socket.on('close', () => finish(true));
+    socket.on('error', () => undefined);
+    socket.once('connect', async () => {
+      for (const part of options.parts) {
+        if (settled || socket.destroyed) return;
+        if (typeof part === 'number') await new Promise((resolve) => setTimeout(resolve, part));
+        else socket.write(part);
+      }
+      if (options.end) socket.end();
+    });
+  });
+}
+
+/** An Error record answer: `{error, message}` only, error equal to the status, JSON content type. */
+export function errorRecordProblem(status: number, contentType: string | undefined, body: string): string | undefined {
+  if (!/^application\/json\b/.test(contentType ?? '')) return `Content-Type is ${JSON.stringify(contentType)}`;
+  let record: unknown;
+  try {
+    record = JSON.parse(body);
+  } catch {
+    return `body is not JSON: ${JSON.stringify(body.slice(0, 200))}`;
+  }
+  if (record === null || typeof record !== 'object' || Array.isArray(record)) return `body is not an object: ${body.slice(0, 200)}`;
+  const keys = Object.keys(record).sort().join(',');
+  if (keys !== 'error,message') return `body has keys ${keys}: ${body.slice(0, 200)}`;
+  const { error, message } = record as { error: unknown; message: unknown };
+  if (error !== status) return `error ${String(error)} is not the status ${status}`;
+  if (!Number.isInteger(error) || (error as number) > 2 ** 31 - 1) return 'error is not an int32';
+  if (typeof message !== 'string' || message.length === 0) return 'message is not a non-empty string';
+  return undefined;
 }
