@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after } from 'node:test';
-import { TestPostgres, createDatabase } from './postgres.js';
+import { createDatabase, postgresServerUrl, stopPostgres } from './postgres.js';
 
 /** A fresh, empty database for one test, and how to remove it. */
 export interface TestDatabase {
@@ -20,20 +20,15 @@ export async function sqliteDatabase(): Promise<TestDatabase> {
   };
 }
 
-let shared: Promise<TestPostgres> | undefined;
-
 // The embedded server would keep the test process alive; it goes when the file's tests are done.
-after(async () => {
-  if (shared) await (await shared).stop();
-});
+after(stopPostgres);
 
 /**
  * A fresh database on TEST_DATABASE_URL when set, otherwise on one embedded PostgreSQL server per test file,
  * started on first use.
  */
 export async function postgresDatabase(): Promise<TestDatabase> {
-  const serverUrl = process.env.TEST_DATABASE_URL ?? (await (shared ??= TestPostgres.start())).url();
-  const database = await createDatabase(serverUrl);
+  const database = await createDatabase(await postgresServerUrl());
   return { kind: 'postgres', url: database.url, cleanup: () => database.drop() };
 }
 

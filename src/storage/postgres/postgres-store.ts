@@ -28,23 +28,59 @@ const types = {
     oid === pg.types.builtins.INT8 ? (value: string) => BigInt(value) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
 };
 
-/** SQLSTATE classes meaning "the database cannot serve now": connection, resources, shutdown, read-only. */
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P|25006|40001|40P01|55P03|58)/;
-const UNAVAILABLE_NODE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
+/**
+ * SQLSTATEs meaning "the database cannot serve now, retry": connection exceptions (08), insufficient resources
+ * (53), operator intervention (57P01-57P04 shutdown/restart, 57014 statement timeout), system errors (58),
+ * serialization failure and deadlock (40001, 40P01), lock not available (55P03), read-only transaction (25006).
+ */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|58|40001$|40P01$|55P03$|25006$)/;
+/** Socket errors on the way to the server. */
+const UNAVAILABLE_NODE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
+/** What pg and pg-pool throw, without a code, when a connection is lost, cannot be made in time or a query times out. */
+const UNAVAILABLE_MESSAGE =
+  /^(Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection closed)/;
+
+function isUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_NODE.has(code))) return true;
+  const message = (error as { message?: unknown } | undefined)?.message;
+  return typeof message === 'string' && UNAVAILABLE_MESSAGE.test(message);
+}
 
 function translate(error: unknown): unknown {
-  const code = (error as { code?: unknown }).code;
-  const message = (error as Error | undefined)?.message ?? '';
-  const unavailable =
-    (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_NODE.has(code))) ||
-    /timeout|terminat|Connection|connect/i.test(message);
-  if (unavailable) return Object.assign(new ServiceUnavailableError('storage is unavailable; retry shortly'), { cause: error });
+  if (isUnavailable(error)) return Object.assign(new ServiceUnavailableError('storage is unavailable; retry shortly'), { cause: error });
   return error;
+}
+
+function byId(a: PlantToCreate, b: PlantToCreate): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 
 function toPlant(row: PlantRow): StoredPlant {
   return { id: row.id, name: row.name, tag: row.tag };
 }
+
+function toToken(row: StoredToken): StoredToken {
+  return { name: row.name, hash: row.hash };
+}
+
+/** Bounds every wait on the database, so an unreachable or stuck server is a prompt 503 and never a hung request. */
+export const POSTGRES_TIMEOUTS = {
+  /** Getting a connection: opening a new one, or waiting for a free one when the pool is busy. */
+  connectMs: 2000,
+  /** One statement, server side (statement_timeout) and client side (query_timeout, for a silent network). */
+  queryMs: 10_000,
+} as const;
 
 /**
  * PostgreSQL through a pg pool. Uniqueness, replays and conflicts are decided by the database, so they hold across
@@ -59,25 +95,31 @@ export class PostgresStore implements Store {
   }
 
   static async open(config: PostgresConfig): Promise<PostgresStore> {
+    // sslmode, PGHOST, PGUSER, PGPASSWORD and the rest are read by pg itself from the URL and the environment.
     const pool = new pg.Pool({
       connectionString: config.url,
       max: config.poolSize,
       types,
-      // Never hang: a database that does not answer is a 503, not a stuck request.
-      connectionTimeoutMillis: 3000,
-      query_timeout: 10_000,
-      statement_timeout: 10_000,
+      connectionTimeoutMillis: POSTGRES_TIMEOUTS.connectMs,
+      query_timeout: POSTGRES_TIMEOUTS.queryMs,
+      statement_timeout: POSTGRES_TIMEOUTS.queryMs,
       idleTimeoutMillis: 30_000,
+      // Notices a peer that vanished without closing the connection (a failed-over managed database).
+      keepAlive: true,
     });
-    // An idle connection dropped by the server must not crash the process; the pool replaces it.
+    // A connection that dies, idle or checked out between two queries, emits 'error'; unheard, that would end the
+    // process. The failing query (if any) rejects on its own, and the pool replaces the connection on next use.
     pool.on('error', () => undefined);
+    pool.on('connect', (client) => client.on('error', () => undefined));
     try {
       const client = await pool.connect();
       try {
         await migrate(client);
-      } finally {
-        client.release();
+      } catch (error) {
+        client.release(error as Error);
+        throw error;
       }
+      client.release();
     } catch (error) {
       await pool.end().catch(() => undefined);
       throw translate(error);
@@ -87,6 +129,7 @@ export class PostgresStore implements Store {
 
   async #query<R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {
     try {
+      // pg-pool discards a connection whose query failed, so a broken one is never reused.
       return await this.#pool.query<R>(text, values);
     } catch (error) {
       throw translate(error);
@@ -94,13 +137,18 @@ export class PostgresStore implements Store {
   }
 
   async createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    const ids = plants.map((plant) => plant.id.toString());
+    if (plants.length === 0) return [];
+    // Every transaction inserts in ascending id order, so two batches sharing ids (from this instance or another)
+    // wait on each other in one direction only and never deadlock.
+    const sorted = [...plants].sort(byId);
     let client: pg.PoolClient;
     try {
       client = await this.#pool.connect();
     } catch (error) {
       throw translate(error);
     }
+    let created: Set<bigint>;
+    const existing = new Map<bigint, StoredPlant>();
     try {
       await client.query('BEGIN');
       const inserted = await client.query<{ id: bigint }>(
@@ -108,28 +156,30 @@ export class PostgresStore implements Store {
          SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[])
          ON CONFLICT (id) DO NOTHING
          RETURNING id`,
-        [ids, plants.map((plant) => plant.name), plants.map((plant) => plant.tag)],
+        [sorted.map((plant) => plant.id.toString()), sorted.map((plant) => plant.name), sorted.map((plant) => plant.tag)],
       );
-      const created = new Set(inserted.rows.map((row) => row.id));
-      const existing = new Map<bigint, StoredPlant>();
+      created = new Set(inserted.rows.map((row) => row.id));
       if (created.size < plants.length) {
-        const others = plants.filter((plant) => !created.has(plant.id)).map((plant) => plant.id.toString());
+        const others = sorted.filter((plant) => !created.has(plant.id)).map((plant) => plant.id.toString());
         const rows = await client.query<PlantRow>('SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])', [others]);
         for (const row of rows.rows) existing.set(row.id, toPlant(row));
       }
+      // synchronous_commit is left at its default (on): COMMIT returns once the WAL is flushed.
       await client.query('COMMIT');
-      client.release();
-      return plants.map((plant): CreateOutcome => {
-        if (created.has(plant.id)) return { status: 'created' };
-        const stored = existing.get(plant.id);
-        // Deleted between our insert and our read: this row alone is retried by the client.
-        return stored ? { status: 'exists', stored } : { status: 'failed', error: new ServiceUnavailableError('the plant changed concurrently; retry') };
-      });
     } catch (error) {
-      // A broken connection is not returned to the pool.
+      // The connection may be broken or mid-transaction: it is closed, never handed back to the pool.
       client.release(error as Error);
       throw translate(error);
     }
+    client.release();
+    return plants.map((plant): CreateOutcome => {
+      if (created.has(plant.id)) return { status: 'created' };
+      const stored = existing.get(plant.id);
+      // Deleted between the insert and the read: this row alone fails, and a retry will create it.
+      return stored
+        ? { status: 'exists', stored }
+        : { status: 'failed', error: new ServiceUnavailableError('the plant changed concurrently; retry') };
+    });
   }
 
   async getPlant(id: bigint): Promise<StoredPlant | undefined> {
@@ -165,7 +215,9 @@ export class PostgresStore implements Store {
     try {
       await this.#query('INSERT INTO tokens (name, hash, created_at) VALUES ($1, $2, $3)', [name, hash, createdAt]);
     } catch (error) {
-      if ((error as { code?: unknown }).code === '23505') throw new DuplicateTokenNameError(name);
+      // The name's primary key, as on SQLite; a clash of hashes (never in practice) is not a naming mistake.
+      const { code, constraint } = error as { code?: unknown; constraint?: unknown };
+      if (code === '23505' && constraint === 'tokens_pkey') throw new DuplicateTokenNameError(name);
       throw error;
     }
   }
@@ -182,14 +234,16 @@ export class PostgresStore implements Store {
   }
 
   async findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return (await this.#query<StoredToken>('SELECT name, hash FROM tokens WHERE hash = $1', [hash])).rows[0];
+    const row = (await this.#query<StoredToken>('SELECT name, hash FROM tokens WHERE hash = $1', [hash])).rows[0];
+    return row && toToken(row);
   }
 
   async allTokens(): Promise<StoredToken[]> {
-    return (await this.#query<StoredToken>('SELECT name, hash FROM tokens')).rows;
+    return (await this.#query<StoredToken>('SELECT name, hash FROM tokens')).rows.map(toToken);
   }
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
+    if (uses.size === 0) return;
     await this.#query(
       `UPDATE tokens SET last_used_at = u.at
        FROM unnest($1::text[], $2::timestamptz[]) AS u(name, at)
