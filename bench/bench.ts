@@ -8,7 +8,7 @@
  *
  *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
  *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
- *                    [--quick] [--cpu-prof] [--out DIR]
+ *                    [--quick] [--cpu-prof] [--out DIR] [--db-dir DIR]
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -47,6 +47,8 @@ interface Options {
   quick: boolean;
   cpuProf: boolean;
   out: string;
+  /** Where the temporary SQLite database lives (default: the OS temp dir); a tmpfs here shows what fsync costs. */
+  dbDir: string;
 }
 
 function fail(message: string): never {
@@ -70,6 +72,7 @@ function readOptions(argv: string[]): Options {
       quick: { type: 'boolean' },
       'cpu-prof': { type: 'boolean' },
       out: { type: 'string' },
+      'db-dir': { type: 'string' },
     },
   });
   const num = (name: string, raw: string | undefined, fallback: number, min: number): number => {
@@ -96,6 +99,7 @@ function readOptions(argv: string[]): Options {
     quick,
     cpuProf: values['cpu-prof'] ?? false,
     out: path.resolve(values.out ?? path.join(ROOT, 'bench/results')),
+    dbDir: path.resolve(values['db-dir'] ?? os.tmpdir()),
   };
 }
 
@@ -246,6 +250,8 @@ interface RunRecord {
   readonly hwmMb: number;
   /** Server CPU over the measured run, percent of one core. */
   readonly serverCpuPercent: number;
+  /** Server CPU time per answered request, microseconds: steadier than req/s on a shared machine. */
+  readonly serverCpuMicrosPerRequest: number;
   /** VmRSS samples (MB) every `sampleEverySeconds` during the measured run (soak). */
   readonly rssSamplesMb: number[];
   ratio?: number;
@@ -265,7 +271,7 @@ async function runLoad(
   seq: Sequence,
   connections: number,
   sampleEveryMs: number,
-): Promise<{ load: LoadResult; rssPeakKb: number; rssSamplesKb: number[]; serverCpuPercent: number }> {
+): Promise<{ load: LoadResult; rssPeakKb: number; rssSamplesKb: number[]; serverCpuPercent: number; serverCpuMicrosPerRequest: number }> {
   const spec: LoadSpec = { url: server.url, token, connections, duration: seconds, ids, offset, seqStart: seq.next };
   const pid = server.child.pid as number;
   const cpuBefore = cpuSeconds(pid);
@@ -293,7 +299,13 @@ async function runLoad(
   const load = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as LoadResult;
   seq.next = load.nextSeq;
   // The load process needs a moment to start before requests flow; CPU is over the whole window, so slightly low.
-  return { load, rssPeakKb, rssSamplesKb, serverCpuPercent: Math.round((cpu / elapsed) * 100) };
+  return {
+    load,
+    rssPeakKb,
+    rssSamplesKb,
+    serverCpuPercent: Math.round((cpu / elapsed) * 100),
+    serverCpuMicrosPerRequest: load.responses > 0 ? Math.round((cpu * 1e6) / load.responses) : 0,
+  };
 }
 
 /** A load process this busy is itself the bottleneck: its run measures autocannon more than the server. */
@@ -408,7 +420,7 @@ async function postgresStore(options: Options, dir: string): Promise<StoreHandle
   }
   return {
     databaseUrl,
-    description: `embedded PostgreSQL on port ${port}`,
+    description: `embedded PostgreSQL on port ${port} (its processes are not pinned: they share both cores with the load)`,
     countPlants: async () => Number((await query<{ n: string }>('SELECT count(*) AS n FROM plants'))[0]?.n),
     close: async () => {
       await server.stop().catch(() => undefined);
@@ -423,14 +435,14 @@ function git(args: string[]): string {
 
 function table(runs: RunRecord[]): string {
   const header =
-    '| pair | server | req/s | p50 ms | p99 ms | max ms | 2xx | non-2xx | errors | peak RSS MB | server CPU % | load CPU % | ratio |\n' +
-    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n';
+    '| pair | server | req/s | p50 ms | p99 ms | max ms | 2xx | non-2xx | errors | peak RSS MB | server CPU % | server CPU µs/req | load CPU % | ratio |\n' +
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n';
   return (
     header +
     runs
       .map((run) => {
         const l = run.load;
-        return `| ${run.pair} | ${run.server} | ${l.reqPerSec} | ${l.latency.p50.toFixed(2)} | ${l.latency.p99.toFixed(2)} | ${l.latency.max.toFixed(1)} | ${l.ok} | ${l.non2xx} | ${l.errors + l.timeouts} | ${run.rssPeakMb} | ${run.serverCpuPercent} | ${l.cpuPercent}${l.cpuPercent >= LOAD_BOUND_PERCENT ? ' ⚠' : ''} | ${run.ratio === undefined ? '' : run.ratio.toFixed(3)} |`;
+        return `| ${run.pair} | ${run.server} | ${l.reqPerSec} | ${l.latency.p50.toFixed(2)} | ${l.latency.p99.toFixed(2)} | ${l.latency.max.toFixed(1)} | ${l.ok} | ${l.non2xx} | ${l.errors + l.timeouts} | ${run.rssPeakMb} | ${run.serverCpuPercent} | ${run.serverCpuMicrosPerRequest} | ${l.cpuPercent}${l.cpuPercent >= LOAD_BOUND_PERCENT ? ' ⚠' : ''} | ${run.ratio === undefined ? '' : run.ratio.toFixed(3)} |`;
       })
       .join('\n') +
     '\n'
@@ -452,7 +464,7 @@ async function main(): Promise<void> {
   log(`bench: ${scenario} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
   log(`bench: ${pin.note}; load generator: ${generator} (${generatorNote})`);
 
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-'));
+  const dir = fs.mkdtempSync(path.join(options.dbDir, 'plantstore-bench-'));
   let store: StoreHandle | undefined;
   const servers: Server[] = [];
   try {
@@ -489,6 +501,7 @@ async function main(): Promise<void> {
           rssPeakMb: mb(m.rssPeakKb),
           hwmMb: mb(procStatusKb(server.child.pid as number, 'VmHWM') ?? 0),
           serverCpuPercent: m.serverCpuPercent,
+          serverCpuMicrosPerRequest: m.serverCpuMicrosPerRequest,
           rssSamplesMb: m.rssSamplesKb.map(mb),
         };
         if (server === ceiling) ceilingRun = record;
@@ -499,7 +512,7 @@ async function main(): Promise<void> {
         runs.push(record);
         log(
           `  pair ${pair} ${server.name.padEnd(10)} ${String(m.load.reqPerSec).padStart(6)} req/s  p50 ${m.load.latency.p50.toFixed(2)} ms  p99 ${m.load.latency.p99.toFixed(2)} ms  ` +
-            `non-2xx ${m.load.non2xx}  errors ${m.load.errors + m.load.timeouts}  RSS ${record.rssPeakMb} MB  server CPU ${m.serverCpuPercent}%  load CPU ${m.load.cpuPercent}%` +
+            `non-2xx ${m.load.non2xx}  errors ${m.load.errors + m.load.timeouts}  RSS ${record.rssPeakMb} MB  server CPU ${m.serverCpuPercent}% (${m.serverCpuMicrosPerRequest} µs/req)  load CPU ${m.load.cpuPercent}%` +
             (record.ratio === undefined ? '' : `  ratio ${record.ratio.toFixed(3)}`),
         );
       }
@@ -518,6 +531,16 @@ async function main(): Promise<void> {
       medianRatio: ratios.length ? Math.round(median(ratios) * 1000) / 1000 : null,
       plantstoreMedianReqPerSec: median(psRuns.map((r) => r.load.reqPerSec)),
       ceilingMedianReqPerSec: median(runs.filter((r) => r.server === 'ceiling').map((r) => r.load.reqPerSec)),
+      /** Ceiling CPU per request over plantstore CPU per request, median over pairs: the ratio with other tenants' CPU theft taken out. */
+      medianCpuRatio: (() => {
+        const cpuRatios: number[] = [];
+        for (let i = 0; i + 1 < runs.length; i += 2) {
+          const c = runs[i];
+          const p = runs[i + 1];
+          if (c && p && p.serverCpuMicrosPerRequest > 0) cpuRatios.push(c.serverCpuMicrosPerRequest / p.serverCpuMicrosPerRequest);
+        }
+        return cpuRatios.length ? Math.round(median(cpuRatios) * 1000) / 1000 : null;
+      })(),
       plantstoreMedianP99Ms: median(psRuns.map((r) => r.load.latency.p99)),
       plantstorePeakRssMb: Math.max(...psRuns.map((r) => r.rssPeakMb)),
       plantstoreVmHwmMb: plantstoreHwm,
@@ -532,6 +555,8 @@ async function main(): Promise<void> {
         plantsAfter - plantsBefore <= plantstoreOk + options.connections * options.pairs * (options.warmup > 0 ? 2 : 1),
       soakRssSamplesMb: soakSamples,
       soakRssFlatnessPercent: soakSamples.length ? flatness(soakSamples) : null,
+      /** The same without the first 15 s, while the heap and SQLite's page cache fill up. */
+      soakRssFlatnessAfter15sPercent: soakSamples.length > 3 ? flatness(soakSamples.slice(3)) : null,
       plantstoreLogLines: logLines,
       exitCodes: codes,
     };
@@ -561,11 +586,11 @@ async function main(): Promise<void> {
       `### ${scenario} (${options.store}) — ${meta.date}`,
       '',
       `Command: \`${meta.command}\` · ${options.pairs} pair(s) × ${options.duration} s measured, ${options.warmup} s warm-up each, ${options.connections} keep-alive connections`,
-      `Load generator: ${generator} — ${generatorNote}. Pinning: ${pin.note}.`,
+      `Load generator: ${generator} — ${generatorNote}. Pinning: ${pin.note}. Store: ${store.description}.`,
       `Machine: ${meta.machine.nproc} CPUs, ${meta.machine.cpu}, ${meta.machine.memoryGb} GB, Linux ${meta.machine.kernel}, Node ${meta.machine.node}; load average at end ${meta.machine.loadAverageAtEnd.join(' ')}. Commit ${meta.commit}${meta.workingTreeDirty ? ' (src/ has uncommitted changes)' : ''}.`,
       '',
       table(runs),
-      `**Median ratio plantstore/ceiling: ${summary.medianRatio ?? 'n/a'}** · plantstore median ${summary.plantstoreMedianReqPerSec} req/s, p99 ${summary.plantstoreMedianP99Ms} ms · ceiling median ${summary.ceilingMedianReqPerSec} req/s`,
+      `**Median ratio plantstore/ceiling: ${summary.medianRatio ?? 'n/a'}** · plantstore median ${summary.plantstoreMedianReqPerSec} req/s, p99 ${summary.plantstoreMedianP99Ms} ms · ceiling median ${summary.ceilingMedianReqPerSec} req/s · CPU-cost ratio (ceiling µs/req ÷ plantstore µs/req, median): ${summary.medianCpuRatio ?? 'n/a'}`,
       `plantstore: peak RSS ${summary.plantstorePeakRssMb} MB (VmHWM ${summary.plantstoreVmHwmMb} MB), non-2xx ${summary.plantstoreNon2xx}, errors ${summary.plantstoreErrors}, ` +
         `${summary.plantstoreOk} answered 2xx, plants stored ${summary.plantsBefore} → ${summary.plantsAfter} (${summary.everyOkStored ? 'every 2xx is stored; the few extra are requests cut off in flight at the end of a run' : 'MISMATCH with the 2xx count'}), ` +
         `${summary.plantstoreLogLines} log lines, exit codes ceiling ${codes.ceiling} plantstore ${codes.plantstore}`,
@@ -573,7 +598,7 @@ async function main(): Promise<void> {
         ? [`⚠ load CPU ≥ ${LOAD_BOUND_PERCENT}%: the load generator saturated its core in that run, so its req/s is a floor for the server's capacity, not the capacity.`]
         : []),
       ...(soakSamples.length
-        ? [`Soak RSS samples every 5 s (MB): ${soakSamples.join(', ')} — flat within ±${summary.soakRssFlatnessPercent}% of their mean`]
+        ? [`Soak RSS samples every 5 s (MB): ${soakSamples.join(', ')} — within ±${summary.soakRssFlatnessPercent}% of their mean; after the first 15 s, ±${summary.soakRssFlatnessAfter15sPercent ?? 'n/a'}%`]
         : []),
       '',
     ];
