@@ -1,0 +1,301 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { describe, it } from 'node:test';
+import { loadConfig, type DatabaseConfig } from '../src/config.js';
+import { ServiceUnavailableError } from '../src/errors.js';
+import { INT64_MAX, INT64_MIN } from '../src/int64.js';
+import { openStore } from '../src/storage/open.js';
+import { DuplicateTokenNameError, type CreateOutcome, type PlantToCreate, type Store, type StoredPlant } from '../src/storage/store.js';
+import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { freePort } from './helpers/postgres.js';
+
+/**
+ * One storage contract, held by every store: what the service relies on from storage, checked through the Store
+ * interface alone, so SQLite and PostgreSQL answer exactly alike.
+ */
+
+/** 2^53 + 1: the first integer a double cannot hold; it must come back with every digit. */
+const BEYOND_DOUBLE = 9007199254740993n;
+
+function configFor(url: string): DatabaseConfig {
+  return loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' }).database;
+}
+
+function plant(id: bigint, name = `plant ${id}`, tag: string | null = null): PlantToCreate {
+  return { id, name, tag };
+}
+
+function hashOf(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+function createdCount(outcomes: readonly CreateOutcome[]): number {
+  return outcomes.filter((outcome) => outcome.status === 'created').length;
+}
+
+for (const database of DATABASES) {
+  describe(`storage contract on ${database.kind}`, () => {
+    /** A fresh database and a store opened on it, closed and removed afterwards whatever happens. */
+    async function withStore(work: (store: Store, db: TestDatabase) => Promise<void>): Promise<void> {
+      const db = await database.create();
+      try {
+        const store = await openStore(configFor(db.url));
+        try {
+          assert.equal(store.kind, database.kind);
+          await work(store, db);
+        } finally {
+          await store.close();
+        }
+      } finally {
+        await db.cleanup();
+      }
+    }
+
+    it('answers a ping', () => withStore((store) => store.ping()));
+
+    it('creates a batch: every row created, and stored as given', () =>
+      withStore(async (store) => {
+        const batch = [plant(1n, 'Monstera', 'aroid'), plant(2n, 'Fern'), plant(3n, 'Pothos', 'vine')];
+        assert.deepEqual(await store.createPlants(batch), [{ status: 'created' }, { status: 'created' }, { status: 'created' }]);
+        for (const row of batch) assert.deepEqual(await store.getPlant(row.id), row);
+        assert.equal(await store.getPlant(4n), undefined);
+      }));
+
+    it('reports a replayed id as existing, with the stored content, and leaves it unchanged', () =>
+      withStore(async (store) => {
+        const original = plant(10n, 'Monstera', 'aroid');
+        await store.createPlants([original]);
+        assert.deepEqual(await store.createPlants([original]), [{ status: 'exists', stored: original }]);
+        // Different content is not written: the caller gets what is stored and decides (409).
+        assert.deepEqual(await store.createPlants([plant(10n, 'Other', null)]), [{ status: 'exists', stored: original }]);
+        assert.deepEqual(await store.getPlant(10n), original);
+      }));
+
+    it('answers a batch of distinct ids in input order, new and existing mixed, whatever the id order', () =>
+      withStore(async (store) => {
+        await store.createPlants([plant(5n, 'five'), plant(-7n, 'minus seven', 't')]);
+        const batch = [plant(9n), plant(5n, 'changed'), plant(-100n), plant(0n), plant(-7n, 'minus seven', 't'), plant(1n)];
+        const outcomes = await store.createPlants(batch);
+        assert.deepEqual(outcomes, [
+          { status: 'created' },
+          { status: 'exists', stored: plant(5n, 'five') },
+          { status: 'created' },
+          { status: 'created' },
+          { status: 'exists', stored: plant(-7n, 'minus seven', 't') },
+          { status: 'created' },
+        ]);
+        assert.deepEqual(await store.createPlants([]), []);
+      }));
+
+    it('keeps int64 ends and integers beyond a double exact through create, get and list', () =>
+      withStore(async (store) => {
+        const ids = [INT64_MIN, INT64_MAX, BEYOND_DOUBLE, -BEYOND_DOUBLE, BEYOND_DOUBLE - 1n];
+        assert.equal(INT64_MIN, -9223372036854775808n);
+        assert.equal(INT64_MAX, 9223372036854775807n);
+        assert.equal(createdCount(await store.createPlants(ids.map((id) => plant(id, `n${id}`)))), ids.length);
+        for (const id of ids) {
+          const stored = await store.getPlant(id);
+          assert.equal(typeof stored?.id, 'bigint');
+          assert.deepEqual(stored, plant(id, `n${id}`));
+        }
+        // Neighbours that a rounding double would confuse are distinct rows.
+        assert.equal(await store.getPlant(BEYOND_DOUBLE + 1n), undefined);
+        const listed = await store.listPlants({ limit: 100 });
+        assert.deepEqual(
+          listed.map((row) => row.id),
+          [INT64_MIN, -BEYOND_DOUBLE, BEYOND_DOUBLE - 1n, BEYOND_DOUBLE, INT64_MAX],
+        );
+        // The replay path reads the stored id back too.
+        assert.deepEqual(await store.createPlants([plant(INT64_MAX, 'x')]), [{ status: 'exists', stored: plant(INT64_MAX, `n${INT64_MAX}`) }]);
+        assert.deepEqual(await store.listPlants({ limit: 10, after: INT64_MAX }), []);
+        assert.deepEqual((await store.listPlants({ limit: 1, after: INT64_MIN })).map((row) => row.id), [-BEYOND_DOUBLE]);
+      }));
+
+    it('tells a null tag from an empty one', () =>
+      withStore(async (store) => {
+        await store.createPlants([plant(1n, 'untagged', null), plant(2n, 'empty', ''), plant(3n, 'tagged', 'a')]);
+        assert.equal((await store.getPlant(1n))?.tag, null);
+        assert.equal((await store.getPlant(2n))?.tag, '');
+        assert.deepEqual(await store.listPlants({ limit: 10, tag: '' }), [plant(2n, 'empty', '')]);
+        // A replay with '' where null is stored reports the stored null, so the service can call it different.
+        assert.deepEqual(await store.createPlants([plant(1n, 'untagged', '')]), [{ status: 'exists', stored: plant(1n, 'untagged', null) }]);
+      }));
+
+    it('lists by keyset: ascending ids, strictly after the cursor, only the tag asked, at most the limit', () =>
+      withStore(async (store) => {
+        const rows: StoredPlant[] = [];
+        for (let i = -5n; i <= 14n; i += 1n) rows.push(plant(i * 1000n, `p${i}`, i % 2n === 0n ? 'even' : i % 3n === 0n ? 'EVEN' : null));
+        // Shuffled across two batches: order must come from the store, not from insertion.
+        await store.createPlants(rows.filter((_, index) => index % 2 === 1).reverse());
+        await store.createPlants(rows.filter((_, index) => index % 2 === 0));
+        assert.deepEqual(await store.listPlants({ limit: 100 }), rows);
+        assert.deepEqual(await store.listPlants({ limit: 3 }), rows.slice(0, 3));
+        assert.deepEqual(await store.listPlants({ limit: 3, after: -5000n }), rows.slice(1, 4));
+        assert.deepEqual(await store.listPlants({ limit: 3, after: -4999n }), rows.slice(1, 4));
+        assert.deepEqual(await store.listPlants({ limit: 100, after: 14_000n }), []);
+        const even = rows.filter((row) => row.tag === 'even');
+        assert.deepEqual(await store.listPlants({ limit: 100, tag: 'even' }), even);
+        assert.deepEqual(await store.listPlants({ limit: 2, tag: 'even', after: (even[1] as StoredPlant).id }), even.slice(2, 4));
+        assert.deepEqual(await store.listPlants({ limit: 100, tag: 'EVEN' }), rows.filter((row) => row.tag === 'EVEN'));
+        assert.deepEqual(await store.listPlants({ limit: 100, tag: 'none' }), []);
+        // Paging through the whole table, page by page, visits every row once.
+        const seen: StoredPlant[] = [];
+        let after: bigint | undefined;
+        for (;;) {
+          const page = await store.listPlants({ limit: 7, ...(after === undefined ? {} : { after }) });
+          seen.push(...page);
+          if (page.length < 7) break;
+          after = page.at(-1)?.id;
+        }
+        assert.deepEqual(seen, rows);
+      }));
+
+    it('deletes a plant once, and the id can be created again afterwards', () =>
+      withStore(async (store) => {
+        await store.createPlants([plant(42n, 'old', 'x'), plant(43n, 'kept')]);
+        assert.equal(await store.deletePlant(42n), true);
+        assert.equal(await store.deletePlant(42n), false);
+        assert.equal(await store.deletePlant(44n), false);
+        assert.equal(await store.getPlant(42n), undefined);
+        assert.deepEqual(await store.listPlants({ limit: 10 }), [plant(43n, 'kept')]);
+        assert.deepEqual(await store.createPlants([plant(42n, 'new', null)]), [{ status: 'created' }]);
+        assert.deepEqual(await store.getPlant(42n), plant(42n, 'new', null));
+      }));
+
+    it('keeps tokens: add, find by hash, all, list, duplicate names, last use, revoke', () =>
+      withStore(async (store) => {
+        const createdAt = new Date('2026-01-02T03:04:05.678Z');
+        await store.addToken('beta', hashOf('b'), createdAt);
+        await store.addToken('alpha', hashOf('a'), new Date('2026-01-01T00:00:00.000Z'));
+        await assert.rejects(store.addToken('beta', hashOf('other'), new Date()), DuplicateTokenNameError);
+
+        const found = await store.findToken(hashOf('b'));
+        assert.deepEqual(found, { name: 'beta', hash: hashOf('b') });
+        assert.ok(Buffer.isBuffer(found?.hash));
+        assert.equal(await store.findToken(hashOf('nobody')), undefined);
+        assert.deepEqual(
+          (await store.allTokens()).sort((a, b) => a.name.localeCompare(b.name)),
+          [
+            { name: 'alpha', hash: hashOf('a') },
+            { name: 'beta', hash: hashOf('b') },
+          ],
+        );
+        assert.deepEqual(await store.listTokens(), [
+          { name: 'alpha', createdAt: new Date('2026-01-01T00:00:00.000Z'), lastUsedAt: null },
+          { name: 'beta', createdAt, lastUsedAt: null },
+        ]);
+
+        const used = new Date('2026-02-01T00:00:00.123Z');
+        await store.recordTokenUse(new Map([['beta', used], ['gone', used]]));
+        // An older use, reported late, never moves the last use back.
+        await store.recordTokenUse(new Map([['beta', new Date('2026-01-15T00:00:00.000Z')]]));
+        await store.recordTokenUse(new Map());
+        assert.deepEqual((await store.listTokens()).map((token) => token.lastUsedAt), [null, used]);
+
+        assert.equal(await store.revokeToken('beta'), true);
+        assert.equal(await store.revokeToken('beta'), false);
+        assert.equal(await store.findToken(hashOf('b')), undefined);
+        assert.deepEqual((await store.allTokens()).map((token) => token.name), ['alpha']);
+        // A revoked name can be given to a new token.
+        await store.addToken('beta', hashOf('b2'), createdAt);
+        assert.deepEqual(await store.findToken(hashOf('b2')), { name: 'beta', hash: hashOf('b2') });
+      }));
+
+    it('keeps data across close and reopen, and migrating again changes nothing', async () => {
+      const db = await database.create();
+      try {
+        const first = await openStore(configFor(db.url));
+        await first.createPlants([plant(INT64_MAX, 'durable', 'd'), plant(1n, 'one')]);
+        await first.addToken('kept', hashOf('k'), new Date(0));
+        await first.close();
+        // Opened twice at once and once more after: every open migrates, and none disturbs the data.
+        const [second, third] = await Promise.all([openStore(configFor(db.url)), openStore(configFor(db.url))]);
+        await third?.close();
+        try {
+          assert.deepEqual(await second.getPlant(INT64_MAX), plant(INT64_MAX, 'durable', 'd'));
+          assert.deepEqual(await second.listPlants({ limit: 10 }), [plant(1n, 'one'), plant(INT64_MAX, 'durable', 'd')]);
+          assert.deepEqual(await second.findToken(hashOf('k')), { name: 'kept', hash: hashOf('k') });
+          assert.deepEqual(await second.createPlants([plant(1n, 'one')]), [{ status: 'exists', stored: plant(1n, 'one') }]);
+        } finally {
+          await second.close();
+        }
+        const fourth = await openStore(configFor(db.url));
+        assert.deepEqual(await fourth.getPlant(1n), plant(1n, 'one'));
+        await fourth.close();
+      } finally {
+        await db.cleanup();
+      }
+    });
+
+    if (database.kind === 'postgres') {
+      it('migrates a fresh database from many instances opening at once', async () => {
+        const db = await database.create();
+        try {
+          const stores = await Promise.all(Array.from({ length: 6 }, () => openStore(configFor(db.url))));
+          try {
+            const outcomes = await Promise.all(stores.map((store, index) => store.createPlants([plant(BigInt(index), 'x')])));
+            assert.deepEqual(outcomes.flat(), stores.map(() => ({ status: 'created' })));
+          } finally {
+            await Promise.all(stores.map((store) => store.close()));
+          }
+        } finally {
+          await db.cleanup();
+        }
+      });
+
+      it('creates each id exactly once when two instances create the same ids concurrently', async () => {
+        const db = await database.create();
+        try {
+          const a = await openStore(configFor(db.url));
+          const b = await openStore(configFor(db.url));
+          try {
+            // Connections opened beforehand, so the batches below really run side by side.
+            await Promise.all([a, b].flatMap((store) => Array.from({ length: 4 }, () => store.ping())));
+            const ids: bigint[] = [];
+            for (let round = 0; round < 5; round += 1) {
+              const roundIds = Array.from({ length: 300 }, (_, index) => BigInt(round * 300 + index) * 7919n - 1_000_000n);
+              ids.push(...roundIds);
+              // Each instance commits several overlapping batches at once, in opposite orders: a store that
+              // locked ids in arrival order would deadlock here and fail some batches.
+              const batches: Array<{ store: Store; rows: PlantToCreate[] }> = [];
+              for (const [store, shift] of [
+                [a, 0],
+                [b, 1],
+              ] as const) {
+                for (let k = 0; k < 4; k += 1) {
+                  const rows = roundIds.filter((_, index) => (index + k + shift) % 3 !== 0).map((id) => plant(id, 'same'));
+                  batches.push({ store, rows: (k + shift) % 2 === 0 ? rows.reverse() : rows });
+                }
+              }
+              const results = await Promise.all(batches.map(({ store, rows }) => store.createPlants(rows)));
+              const created = new Map<bigint, number>();
+              results.forEach((outcomes, index) => {
+                const rows = (batches[index] as { rows: PlantToCreate[] }).rows;
+                outcomes.forEach((outcome, row) => {
+                  const id = (rows[row] as PlantToCreate).id;
+                  if (outcome.status === 'created') created.set(id, (created.get(id) ?? 0) + 1);
+                  else assert.deepEqual(outcome, { status: 'exists', stored: plant(id, 'same') });
+                });
+              });
+              assert.equal(created.size, roundIds.length);
+              assert.ok([...created.values()].every((count) => count === 1));
+            }
+            assert.equal((await b.listPlants({ limit: 10_000 })).length, ids.length);
+          } finally {
+            await a.close();
+            await b.close();
+          }
+        } finally {
+          await db.cleanup();
+        }
+      });
+
+      it('refuses promptly with ServiceUnavailableError when the server cannot be reached', async () => {
+        const port = await freePort();
+        const started = performance.now();
+        await assert.rejects(openStore(configFor(`postgres://postgres:postgres@127.0.0.1:${port}/none`)), ServiceUnavailableError);
+        assert.ok(performance.now() - started < 5000);
+      });
+    }
+  });
+}
