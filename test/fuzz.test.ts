@@ -316,6 +316,5 @@ for (const { kind, create } of DATABASES) {
 }
 
 after(() => {
-  // eslint-disable-next-line no-console
   console.log(`FIGURES fuzz: ${requestsSent} requests sent by the fuzzer`);
 });
