@@ -1,7 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { Worker } from 'node:worker_threads';
+import type Database from 'better-sqlite3';
 import { ServiceUnavailableError } from '../../errors.js';
+import { INT64_MAX, INT64_MIN } from '../../int64.js';
 import {
   DuplicateTokenNameError,
   type CreateOutcome,
@@ -12,8 +14,9 @@ import {
   type StoredToken,
   type TokenInfo,
 } from '../store.js';
-import { INT64_MAX, INT64_MIN } from '../../int64.js';
+import { UNAVAILABLE_CODES, openConnection } from './connection.js';
 import { migrate } from './migrations.js';
+import type { RowFailure, WriterOperation, WriterOutcome, WriterResponse } from './writer.js';
 
 interface PlantRow {
   id: bigint;
@@ -32,12 +35,16 @@ interface TokenInfoRow {
   last_used_at: number | null;
 }
 
-/** Errors that mean "not now" (disk full, locked, read-only, I/O) rather than a bug: answered 503. */
-const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL|NOMEM|CORRUPT|NOTADB)/;
+const WRITER_CACHE_MIB = 64;
+const READER_CACHE_MIB = 16;
+
+function asError(failure: RowFailure): Error {
+  return Object.assign(new Error(failure.message), { code: failure.code });
+}
 
 function translate(error: unknown): unknown {
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && UNAVAILABLE.test(code)) {
+  if (typeof code === 'string' && UNAVAILABLE_CODES.test(code)) {
     return Object.assign(new ServiceUnavailableError('storage is unavailable; retry shortly'), { cause: error });
   }
   return error;
@@ -48,68 +55,76 @@ function toPlant(row: PlantRow): StoredPlant {
 }
 
 /**
- * SQLite in WAL mode with synchronous=FULL: a commit returns only after the WAL is fsync'd. better-sqlite3 is
- * synchronous, so a batch commits within one call and its fsync is shared by every row in it.
+ * SQLite in WAL mode with synchronous=FULL. Writes go to a writer thread with its own connection, so a commit's
+ * fsync blocks that thread while the event loop goes on parsing the next batch; reads use a connection on the
+ * main thread, which WAL lets run beside the writer.
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
-  readonly #db: Database.Database;
+  readonly #reader: Database.Database;
+  readonly #writer: Worker;
   readonly #statements;
-  readonly #createBatch: (plants: readonly PlantToCreate[]) => CreateOutcome[];
+  readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
+  #seq = 0;
+  #writerGone: Error | undefined;
 
-  private constructor(db: Database.Database) {
-    this.#db = db;
+  private constructor(reader: Database.Database, writer: Worker) {
+    this.#reader = reader;
+    this.#writer = writer;
     this.#statements = {
-      insertPlant: db.prepare<[bigint, string, string | null]>('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
-      getPlant: db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
-      listAll: db.prepare<[bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?').safeIntegers(true),
-      listByTag: db
+      getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
+      listAll: reader
+        .prepare<[bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?')
+        .safeIntegers(true),
+      listByTag: reader
         .prepare<[string, bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?')
         .safeIntegers(true),
-      deletePlant: db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?'),
-      ping: db.prepare('SELECT 1').pluck(),
-      addToken: db.prepare<[string, Buffer, number]>('INSERT INTO tokens (name, hash, created_at) VALUES (?, ?, ?)'),
-      listTokens: db.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
-      revokeToken: db.prepare<[string]>('DELETE FROM tokens WHERE name = ?'),
-      findToken: db.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
-      allTokens: db.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
-      touchToken: db.prepare<[number, string, number]>(
-        'UPDATE tokens SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)',
-      ),
+      ping: reader.prepare('SELECT 1').pluck(),
+      listTokens: reader.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
+      findToken: reader.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
+      allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
     };
-    const { insertPlant, getPlant } = this.#statements;
-    this.#createBatch = db.transaction((plants: readonly PlantToCreate[]) =>
-      plants.map((plant): CreateOutcome => {
-        try {
-          if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { status: 'created' };
-        } catch (error) {
-          // A constraint broken by this row alone fails this row alone; anything else fails the batch.
-          if (String((error as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT')) return { status: 'failed', error: error as Error };
-          throw error;
-        }
-        return { status: 'exists', stored: toPlant(getPlant.get(plant.id) as PlantRow) };
-      }),
-    );
+    writer.on('message', (response: WriterResponse) => {
+      const pending = this.#pending.get(response.seq);
+      this.#pending.delete(response.seq);
+      if (response.ok) pending?.resolve(response.result);
+      else pending?.reject(translate(asError(response.error)));
+    });
+    const gone = (error: Error) => {
+      this.#writerGone = error;
+      for (const { reject } of this.#pending.values()) reject(new ServiceUnavailableError('storage writer stopped; retry shortly'));
+      this.#pending.clear();
+    };
+    writer.on('error', gone);
+    writer.on('exit', () => gone(new Error('writer thread exited')));
   }
 
   static open(file: string): SqliteStore {
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    let db: Database.Database | undefined;
+    let reader: Database.Database | undefined;
     try {
-      db = new Database(file, { timeout: 5000 });
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = FULL');
-      // Random-id inserts touch pages all over the primary key; a larger cache keeps them in memory.
-      db.pragma('cache_size = -65536');
-      migrate(db);
-      return new SqliteStore(db);
+      reader = openConnection(file, READER_CACHE_MIB);
+      migrate(reader);
     } catch (error) {
-      db?.close();
+      reader?.close();
       throw translate(error);
     }
+    const writer = new Worker(new URL('./writer-thread.js', import.meta.url), {
+      workerData: { file, cacheMiB: WRITER_CACHE_MIB },
+    });
+    return new SqliteStore(reader, writer);
   }
 
-  #run<T>(work: () => T): Promise<T> {
+  #write<T>(op: WriterOperation, ...args: unknown[]): Promise<T> {
+    if (this.#writerGone) return Promise.reject(new ServiceUnavailableError('storage writer stopped; retry shortly'));
+    const seq = (this.#seq += 1);
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.set(seq, { resolve: resolve as (value: unknown) => void, reject });
+      this.#writer.postMessage({ seq, op, args });
+    });
+  }
+
+  #read<T>(work: () => T): Promise<T> {
     try {
       return Promise.resolve(work());
     } catch (error) {
@@ -117,12 +132,13 @@ export class SqliteStore implements Store {
     }
   }
 
-  createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#run(() => this.#createBatch(plants));
+  async createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
+    const outcomes = await this.#write<WriterOutcome[]>('createPlants', plants);
+    return outcomes.map((outcome) => (outcome.status === 'failed' ? { status: 'failed', error: asError(outcome.error) } : outcome));
   }
 
   getPlant(id: bigint): Promise<StoredPlant | undefined> {
-    return this.#run(() => {
+    return this.#read(() => {
       const row = this.#statements.getPlant.get(id);
       return row && toPlant(row);
     });
@@ -132,7 +148,7 @@ export class SqliteStore implements Store {
     // "id >= from" keeps the first page the same keyset query as any later one without leaving int64.
     if (query.after === INT64_MAX) return Promise.resolve([]);
     const from = query.after === undefined ? INT64_MIN : query.after + 1n;
-    return this.#run(() => {
+    return this.#read(() => {
       const rows =
         query.tag === undefined
           ? this.#statements.listAll.all(from, query.limit)
@@ -142,28 +158,26 @@ export class SqliteStore implements Store {
   }
 
   deletePlant(id: bigint): Promise<boolean> {
-    return this.#run(() => this.#statements.deletePlant.run(id).changes > 0);
+    return this.#write('deletePlant', id);
   }
 
   ping(): Promise<void> {
-    return this.#run(() => {
+    return this.#read(() => {
       this.#statements.ping.get();
     });
   }
 
-  addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
-    return this.#run(() => {
-      try {
-        this.#statements.addToken.run(name, hash, createdAt.getTime());
-      } catch (error) {
-        if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateTokenNameError(name);
-        throw error;
-      }
-    });
+  async addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
+    try {
+      await this.#write('addToken', name, hash, createdAt.getTime());
+    } catch (error) {
+      if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateTokenNameError(name);
+      throw error;
+    }
   }
 
   listTokens(): Promise<TokenInfo[]> {
-    return this.#run(() =>
+    return this.#read(() =>
       this.#statements.listTokens.all().map((row) => ({
         name: row.name,
         createdAt: new Date(row.created_at),
@@ -173,28 +187,26 @@ export class SqliteStore implements Store {
   }
 
   revokeToken(name: string): Promise<boolean> {
-    return this.#run(() => this.#statements.revokeToken.run(name).changes > 0);
+    return this.#write('revokeToken', name);
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#run(() => this.#statements.findToken.get(hash));
+    return this.#read(() => this.#statements.findToken.get(hash));
   }
 
   allTokens(): Promise<StoredToken[]> {
-    return this.#run(() => this.#statements.allTokens.all());
+    return this.#read(() => this.#statements.allTokens.all());
   }
 
-  recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
-    return this.#run(() => {
-      this.#db.transaction(() => {
-        for (const [name, at] of uses) this.#statements.touchToken.run(at.getTime(), name, at.getTime());
-      })();
-    });
+  async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
+    await this.#write('recordTokenUse', [...uses].map(([name, at]) => [name, at.getTime()]));
   }
 
-  close(): Promise<void> {
-    return this.#run(() => {
-      if (this.#db.open) this.#db.close();
-    });
+  async close(): Promise<void> {
+    if (!this.#writerGone) {
+      await this.#write('close');
+      await new Promise((resolve) => this.#writer.once('exit', resolve));
+    }
+    if (this.#reader.open) this.#reader.close();
   }
 }

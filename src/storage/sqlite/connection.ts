@@ -1,0 +1,22 @@
+import Database from 'better-sqlite3';
+
+/**
+ * One connection with this service's settings: WAL, and synchronous=FULL so a commit returns only after the
+ * WAL is fsync'd. `cacheMiB` is this connection's page cache: random-id inserts touch pages all over the
+ * primary key, and a cache that holds them saves a read per insert.
+ */
+export function openConnection(file: string, cacheMiB: number): Database.Database {
+  const db = new Database(file, { timeout: 5000 });
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.pragma(`cache_size = -${cacheMiB * 1024}`);
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** SQLite error codes meaning "not now" (disk full, locked, read-only, I/O) rather than a bug. */
+export const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL|NOMEM|CORRUPT|NOTADB)/;
