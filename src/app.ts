@@ -75,7 +75,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const writes = new GroupCommitter(store, {
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,
-    concurrency: store.kind === 'sqlite' ? 1 : 4,
+    // SQLite has one writer; on PostgreSQL a few batches commit at once, leaving a connection for reads and tokens.
+    concurrency: config.database.kind === 'postgres' ? Math.max(1, Math.min(4, config.database.poolSize - 1)) : 1,
   });
   app.decorate('writes', writes);
   const auth = new TokenAuthenticator(store, config.tokenCacheMs, log);

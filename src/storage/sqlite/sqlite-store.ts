@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -37,6 +38,7 @@ interface TokenInfoRow {
 
 const WRITER_CACHE_MIB = 64;
 const READER_CACHE_MIB = 16;
+const CHECKPOINT_INTERVAL_MS = 250;
 
 function asError(failure: RowFailure): Error {
   return Object.assign(new Error(failure.message), { code: failure.code });
@@ -63,14 +65,19 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   readonly #reader: Database.Database;
   readonly #writer: Worker;
+  readonly #checkpointer: Worker;
+  /** Settles when the checkpointer has exited, whenever that happens. */
+  readonly #checkpointerExited: Promise<unknown>;
   readonly #statements;
   readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
   #seq = 0;
   #writerGone: Error | undefined;
 
-  private constructor(reader: Database.Database, writer: Worker) {
+  private constructor(reader: Database.Database, writer: Worker, checkpointer: Worker) {
     this.#reader = reader;
     this.#writer = writer;
+    this.#checkpointer = checkpointer;
+    this.#checkpointerExited = once(checkpointer, 'exit').catch(() => undefined);
     this.#statements = {
       getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
       listAll: reader
@@ -112,7 +119,10 @@ export class SqliteStore implements Store {
     const writer = new Worker(new URL('./writer-thread.js', import.meta.url), {
       workerData: { file, cacheMiB: WRITER_CACHE_MIB },
     });
-    return new SqliteStore(reader, writer);
+    const checkpointer = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
+      workerData: { file, intervalMs: CHECKPOINT_INTERVAL_MS },
+    });
+    return new SqliteStore(reader, writer, checkpointer);
   }
 
   #write<T>(op: WriterOperation, ...args: unknown[]): Promise<T> {
@@ -203,6 +213,8 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.#checkpointer.postMessage('stop');
+    await this.#checkpointerExited;
     if (!this.#writerGone) {
       await this.#write('close');
       await new Promise((resolve) => this.#writer.once('exit', resolve));

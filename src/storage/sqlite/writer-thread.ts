@@ -10,7 +10,10 @@ if (!port) throw new Error('writer-thread.ts runs only as a worker thread');
 let writer: SqliteWriter | undefined;
 let openError: { message: string; code: string } | undefined;
 try {
-  writer = new SqliteWriter(openConnection(file, cacheMiB));
+  const db = openConnection(file, cacheMiB);
+  // Checkpoints run on their own thread (checkpointer-thread.ts), never inside a commit.
+  db.pragma('wal_autocheckpoint = 0');
+  writer = new SqliteWriter(db);
 } catch (error) {
   openError = { message: (error as Error).message, code: String((error as { code?: unknown }).code) };
 }
