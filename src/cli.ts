@@ -164,7 +164,9 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     process.stderr.write(`plantstore: ${error.message}\n`);
     process.exitCode = 1;
   } else {
-    process.stderr.write(`plantstore: ${(error as Error).message ?? String(error)}\n`);
+    // The operator needs the underlying cause (which file, which server), which an HTTP client never sees.
+    const cause = (error as { cause?: { message?: string } }).cause?.message;
+    process.stderr.write(`plantstore: ${(error as Error).message ?? String(error)}${cause ? ` (${cause})` : ''}\n`);
     process.exitCode = 1;
   }
 });
