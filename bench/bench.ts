@@ -1,13 +1,16 @@
 /**
  * `npm run bench`: durable POST /plants throughput of plantstore against a bare node:http ceiling.
  *
- * Both servers are child processes pinned to core 0 (`taskset -c 0`); the load generator (autocannon, in a child
- * pinned to core 1) drives 50 keep-alive connections, every request a fresh id. Runs are interleaved (ceiling,
+ * Both servers are child processes pinned to core 0 (`taskset -c 0`); the load generator (wrk with a Lua script when
+ * `wrk` is on PATH, autocannon otherwise; in a child pinned to core 1) drives 50 keep-alive connections, every
+ * request a fresh id. Runs are interleaved (ceiling,
  * plantstore, ceiling, plantstore, ...), each after its own warm-up, and the median of the per-pair ratios is the
  * headline. Results go to bench/results/ as JSON and markdown; the table is printed.
+ * `--reads` instead measures GET page reads and GET /plants/{id} on plantstore alone over a prefilled store.
  *
  *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
  *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
+ *                    [--reads] [--generator auto|wrk|autocannon]
  *                    [--quick] [--cpu-prof] [--out DIR] [--db-dir DIR]
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -22,6 +25,7 @@ import Database from 'better-sqlite3';
 import type { IdMode } from './ids.js';
 import type { LoadResult, LoadSpec } from './load.js';
 import { cachedSqlitePrefill, prefilledIds } from './prefill.js';
+import { runWrk, WRK_THREADS } from './wrk.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CLI = path.join(ROOT, 'dist/src/cli.js');
@@ -45,6 +49,9 @@ interface Options {
   soak: number;
   store: 'sqlite' | 'postgres';
   quick: boolean;
+  /** Reads scenario: page reads and GET by id over a prefilled store, plantstore only. */
+  reads: boolean;
+  generator: 'auto' | 'wrk' | 'autocannon';
   cpuProf: boolean;
   out: string;
   /** Where the temporary SQLite database lives (default: the OS temp dir); a tmpfs here shows what fsync costs. */
@@ -70,6 +77,8 @@ function readOptions(argv: string[]): Options {
       soak: { type: 'string' },
       store: { type: 'string' },
       quick: { type: 'boolean' },
+      reads: { type: 'boolean' },
+      generator: { type: 'string' },
       'cpu-prof': { type: 'boolean' },
       out: { type: 'string' },
       'db-dir': { type: 'string' },
@@ -87,16 +96,22 @@ function readOptions(argv: string[]): Options {
   if (ids !== 'sequential' && ids !== 'random') fail('--ids must be sequential or random');
   const store = values.store ?? 'sqlite';
   if (store !== 'sqlite' && store !== 'postgres') fail('--store must be sqlite or postgres');
+  const generator = values.generator ?? 'auto';
+  if (generator !== 'auto' && generator !== 'wrk' && generator !== 'autocannon') fail('--generator must be auto, wrk or autocannon');
+  const reads = values.reads ?? false;
+  if (reads && soak > 0) fail('--reads and --soak do not combine');
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
-    pairs: soak > 0 ? 1 : Math.round(num('pairs', values.pairs, quick ? 1 : 3, 1)),
+    pairs: soak > 0 ? 1 : Math.round(num('pairs', values.pairs, quick || reads ? 1 : 3, 1)),
     connections: Math.round(num('connections', values.connections, 50, 1)),
-    prefill: Math.round(num('prefill', values.prefill, 0, 0)),
+    prefill: Math.round(num('prefill', values.prefill, reads ? (quick ? 1000 : 5_000_000) : 0, reads ? 1 : 0)),
     ids,
     soak,
     store,
     quick,
+    reads,
+    generator,
     cpuProf: values['cpu-prof'] ?? false,
     out: path.resolve(values.out ?? path.join(ROOT, 'bench/results')),
     dbDir: path.resolve(values['db-dir'] ?? os.tmpdir()),
@@ -162,6 +177,32 @@ function spawnPinned(prefix: string[], command: string, args: string[], options:
   const [first, ...rest] = prefix;
   // taskset execs the command, so the child's pid is the server's own pid (for /proc sampling).
   return first === undefined ? spawn(command, args, options) : spawn(first, [...rest, command, ...args], options);
+}
+
+interface LoadGenerator {
+  readonly kind: 'wrk' | 'autocannon';
+  /** e.g. "wrk debian/4.1.0-3+b2 (1 thread, Lua script)". */
+  readonly description: string;
+  readonly note: string;
+}
+
+function chooseGenerator(wanted: Options['generator']): LoadGenerator {
+  const probe = spawnSync('wrk', ['--version'], { encoding: 'utf8' });
+  // wrk --version prints its banner and exits 1.
+  const version = /^wrk (\S+)/m.exec(`${probe.stdout ?? ''}${probe.stderr ?? ''}`)?.[1];
+  if (wanted === 'wrk' && !version) fail('--generator wrk: wrk is not on PATH');
+  if (version && wanted !== 'autocannon') {
+    return {
+      kind: 'wrk',
+      description: `wrk ${version} (${WRK_THREADS} thread, Lua script: a distinct id per request, statuses counted in response())`,
+      note: 'wrk found on PATH',
+    };
+  }
+  return {
+    kind: 'autocannon',
+    description: 'autocannon (programmatic, one child process)',
+    note: version ? 'wrk is installed but --generator autocannon was given' : 'wrk not installed',
+  };
 }
 
 interface Server {
@@ -261,8 +302,27 @@ class Sequence {
   next = 1;
 }
 
+interface LoadContext {
+  readonly pin: Pinning;
+  readonly generator: LoadGenerator;
+  /** The bench's temp dir: wrk's Lua scripts are written there. */
+  readonly dir: string;
+}
+
+async function autocannonLoad(pin: Pinning, spec: LoadSpec): Promise<LoadResult> {
+  const child = spawnPinned(pin.load, process.execPath, [LOAD, JSON.stringify(spec)], {
+    env: { ...process.env, NODE_OPTIONS: '' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let stdout = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as LoadResult;
+}
+
 async function runLoad(
-  pin: Pinning,
+  ctx: LoadContext,
   server: Server,
   token: string,
   seconds: number,
@@ -271,17 +331,14 @@ async function runLoad(
   seq: Sequence,
   connections: number,
   sampleEveryMs: number,
+  paths?: readonly string[],
 ): Promise<{ load: LoadResult; rssPeakKb: number; rssSamplesKb: number[]; serverCpuPercent: number; serverCpuMicrosPerRequest: number }> {
-  const spec: LoadSpec = { url: server.url, token, connections, duration: seconds, ids, offset, seqStart: seq.next };
+  const spec: LoadSpec = { url: server.url, token, connections, duration: seconds, ids, offset, seqStart: seq.next, ...(paths ? { paths } : {}) };
   const pid = server.child.pid as number;
   const cpuBefore = cpuSeconds(pid);
   const started = process.hrtime.bigint();
-  const child = spawnPinned(pin.load, process.execPath, [LOAD, JSON.stringify(spec)], {
-    env: { ...process.env, NODE_OPTIONS: '' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let stdout = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  const loading =
+    ctx.generator.kind === 'wrk' ? runWrk(spec, ctx.dir, ctx.pin.load, ctx.generator.description) : autocannonLoad(ctx.pin, spec);
   let rssPeakKb = 0;
   const rssSamplesKb: number[] = [];
   const peakTimer = setInterval(() => {
@@ -289,14 +346,13 @@ async function runLoad(
   }, 200);
   const sampleTimer =
     sampleEveryMs > 0 ? setInterval(() => rssSamplesKb.push(procStatusKb(pid, 'VmRSS') ?? 0), sampleEveryMs) : undefined;
-  const [code] = (await once(child, 'exit')) as [number | null];
-  clearInterval(peakTimer);
-  clearInterval(sampleTimer);
+  const load = await loading.finally(() => {
+    clearInterval(peakTimer);
+    clearInterval(sampleTimer);
+  });
   const elapsed = Number(process.hrtime.bigint() - started) / 1e9;
   const cpu = cpuSeconds(pid) - cpuBefore;
   rssPeakKb = Math.max(rssPeakKb, procStatusKb(pid, 'VmRSS') ?? 0);
-  if (code !== 0) throw new Error(`load generator exited with ${code}`);
-  const load = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as LoadResult;
   seq.next = load.nextSeq;
   // The load process needs a moment to start before requests flow; CPU is over the whole window, so slightly low.
   return {
@@ -330,6 +386,10 @@ interface StoreHandle {
   readonly databaseUrl: string;
   readonly description: string;
   countPlants(): Promise<number>;
+  /** Ids (as decimal strings) of one SQL query whose single column is `id` cast to text. */
+  ids(sql: string): Promise<string[]>;
+  /** About `count` existing ids, spread over the whole id range. */
+  sampleIds(count: number): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -346,6 +406,29 @@ async function sqliteStore(options: Options, dir: string): Promise<StoreHandle> 
       const db = new Database(file, { readonly: true });
       try {
         return db.prepare('SELECT count(*) FROM plants').pluck().get() as number;
+      } finally {
+        db.close();
+      }
+    },
+    ids: async (sql) => {
+      const db = new Database(file, { readonly: true });
+      try {
+        return db.prepare(sql).pluck().all() as string[];
+      } finally {
+        db.close();
+      }
+    },
+    sampleIds: async (count) => {
+      const db = new Database(file, { readonly: true });
+      try {
+        const [min, max] = db.prepare('SELECT min(id), max(id) FROM plants').raw().get() as [number, number];
+        const next = db.prepare('SELECT CAST(id AS TEXT) FROM plants WHERE id >= ? ORDER BY id LIMIT 1').pluck();
+        const found = new Set<string>();
+        for (let i = 0; i < count; i += 1) {
+          const id = next.get(Math.floor(min + Math.random() * (max - min + 1))) as string | undefined;
+          if (id !== undefined) found.add(id);
+        }
+        return [...found];
       } finally {
         db.close();
       }
@@ -422,6 +505,9 @@ async function postgresStore(options: Options, dir: string): Promise<StoreHandle
     databaseUrl,
     description: `embedded PostgreSQL on port ${port} (its processes are not pinned: they share both cores with the load)`,
     countPlants: async () => Number((await query<{ n: string }>('SELECT count(*) AS n FROM plants'))[0]?.n),
+    ids: async (sql) => (await query<{ id: string }>(sql)).map((row) => row.id),
+    sampleIds: async (count) =>
+      (await query<{ id: string }>(`SELECT id::text AS id FROM plants TABLESAMPLE SYSTEM (1) ORDER BY random() LIMIT ${count}`)).map((row) => row.id),
     close: async () => {
       await server.stop().catch(() => undefined);
     },
@@ -449,13 +535,157 @@ function table(runs: RunRecord[]): string {
   );
 }
 
+function machine() {
+  return {
+    nproc: os.availableParallelism(),
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    memoryGb: Math.round(os.totalmem() / 1e9),
+    kernel: os.release(),
+    node: process.version,
+    loadAverageAtEnd: os.loadavg().map((n) => Math.round(n * 100) / 100),
+  };
+}
+
+interface ReadScenario {
+  readonly name: string;
+  /** GET paths, one chosen at random per request. */
+  readonly paths: readonly string[];
+  /** What the first answer should hold: a page of this many plants (and a next Link or not), or one plant. */
+  readonly expect: { readonly page: number; readonly link: boolean } | 'plant';
+}
+
+interface ReadRun {
+  readonly scenario: string;
+  readonly example: string;
+  readonly repeat: number;
+  readonly load: LoadResult;
+  readonly rssPeakMb: number;
+  readonly serverCpuPercent: number;
+  readonly serverCpuMicrosPerRequest: number;
+}
+
+/**
+ * `--reads`: plantstore alone (no ceiling: the ceiling server only knows POST /plants, and a bare node:http reading
+ * nothing would price nothing useful) over a prefilled store, each scenario after its own warm-up.
+ */
+async function reads(options: Options, pin: Pinning, generator: LoadGenerator): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(options.dbDir, 'plantstore-bench-'));
+  const ctx: LoadContext = { pin, generator, dir };
+  let store: StoreHandle | undefined;
+  let plantstore: Server | undefined;
+  try {
+    store = options.store === 'sqlite' ? await sqliteStore(options, dir) : await postgresStore(options, dir);
+    const plantsBefore = await store.countPlants();
+    const nearEnd = (await store.ids('SELECT CAST(id AS TEXT) AS id FROM plants ORDER BY id DESC LIMIT 1 OFFSET 100'))[0];
+    const tagNearEnd = (await store.ids("SELECT CAST(id AS TEXT) AS id FROM plants WHERE tag = 'pilea' ORDER BY id DESC LIMIT 1 OFFSET 100"))[0];
+    const sample = await store.sampleIds(options.quick ? 100 : 2000);
+    if (nearEnd === undefined || tagNearEnd === undefined || sample.length === 0) throw new Error('--reads needs a prefill of more than 100 plants per tag');
+    const scenarios: ReadScenario[] = [
+      { name: 'first page', paths: ['/plants?limit=20'], expect: { page: 20, link: true } },
+      { name: 'deep page (101 rows from the end)', paths: [`/plants?limit=20&after=${nearEnd}`], expect: { page: 20, link: true } },
+      { name: "tag first page (tag=pilea, 1/4 of rows)", paths: ['/plants?limit=20&tag=pilea'], expect: { page: 20, link: true } },
+      { name: 'tag deep page', paths: [`/plants?limit=20&tag=pilea&after=${tagNearEnd}`], expect: { page: 20, link: true } },
+      { name: `GET /plants/{id}, ${sample.length} random existing ids`, paths: sample.map((id) => `/plants/${id}`), expect: 'plant' },
+    ];
+    const token = cliToken(store.databaseUrl);
+    const cpuProfDir = options.cpuProf ? path.join(options.out, 'profiles') : undefined;
+    if (cpuProfDir) fs.mkdirSync(cpuProfDir, { recursive: true });
+    plantstore = await startPlantstore(pin, store.databaseUrl, path.join(dir, 'plantstore.log'), cpuProfDir);
+
+    const checks: string[] = [];
+    for (const scenario of scenarios) {
+      const response = await fetch(`${plantstore.url}${scenario.paths[0]}`, { headers: { authorization: `Bearer ${token}` } });
+      const body = (await response.json()) as unknown;
+      const link = response.headers.get('link');
+      const good =
+        response.status === 200 &&
+        (scenario.expect === 'plant'
+          ? typeof body === 'object' && body !== null && 'id' in body
+          : Array.isArray(body) && body.length === scenario.expect.page && (link !== null) === scenario.expect.link);
+      if (!good) throw new Error(`${scenario.name}: unexpected answer ${response.status} ${JSON.stringify(body).slice(0, 200)} link ${link}`);
+      checks.push(`${scenario.name}: ${scenario.expect === 'plant' ? 'a plant' : `${scenario.expect.page} plants${link ? ' + Link next' : ''}`}`);
+    }
+    log(`reads: answers checked: ${checks.join('; ')}`);
+
+    const runs: ReadRun[] = [];
+    const seq = new Sequence();
+    for (let repeat = 1; repeat <= options.pairs; repeat += 1) {
+      for (const scenario of scenarios) {
+        if (options.warmup > 0) await runLoad(ctx, plantstore, token, options.warmup, options.ids, 0, seq, options.connections, 0, scenario.paths);
+        const m = await runLoad(ctx, plantstore, token, options.duration, options.ids, 0, seq, options.connections, 0, scenario.paths);
+        const run: ReadRun = {
+          scenario: scenario.name,
+          example: scenario.paths[0] as string,
+          repeat,
+          load: m.load,
+          rssPeakMb: mb(m.rssPeakKb),
+          serverCpuPercent: m.serverCpuPercent,
+          serverCpuMicrosPerRequest: m.serverCpuMicrosPerRequest,
+        };
+        runs.push(run);
+        log(
+          `  ${scenario.name.padEnd(42)} ${String(m.load.reqPerSec).padStart(6)} req/s  p50 ${m.load.latency.p50.toFixed(2)} ms  p99 ${m.load.latency.p99.toFixed(2)} ms  ` +
+            `non-2xx ${m.load.non2xx}  errors ${m.load.errors + m.load.timeouts}  RSS ${run.rssPeakMb} MB  server CPU ${m.serverCpuPercent}% (${m.serverCpuMicrosPerRequest} µs/req)  load CPU ${m.load.cpuPercent}%`,
+        );
+      }
+    }
+    const exitCode = await stop(plantstore);
+    plantstore = undefined;
+    const plantsAfter = await store.countPlants();
+    const meta = {
+      date: new Date().toISOString(),
+      command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+      scenario: `reads over ${plantsBefore} plants (${options.ids} ids)`,
+      store: options.store,
+      storeDescription: store.description,
+      options: { ...options, out: undefined },
+      generator: generator.description,
+      generatorNote: generator.note,
+      pinning: pin.note,
+      machine: machine(),
+      commit: git(['rev-parse', '--short', 'HEAD']),
+      workingTreeDirty: git(['status', '--porcelain', '--', 'src']) !== '',
+    };
+    const summary = { plantsBefore, plantsAfter, unchanged: plantsBefore === plantsAfter, checks, exitCode };
+    const lines = [
+      `### ${meta.scenario} (${options.store}) — ${meta.date}`,
+      '',
+      `Command: \`${meta.command}\` · ${options.pairs} run(s) per scenario × ${options.duration} s measured, ${options.warmup} s warm-up each, ${options.connections} keep-alive connections. No ceiling: reads are measured on plantstore alone.`,
+      `Load generator: ${generator.description} — ${generator.note}. Pinning: ${pin.note}. Store: ${store.description}.`,
+      `Machine: ${meta.machine.nproc} CPUs, ${meta.machine.cpu}, ${meta.machine.memoryGb} GB, Linux ${meta.machine.kernel}, Node ${meta.machine.node}; load average at end ${meta.machine.loadAverageAtEnd.join(' ')}. Commit ${meta.commit}${meta.workingTreeDirty ? ' (src/ has uncommitted changes)' : ''}.`,
+      '',
+      '| scenario | example request | req/s | p50 ms | p99 ms | max ms | 2xx | non-2xx | errors | peak RSS MB | server CPU % | server CPU µs/req | load CPU % |',
+      '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...runs.map((run) => {
+        const l = run.load;
+        return `| ${run.scenario} | \`${run.example}\` | ${l.reqPerSec} | ${l.latency.p50.toFixed(2)} | ${l.latency.p99.toFixed(2)} | ${l.latency.max.toFixed(1)} | ${l.ok} | ${l.non2xx} | ${l.errors + l.timeouts} | ${run.rssPeakMb} | ${run.serverCpuPercent} | ${run.serverCpuMicrosPerRequest} | ${l.cpuPercent}${l.cpuPercent >= LOAD_BOUND_PERCENT ? ' ⚠' : ''} |`;
+      }),
+      '',
+      `Answers checked before the load: ${checks.join('; ')}. Plants ${plantsBefore} → ${plantsAfter}${summary.unchanged ? ' (unchanged)' : ' (CHANGED during a read-only run)'}, exit code ${exitCode}.`,
+      '',
+    ];
+    const markdown = lines.join('\n');
+    fs.mkdirSync(options.out, { recursive: true });
+    const base = path.join(options.out, `${meta.date.replace(/[:.]/g, '-')}-${options.store}-reads${options.prefill}-${options.ids}${options.quick ? '-quick' : ''}`);
+    fs.writeFileSync(`${base}.json`, `${JSON.stringify({ meta, summary, runs }, null, 2)}\n`);
+    fs.writeFileSync(`${base}.md`, markdown);
+    process.stdout.write(`${markdown}\nresults: ${base}.json\n`);
+    const bad = runs.some((run) => run.load.non2xx > 0 || run.load.errors + run.load.timeouts > 0);
+    if (bad || !summary.unchanged) process.exitCode = 1;
+  } finally {
+    if (plantstore) await stop(plantstore).catch(() => undefined);
+    await store?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2));
   for (const file of [CLI, CEILING, LOAD]) if (!fs.existsSync(file)) fail(`${path.relative(ROOT, file)} is missing: run npm run build`);
   const pin = pinning();
-  const wrk = spawnSync('wrk', ['--version'], { encoding: 'utf8' });
-  const generator = 'autocannon (programmatic, one child process)';
-  const generatorNote = wrk.error ? 'wrk not installed' : 'wrk is installed but not used: wrk cannot send a distinct id per request without a Lua script; autocannon is used';
+  const chosen = chooseGenerator(options.generator);
+  const generator = chosen.description;
+  const generatorNote = chosen.note;
   const scenario =
     options.soak > 0 ? `soak ${options.soak}s` : options.prefill > 0 ? `prefill ${options.prefill} ${options.ids} ids` : `empty store, ${options.ids} ids`;
   const label = [options.store, options.soak > 0 ? `soak${options.soak}` : options.prefill > 0 ? `prefill${options.prefill}-${options.ids}` : `empty-${options.ids}`, options.quick ? 'quick' : '']
@@ -464,7 +694,10 @@ async function main(): Promise<void> {
   log(`bench: ${scenario} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
   log(`bench: ${pin.note}; load generator: ${generator} (${generatorNote})`);
 
+  if (options.reads) return reads(options, pin, chosen);
+
   const dir = fs.mkdtempSync(path.join(options.dbDir, 'plantstore-bench-'));
+  const ctx: LoadContext = { pin, generator: chosen, dir };
   let store: StoreHandle | undefined;
   const servers: Server[] = [];
   try {
@@ -489,10 +722,10 @@ async function main(): Promise<void> {
       for (const server of [ceiling, plantstore]) {
         let warm = { responses: 0, ok: 0, non2xx: 0, errors: 0 };
         if (options.warmup > 0) {
-          const w = await runLoad(pin, server, token, options.warmup, options.ids, offset, seq, options.connections, 0);
+          const w = await runLoad(ctx, server, token, options.warmup, options.ids, offset, seq, options.connections, 0);
           warm = { responses: w.load.responses, ok: w.load.ok, non2xx: w.load.non2xx, errors: w.load.errors + w.load.timeouts };
         }
-        const m = await runLoad(pin, server, token, options.duration, options.ids, offset, seq, options.connections, sampleEveryMs);
+        const m = await runLoad(ctx, server, token, options.duration, options.ids, offset, seq, options.connections, sampleEveryMs);
         const record: RunRecord = {
           pair,
           server: server.name,
@@ -570,14 +803,7 @@ async function main(): Promise<void> {
       generator,
       generatorNote,
       pinning: pin.note,
-      machine: {
-        nproc: os.availableParallelism(),
-        cpu: os.cpus()[0]?.model ?? 'unknown',
-        memoryGb: Math.round(os.totalmem() / 1e9),
-        kernel: os.release(),
-        node: process.version,
-        loadAverageAtEnd: os.loadavg().map((n) => Math.round(n * 100) / 100),
-      },
+      machine: machine(),
       commit: git(['rev-parse', '--short', 'HEAD']),
       workingTreeDirty: git(['status', '--porcelain', '--', 'src']) !== '',
     };

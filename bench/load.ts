@@ -20,6 +20,8 @@ export interface LoadSpec {
   readonly offset: number;
   /** The first sequence number this run may use; the result says where the next run starts. */
   readonly seqStart: number;
+  /** Reads scenario: GET one of these paths (chosen at random per request) instead of POSTing plants. */
+  readonly paths?: readonly string[];
 }
 
 export interface LoadResult {
@@ -52,6 +54,7 @@ function percentile(sorted: Float64Array, p: number): number {
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '') as LoadSpec;
   const version = (createRequire(import.meta.url)('autocannon/package.json') as { version: string }).version;
+  const paths = spec.paths;
   let seq = spec.seqStart;
   let firstId: number | undefined;
   let lastId = 0;
@@ -74,12 +77,19 @@ async function main(): Promise<void> {
     duration: spec.duration,
     timeout: 10,
     requests: [
-      {
-        method: 'POST',
-        path: '/plants',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${spec.token}` },
-        setupRequest: (request) => ({ ...request, body: nextBody() }),
-      },
+      paths && paths.length > 0
+        ? {
+            method: 'GET',
+            path: paths[0] as string,
+            headers: { authorization: `Bearer ${spec.token}` },
+            setupRequest: (request) => ({ ...request, path: paths[Math.floor(Math.random() * paths.length)] as string }),
+          }
+        : {
+            method: 'POST',
+            path: '/plants',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${spec.token}` },
+            setupRequest: (request) => ({ ...request, body: nextBody() }),
+          },
     ],
   });
   instance.on('response', (_client: unknown, _status: number, _bytes: number, responseTime: number) => {
