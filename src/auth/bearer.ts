@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { MalformedCredentialsError, UnauthorizedError } from '../errors.js';
 import type { Store, StoredToken } from '../storage/store.js';
-import { hashToken } from './tokens.js';
+import { tokenHashHex } from './tokens.js';
 
 /** RFC 6750 §2.1 b64token. */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
@@ -31,7 +31,7 @@ export class TokenAuthenticator {
   readonly #refreshMs: number;
   readonly #log: FastifyBaseLogger;
   #byHash = new Map<string, StoredToken>();
-  #uses = new Map<string, Date>();
+  #uses = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
 
   constructor(store: Store, refreshMs: number, log: FastifyBaseLogger) {
@@ -66,8 +66,8 @@ export class TokenAuthenticator {
 
   /** Resolves to the token's name; rejects with UnauthorizedError when it is unknown or revoked. */
   async authenticate(token: string): Promise<string> {
-    const hash = hashToken(token);
-    const key = hash.toString('hex');
+    const key = tokenHashHex(token);
+    const hash = Buffer.from(key, 'hex');
     let stored = this.#refreshMs > 0 ? this.#byHash.get(key) : undefined;
     if (stored === undefined) {
       // Not cached: created since the last refresh, caching is off, or not a token at all.
@@ -77,13 +77,13 @@ export class TokenAuthenticator {
     if (stored === undefined || !timingSafeEqual(stored.hash, hash)) {
       throw new UnauthorizedError('invalid or revoked token', 'invalid_token');
     }
-    this.#uses.set(stored.name, new Date());
+    this.#uses.set(stored.name, Date.now());
     return stored.name;
   }
 
   async #flushUses(): Promise<void> {
     if (this.#uses.size === 0) return;
-    const uses = this.#uses;
+    const uses = new Map([...this.#uses].map(([name, at]) => [name, new Date(at)]));
     this.#uses = new Map();
     await this.#store.recordTokenUse(uses);
   }

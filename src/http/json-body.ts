@@ -26,6 +26,7 @@ function mayRepeatAKey(text: string): boolean {
 
 /** Charsets other than UTF-8 are refused rather than guessed (RFC 8259 §8.1). */
 export function checkJsonMediaType(contentType: string): void {
+  if (!contentType.includes(';')) return; // no parameters: the common case
   const params = contentType.split(';').slice(1);
   for (const param of params) {
     const [key = '', value = ''] = param.split('=').map((part) => part.trim().toLowerCase());
