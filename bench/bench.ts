@@ -576,8 +576,8 @@ async function reads(options: Options, pin: Pinning, generator: LoadGenerator): 
   try {
     store = options.store === 'sqlite' ? await sqliteStore(options, dir) : await postgresStore(options, dir);
     const plantsBefore = await store.countPlants();
-    const nearEnd = (await store.ids('SELECT CAST(id AS TEXT) AS id FROM plants ORDER BY id DESC LIMIT 1 OFFSET 100'))[0];
-    const tagNearEnd = (await store.ids("SELECT CAST(id AS TEXT) AS id FROM plants WHERE tag = 'pilea' ORDER BY id DESC LIMIT 1 OFFSET 100"))[0];
+    const nearEnd = (await store.ids('SELECT CAST(id AS TEXT) AS id FROM plants ORDER BY plants.id DESC LIMIT 1 OFFSET 100'))[0];
+    const tagNearEnd = (await store.ids("SELECT CAST(id AS TEXT) AS id FROM plants WHERE tag = 'pilea' ORDER BY plants.id DESC LIMIT 1 OFFSET 100"))[0];
     const sample = await store.sampleIds(options.quick ? 100 : 2000);
     if (nearEnd === undefined || tagNearEnd === undefined || sample.length === 0) throw new Error('--reads needs a prefill of more than 100 plants per tag');
     const scenarios: ReadScenario[] = [
