@@ -7,10 +7,12 @@
  * plantstore, ceiling, plantstore, ...), each after its own warm-up, and the median of the per-pair ratios is the
  * headline. Results go to bench/results/ as JSON and markdown; the table is printed.
  * `--reads` instead measures GET page reads and GET /plants/{id} on plantstore alone over a prefilled store.
+ * `--app-only` adds a third server to every pair: plantstore's HTTP application on a store that keeps nothing
+ * (bench/app-only.ts), so the gap to the ceiling splits into what the framework costs and what storage costs.
  *
  *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
  *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
- *                    [--reads] [--generator auto|wrk|autocannon]
+ *                    [--reads] [--app-only] [--generator auto|wrk|autocannon]
  *                    [--quick] [--cpu-prof] [--out DIR] [--db-dir DIR]
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -30,6 +32,7 @@ import { runWrk, WRK_THREADS } from './wrk.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CLI = path.join(ROOT, 'dist/src/cli.js');
 const CEILING = path.join(ROOT, 'dist/bench/ceiling.js');
+const APP_ONLY = path.join(ROOT, 'dist/bench/app-only.js');
 const LOAD = path.join(ROOT, 'dist/bench/load.js');
 
 /** Every variable src/config.ts reads: the bench runs plantstore in its default configuration, whatever the shell has. */
@@ -51,6 +54,8 @@ interface Options {
   quick: boolean;
   /** Reads scenario: page reads and GET by id over a prefilled store, plantstore only. */
   reads: boolean;
+  /** Also run plantstore's HTTP layer on a store that keeps nothing, in every pair. */
+  appOnly: boolean;
   generator: 'auto' | 'wrk' | 'autocannon';
   cpuProf: boolean;
   out: string;
@@ -78,6 +83,7 @@ function readOptions(argv: string[]): Options {
       store: { type: 'string' },
       quick: { type: 'boolean' },
       reads: { type: 'boolean' },
+      'app-only': { type: 'boolean' },
       generator: { type: 'string' },
       'cpu-prof': { type: 'boolean' },
       out: { type: 'string' },
@@ -111,6 +117,7 @@ function readOptions(argv: string[]): Options {
     store,
     quick,
     reads,
+    appOnly: values['app-only'] ?? false,
     generator,
     cpuProf: values['cpu-prof'] ?? false,
     out: path.resolve(values.out ?? path.join(ROOT, 'bench/results')),
@@ -205,8 +212,10 @@ function chooseGenerator(wanted: Options['generator']): LoadGenerator {
   };
 }
 
+type ServerName = 'ceiling' | 'app-only' | 'plantstore';
+
 interface Server {
-  readonly name: 'ceiling' | 'plantstore';
+  readonly name: ServerName;
   readonly url: string;
   readonly child: ChildProcess;
   readonly logFile?: string;
@@ -227,15 +236,18 @@ async function waitForHttp(url: string, child: ChildProcess, what: string, timeo
   throw new Error(`${what} did not answer ${url} within ${timeoutMs} ms`);
 }
 
-async function startCeiling(pin: Pinning, token: string): Promise<Server> {
+/** The ceiling, or (app-only) plantstore's HTTP layer on a store that keeps nothing: both take the token in BENCH_TOKEN. */
+async function startTokenServer(pin: Pinning, token: string, name: 'ceiling' | 'app-only'): Promise<Server> {
   const port = await freePort();
-  const child = spawnPinned(pin.server, process.execPath, [CEILING], {
-    env: { ...process.env, PORT: String(port), BENCH_TOKEN: token, NODE_OPTIONS: '' },
+  const env = plantstoreEnv('', port);
+  delete env.DATABASE_URL;
+  const child = spawnPinned(pin.server, process.execPath, [name === 'ceiling' ? CEILING : APP_ONLY], {
+    env: { ...env, BENCH_TOKEN: token, NODE_OPTIONS: '' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
-  await waitForHttp(`${url}/plants`, child, 'ceiling');
-  return { name: 'ceiling', url, child };
+  await waitForHttp(`${url}/plants`, child, name);
+  return { name, url, child };
 }
 
 function plantstoreEnv(databaseUrl: string, port?: number): NodeJS.ProcessEnv {
@@ -283,7 +295,7 @@ function cliToken(databaseUrl: string): string {
 
 interface RunRecord {
   readonly pair: number;
-  readonly server: 'ceiling' | 'plantstore';
+  readonly server: ServerName;
   readonly load: LoadResult;
   readonly warmup: { readonly responses: number; readonly ok: number; readonly non2xx: number; readonly errors: number };
   /** Highest VmRSS sampled during the measured run, and the process's VmHWM after it, in MB. */
@@ -398,6 +410,11 @@ async function sqliteStore(options: Options, dir: string): Promise<StoreHandle> 
   if (options.prefill > 0) {
     const cached = cachedSqlitePrefill({ root: ROOT, cli: CLI, count: options.prefill, ids: options.ids, log });
     fs.copyFileSync(cached, file);
+    // Write the copy back now: otherwise the kernel flushes hundreds of MB of dirty pages during the first
+    // measured run, on the server's core and the disk its fsyncs wait for.
+    const fd = fs.openSync(file, 'r+');
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
   }
   return {
     databaseUrl: `sqlite:${file}`,
@@ -681,7 +698,7 @@ async function reads(options: Options, pin: Pinning, generator: LoadGenerator): 
 
 async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2));
-  for (const file of [CLI, CEILING, LOAD]) if (!fs.existsSync(file)) fail(`${path.relative(ROOT, file)} is missing: run npm run build`);
+  for (const file of [CLI, CEILING, APP_ONLY, LOAD]) if (!fs.existsSync(file)) fail(`${path.relative(ROOT, file)} is missing: run npm run build`);
   const pin = pinning();
   const chosen = chooseGenerator(options.generator);
   const generator = chosen.description;
@@ -704,8 +721,10 @@ async function main(): Promise<void> {
     store = options.store === 'sqlite' ? await sqliteStore(options, dir) : await postgresStore(options, dir);
     const plantsBefore = await store.countPlants().catch(() => 0);
     const token = cliToken(store.databaseUrl);
-    const ceiling = await startCeiling(pin, token);
+    const ceiling = await startTokenServer(pin, token, 'ceiling');
     servers.push(ceiling);
+    const appOnly = options.appOnly ? await startTokenServer(pin, token, 'app-only') : undefined;
+    if (appOnly) servers.push(appOnly);
     const cpuProfDir = options.cpuProf ? path.join(options.out, 'profiles') : undefined;
     if (cpuProfDir) fs.mkdirSync(cpuProfDir, { recursive: true });
     const logFile = path.join(dir, 'plantstore.log');
@@ -719,7 +738,7 @@ async function main(): Promise<void> {
     const sampleEveryMs = options.soak > 0 ? 5000 : 0;
     for (let pair = 1; pair <= options.pairs; pair += 1) {
       let ceilingRun: RunRecord | undefined;
-      for (const server of [ceiling, plantstore]) {
+      for (const server of appOnly ? [ceiling, appOnly, plantstore] : [ceiling, plantstore]) {
         let warm = { responses: 0, ok: 0, non2xx: 0, errors: 0 };
         if (options.warmup > 0) {
           const w = await runLoad(ctx, server, token, options.warmup, options.ids, offset, seq, options.connections, 0);
@@ -738,10 +757,8 @@ async function main(): Promise<void> {
           rssSamplesMb: m.rssSamplesKb.map(mb),
         };
         if (server === ceiling) ceilingRun = record;
-        else {
-          plantstoreOk += warm.ok + m.load.ok;
-          if (ceilingRun) record.ratio = Math.round((m.load.reqPerSec / ceilingRun.load.reqPerSec) * 1000) / 1000;
-        }
+        else if (ceilingRun) record.ratio = Math.round((m.load.reqPerSec / ceilingRun.load.reqPerSec) * 1000) / 1000;
+        if (server === plantstore) plantstoreOk += warm.ok + m.load.ok;
         runs.push(record);
         log(
           `  pair ${pair} ${server.name.padEnd(10)} ${String(m.load.reqPerSec).padStart(6)} req/s  p50 ${m.load.latency.p50.toFixed(2)} ms  p99 ${m.load.latency.p99.toFixed(2)} ms  ` +
@@ -752,28 +769,36 @@ async function main(): Promise<void> {
     }
 
     const plantstoreHwm = mb(procStatusKb(plantstore.child.pid as number, 'VmHWM') ?? 0);
-    const codes = { ceiling: await stop(ceiling), plantstore: await stop(plantstore) };
+    const codes = {
+      ceiling: await stop(ceiling),
+      ...(appOnly ? { appOnly: await stop(appOnly) } : {}),
+      plantstore: await stop(plantstore),
+    };
     servers.length = 0;
     const plantsAfter = await store.countPlants();
     const logLines = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').split('\n').filter(Boolean).length : 0;
 
     const psRuns = runs.filter((run) => run.server === 'plantstore');
     const ratios = psRuns.map((run) => run.ratio).filter((r): r is number => r !== undefined);
+    const appOnlyRatios = runs.filter((run) => run.server === 'app-only').map((run) => run.ratio).filter((r): r is number => r !== undefined);
+    /** Per pair, ceiling CPU per request over `name`'s: the ratio with other tenants' CPU theft taken out. */
+    const cpuRatio = (name: ServerName) => {
+      const cpuRatios: number[] = [];
+      for (let pair = 1; pair <= options.pairs; pair += 1) {
+        const c = runs.find((run) => run.pair === pair && run.server === 'ceiling');
+        const other = runs.find((run) => run.pair === pair && run.server === name);
+        if (c && other && other.serverCpuMicrosPerRequest > 0) cpuRatios.push(c.serverCpuMicrosPerRequest / other.serverCpuMicrosPerRequest);
+      }
+      return cpuRatios.length ? Math.round(median(cpuRatios) * 1000) / 1000 : null;
+    };
     const soakSamples = psRuns.flatMap((run) => run.rssSamplesMb);
     const summary = {
       medianRatio: ratios.length ? Math.round(median(ratios) * 1000) / 1000 : null,
       plantstoreMedianReqPerSec: median(psRuns.map((r) => r.load.reqPerSec)),
       ceilingMedianReqPerSec: median(runs.filter((r) => r.server === 'ceiling').map((r) => r.load.reqPerSec)),
-      /** Ceiling CPU per request over plantstore CPU per request, median over pairs: the ratio with other tenants' CPU theft taken out. */
-      medianCpuRatio: (() => {
-        const cpuRatios: number[] = [];
-        for (let i = 0; i + 1 < runs.length; i += 2) {
-          const c = runs[i];
-          const p = runs[i + 1];
-          if (c && p && p.serverCpuMicrosPerRequest > 0) cpuRatios.push(c.serverCpuMicrosPerRequest / p.serverCpuMicrosPerRequest);
-        }
-        return cpuRatios.length ? Math.round(median(cpuRatios) * 1000) / 1000 : null;
-      })(),
+      medianCpuRatio: cpuRatio('plantstore'),
+      appOnlyMedianRatio: appOnlyRatios.length ? Math.round(median(appOnlyRatios) * 1000) / 1000 : null,
+      appOnlyMedianCpuRatio: appOnly ? cpuRatio('app-only') : null,
       plantstoreMedianP99Ms: median(psRuns.map((r) => r.load.latency.p99)),
       plantstorePeakRssMb: Math.max(...psRuns.map((r) => r.rssPeakMb)),
       plantstoreVmHwmMb: plantstoreHwm,
@@ -819,7 +844,10 @@ async function main(): Promise<void> {
       `**Median ratio plantstore/ceiling: ${summary.medianRatio ?? 'n/a'}** · plantstore median ${summary.plantstoreMedianReqPerSec} req/s, p99 ${summary.plantstoreMedianP99Ms} ms · ceiling median ${summary.ceilingMedianReqPerSec} req/s · CPU-cost ratio (ceiling µs/req ÷ plantstore µs/req, median): ${summary.medianCpuRatio ?? 'n/a'}`,
       `plantstore: peak RSS ${summary.plantstorePeakRssMb} MB (VmHWM ${summary.plantstoreVmHwmMb} MB), non-2xx ${summary.plantstoreNon2xx}, errors ${summary.plantstoreErrors}, ` +
         `${summary.plantstoreOk} answered 2xx, plants stored ${summary.plantsBefore} → ${summary.plantsAfter} (${summary.everyOkStored ? 'every 2xx is stored; the few extra are requests cut off in flight at the end of a run' : 'MISMATCH with the 2xx count'}), ` +
-        `${summary.plantstoreLogLines} log lines, exit codes ceiling ${codes.ceiling} plantstore ${codes.plantstore}`,
+        `${summary.plantstoreLogLines} log lines, exit codes ${Object.entries(codes).map(([name, code]) => `${name} ${code}`).join(' ')}`,
+      ...(appOnly
+        ? [`app-only (plantstore's HTTP layer, storing nothing): median ratio ${summary.appOnlyMedianRatio ?? 'n/a'}, CPU-cost ratio ${summary.appOnlyMedianCpuRatio ?? 'n/a'}`]
+        : []),
       ...(runs.some((run) => run.load.cpuPercent >= LOAD_BOUND_PERCENT)
         ? [`⚠ load CPU ≥ ${LOAD_BOUND_PERCENT}%: the load generator saturated its core in that run, so its req/s is a floor for the server's capacity, not the capacity.`]
         : []),

@@ -1,0 +1,47 @@
+/**
+ * `npm run bench -- --app-only`: plantstore's whole HTTP application (`buildApp`: Fastify, auth, exact JSON parsing,
+ * validation, group commit, serialization, logging at info) on a store that keeps nothing and answers every batch at
+ * once. It is not a product and has no durability; it prices the HTTP layer alone, so the bench can show how much
+ * of the gap to the ceiling is the framework and how much is storage.
+ *
+ * Env: PORT (default 0: any), BENCH_TOKEN (required). Prints "listening <port>" once ready.
+ */
+import { buildApp } from '../src/app.js';
+import { hashToken } from '../src/auth/tokens.js';
+import { loadConfig } from '../src/config.js';
+import type { CreateOutcome, PlantToCreate, Store, StoredToken } from '../src/storage/store.js';
+
+const token = process.env.BENCH_TOKEN;
+if (!token) {
+  process.stderr.write('app-only: BENCH_TOKEN is required\n');
+  process.exit(2);
+}
+const benchToken: StoredToken = { name: 'bench', hash: hashToken(token) };
+const unsupported = () => Promise.reject(new Error('the app-only bench server only creates plants'));
+
+/** Answers creates at once and stores nothing; everything but creates and token checks is refused. */
+const nothingStore: Store = {
+  kind: 'sqlite',
+  createPlants: (plants: readonly PlantToCreate[]) => Promise.resolve(plants.map((): CreateOutcome => ({ status: 'created' }))),
+  getPlant: unsupported,
+  listPlants: unsupported,
+  deletePlant: unsupported,
+  ping: () => Promise.resolve(),
+  addToken: unsupported,
+  listTokens: () => Promise.resolve([{ name: benchToken.name, createdAt: new Date(), lastUsedAt: null }]),
+  revokeToken: unsupported,
+  findToken: () => Promise.resolve(undefined),
+  allTokens: () => Promise.resolve([benchToken]),
+  recordTokenUse: () => Promise.resolve(),
+  close: () => Promise.resolve(),
+};
+
+// The same configuration plantstore runs with by default; DATABASE_URL is required by the loader but never opened.
+const config = loadConfig({ PORT: process.env.PORT ?? '0', DATABASE_URL: 'sqlite:./unused-by-app-only.db' });
+const app = await buildApp(config, nothingStore);
+await app.listen({ host: config.host, port: config.port });
+const address = app.server.address();
+process.stdout.write(`listening ${typeof address === 'object' && address ? address.port : config.port}\n`);
+const stop = () => void app.close().then(() => process.exit(0));
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);
