@@ -73,8 +73,13 @@ export class SqliteStore implements Store {
   readonly #reader: Database.Database;
   readonly #writer: Worker;
   readonly #checkpointer: Worker;
-  /** Settles when the checkpointer has exited, whenever that happens. */
+  /**
+   * Settle when each thread has exited, whenever that happens. They are listened for from the start: a thread that
+   * stops emits 'exit' in the same callback that delivers its last message, before an await on that message
+   * resumes, so a listener attached after the answer to 'close' would miss it and wait forever.
+   */
   readonly #checkpointerExited: Promise<unknown>;
+  readonly #writerExited: Promise<unknown>;
   readonly #statements;
   readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
   #seq = 0;
@@ -85,6 +90,7 @@ export class SqliteStore implements Store {
     this.#writer = writer;
     this.#checkpointer = checkpointer;
     this.#checkpointerExited = once(checkpointer, 'exit').catch(() => undefined);
+    this.#writerExited = once(writer, 'exit').catch(() => undefined);
     this.#statements = {
       getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
       listAll: reader
@@ -222,10 +228,8 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     this.#checkpointer.postMessage('stop');
     await this.#checkpointerExited;
-    if (!this.#writerGone) {
-      await this.#write('close');
-      await new Promise((resolve) => this.#writer.once('exit', resolve));
-    }
+    if (!this.#writerGone) await this.#write('close');
+    await this.#writerExited;
     if (this.#reader.open) this.#reader.close();
   }
 }
