@@ -1,6 +1,7 @@
 /**
  * Specific hostile inputs, each with its exact answer: never a 5xx, never a hang, never prototype pollution.
  */
+import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';

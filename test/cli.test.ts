@@ -1,3 +1,4 @@
+import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';

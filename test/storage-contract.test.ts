@@ -1,3 +1,4 @@
+import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';

@@ -5,6 +5,7 @@
  * Known gap: better-sqlite3 waits for a lock synchronously, so while another process holds the database locked the
  * whole event loop waits up to the busy timeout (5 s) per attempt.
  */
+import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
