@@ -26,7 +26,7 @@ const nothingStore: Store = {
   getPlant: unsupported,
   listPlants: unsupported,
   deletePlant: unsupported,
-  ping: () => Promise.resolve(),
+  checkWritable: () => Promise.resolve(),
   addToken: unsupported,
   listTokens: () => Promise.resolve([{ name: benchToken.name, createdAt: new Date(), lastUsedAt: null }]),
   revokeToken: unsupported,

@@ -106,7 +106,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const routes: RouteSpec[] = [
     ...plantRoutes(schemas, new PlantService(writes, store)),
     // The document describes every route, itself included, so it is built after the list and read lazily.
-    ...systemRoutes(store, () => openApi),
+    ...systemRoutes(store, writes, () => openApi),
   ];
   const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord });
 

@@ -1,6 +1,7 @@
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { ServiceUnavailableError } from '../src/errors.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
@@ -289,6 +290,40 @@ for (const database of DATABASES) {
       it('answers /healthz and /readyz without a token', async () => {
         assert.deepEqual((await t.app.inject({ method: 'GET', url: '/healthz' })).json(), { status: 'ok' });
         assert.deepEqual((await t.app.inject({ method: 'GET', url: '/readyz' })).json(), { status: 'ready' });
+      });
+
+      it('answers /readyz 503 when the heartbeat write fails, and 200 once it succeeds', async () => {
+        const probed = await startTestApp(db.url);
+        try {
+          const checkWritable = probed.store.checkWritable.bind(probed.store);
+          probed.store.checkWritable = () => Promise.reject(new ServiceUnavailableError('storage is unavailable; retry shortly'));
+          const unready = await probed.app.inject({ method: 'GET', url: '/readyz' });
+          assertErrorRecord(unready, 503, /^storage is unavailable; retry shortly$/);
+          assert.equal(unready.headers['retry-after'], '1');
+          probed.store.checkWritable = checkWritable;
+          assert.equal((await probed.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+        } finally {
+          await probed.close();
+        }
+      });
+
+      it('answers /readyz 503 while storage refused the latest batch of creates, even if the heartbeat succeeds', async () => {
+        const refusing = await startTestApp(db.url);
+        try {
+          const createPlants = refusing.store.createPlants.bind(refusing.store);
+          // A full disk can refuse a batch while a one-row heartbeat still fits in space already allocated.
+          refusing.store.createPlants = () => Promise.reject(new ServiceUnavailableError('storage is unavailable; retry shortly'));
+          const refused = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
+          assertErrorRecord(refused, 503, /^storage is unavailable; retry shortly$/);
+          assertErrorRecord(await refusing.app.inject({ method: 'GET', url: '/readyz' }), 503, /^storage is unavailable; retry shortly$/);
+          // Once a batch commits, the service is ready again at once.
+          refusing.store.createPlants = createPlants;
+          const created = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
+          assert.equal(created.statusCode, 200, created.body);
+          assert.equal((await refusing.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+        } finally {
+          await refusing.close();
+        }
       });
     });
   });

@@ -52,7 +52,11 @@ for (const database of DATABASES) {
       }
     }
 
-    it('answers a ping', () => withStore((store) => store.ping()));
+    it('commits a heartbeat write to prove it is writable, as often as asked', () =>
+      withStore(async (store) => {
+        await store.checkWritable();
+        await Promise.all(Array.from({ length: 5 }, () => store.checkWritable()));
+      }));
 
     it('creates a batch: every row created, and stored as given', () =>
       withStore(async (store) => {
@@ -251,7 +255,7 @@ for (const database of DATABASES) {
           const b = await openStore(configFor(db.url));
           try {
             // Connections opened beforehand, so the batches below really run side by side.
-            await Promise.all([a, b].flatMap((store) => Array.from({ length: 4 }, () => store.ping())));
+            await Promise.all([a, b].flatMap((store) => Array.from({ length: 4 }, () => store.checkWritable())));
             const ids: bigint[] = [];
             for (let round = 0; round < 5; round += 1) {
               const roundIds = Array.from({ length: 300 }, (_, index) => BigInt(round * 300 + index) * 7919n - 1_000_000n);

@@ -1,9 +1,8 @@
 /**
  * Storage failures on SQLite (disk full, read-only file system, a database locked by another process) are answered
- * with 503 Error records carrying Retry-After; the process stays up and recovers once the cause goes away.
- * Disk full and read-only use a small tmpfs mounted by the test (root only; skipped, and said so, elsewhere).
- * Known gap: better-sqlite3 waits for a lock synchronously, so while another process holds the database locked the
- * whole event loop waits up to the busy timeout (5 s) per attempt.
+ * with 503 Error records carrying Retry-After, /readyz turns 503, the process stays up, and both recover once the
+ * cause goes away. Disk full and read-only use a small tmpfs mounted by the test (root only; skipped, and said so,
+ * elsewhere). Writes wait for a lock on the writer thread, so the event loop keeps serving meanwhile.
  */
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
@@ -15,6 +14,7 @@ import { after, afterEach, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import type { LightMyRequestResponse } from 'fastify';
 import { ServiceUnavailableError } from '../src/errors.js';
+import { REFUSAL_MEMORY_MS } from '../src/storage/group-commit.js';
 import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { sqliteDatabase } from './helpers/databases.js';
@@ -107,10 +107,10 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     }
     assert.ok(refused > 0, 'a full disk refuses creates');
     assert.equal((await app.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process stays up');
-    const ready = await app.app.inject({ method: 'GET', url: '/readyz' });
-    assert.ok(ready.statusCode === 200 || ready.statusCode === 503, ready.body);
-    if (ready.statusCode === 503) assertUnavailable(ready);
-    t.diagnostic(`disk full: ${refused} of 20 creates refused with 503; /readyz ${ready.statusCode} (it reads, and reads still work)`);
+    // Refused again right before the check, so the latest batch is a refused one whatever the loop above ended on.
+    assertUnavailable(await create(app, 'y'.repeat(250)));
+    assertUnavailable(await app.app.inject({ method: 'GET', url: '/readyz' }));
+    t.diagnostic(`disk full: ${refused} of 20 creates refused with 503; /readyz 503`);
 
     fs.rmSync(filler);
     const recovered = await create(app, 'After the disk was freed');
@@ -148,7 +148,7 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     t.diagnostic(`serve on a read-only file system: exit ${serve.status}, stderr ${JSON.stringify(serve.stderr.trim())}`);
   });
 
-  it('a database locked by another process beyond the busy timeout → 503; creates succeed once the lock is released', async (t) => {
+  it('a database locked by another process → /readyz 503 within about a second, creates 503 after the busy timeout; both recover once the lock is released', async (t) => {
     const db = await sqliteDatabase();
     cleanups.push(() => db.cleanup());
     const app = await startTestApp(db.url);
@@ -161,18 +161,36 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
       if (other.open) other.close();
     });
     other.exec('BEGIN EXCLUSIVE');
-    const started = Date.now();
+    // Before any create is refused, the heartbeat write alone finds the lock, waiting only about a second.
+    let started = Date.now();
+    assertUnavailable(await app.app.inject({ method: 'GET', url: '/readyz' }));
+    const probeWaited = Date.now() - started;
+    assert.ok(probeWaited < 2500, `the readiness probe answered after ${probeWaited} ms`);
+    started = Date.now();
     assertUnavailable(await create(app));
-    const waited = Date.now() - started;
-    // Reads still work in WAL mode while another connection writes.
-    assert.equal((await app.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+    const createWaited = Date.now() - started;
+    assertUnavailable(await app.app.inject({ method: 'GET', url: '/readyz' }));
+    // Reads still work in WAL mode while another connection writes, and the process stays up.
+    assert.equal((await app.app.inject({ method: 'GET', url: `/plants/${nextId - 2}`, headers: app.headers })).statusCode, 200);
     assert.equal((await app.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
-    t.diagnostic(`locked database: create refused with 503 after waiting ${waited} ms (the busy timeout)`);
 
     other.exec('ROLLBACK');
     other.close();
+    // Ready again by itself, with no create sent meanwhile (a balancer sends none to an unready instance).
+    started = Date.now();
+    let ready = 0;
+    while (ready !== 200 && Date.now() - started < REFUSAL_MEMORY_MS + 3000) {
+      ready = (await app.app.inject({ method: 'GET', url: '/readyz' })).statusCode;
+      if (ready !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const readyAfter = Date.now() - started;
+    assert.equal(ready, 200, `/readyz still ${ready} ${readyAfter} ms after the lock was released`);
     const recovered = await create(app, 'Unlocked');
     assert.equal(recovered.statusCode, 200, recovered.body);
+    t.diagnostic(
+      `locked database: /readyz 503 after ${probeWaited} ms, create 503 after ${createWaited} ms (the busy timeout); ` +
+        `/readyz 200 again ${readyAfter} ms after the release, with no create sent`,
+    );
   });
 
   it('a database file deleted from under the server → the process stays up and answers Error records, never 500', async () => {

@@ -1,11 +1,13 @@
 import { Type } from 'typebox';
+import { ServiceUnavailableError } from '../errors.js';
 import type { RouteSpec } from '../http/route-spec.js';
 import { ErrorRecord } from '../schemas.js';
+import type { GroupCommitter } from '../storage/group-commit.js';
 import type { Store } from '../storage/store.js';
 
 const Status = Type.Object({ status: Type.String() }, { additionalProperties: false });
 
-export function systemRoutes(store: Store, openApiDocument: () => unknown): RouteSpec[] {
+export function systemRoutes(store: Store, writes: GroupCommitter, openApiDocument: () => unknown): RouteSpec[] {
   return [
     {
       method: 'GET',
@@ -20,11 +22,16 @@ export function systemRoutes(store: Store, openApiDocument: () => unknown): Rout
       method: 'GET',
       url: '/readyz',
       operationId: 'ready',
-      summary: 'Readiness: storage answers',
+      summary: 'Readiness: storage takes writes',
+      description:
+        'Answers 200 once a one-row heartbeat write has been committed durably. Answers 503 when that write fails ' +
+        '(database down, disk full, file locked past 1 s, read-only) or when storage refused the latest batch of creates ' +
+        'within the last 5 s and none has committed since; it turns 200 again by itself once the cause goes away.',
       authenticated: false,
       schema: { response: { 200: Status, 503: ErrorRecord } },
       handler: async () => {
-        await store.ping();
+        if (writes.refusedByStorageRecently) throw new ServiceUnavailableError('storage is unavailable; retry shortly');
+        await store.checkWritable();
         return { status: 'ready' };
       },
     },

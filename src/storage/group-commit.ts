@@ -10,6 +10,13 @@ export interface GroupCommitOptions {
   readonly concurrency: number;
 }
 
+/**
+ * How long a batch refused by storage (disk full, locked, unreachable) keeps the service unready when no batch has
+ * committed since. It expires so that an instance taken out of rotation, and so sent no creates, becomes ready again
+ * by itself once its heartbeat write succeeds; a create that is refused again restarts it.
+ */
+export const REFUSAL_MEMORY_MS = 5000;
+
 interface Pending {
   readonly plant: PlantToCreate;
   readonly resolve: (outcome: CreateOutcome) => void;
@@ -28,6 +35,8 @@ export class GroupCommitter {
   #inFlight = 0;
   #scheduled = false;
   #idleWaiters: Array<() => void> = [];
+  /** When the latest batch to finish was refused by storage; undefined once one commits. */
+  #refusedAt: number | undefined;
 
   constructor(store: Store, options: GroupCommitOptions) {
     this.#store = store;
@@ -47,6 +56,15 @@ export class GroupCommitter {
       this.#queue.push({ plant, resolve, reject });
       this.#schedule();
     });
+  }
+
+  /**
+   * True while the latest batch to finish was refused by storage within REFUSAL_MEMORY_MS. A heartbeat write can
+   * succeed where a batch cannot (on a full disk a one-row commit may fit in WAL space already allocated), so
+   * readiness looks at both.
+   */
+  get refusedByStorageRecently(): boolean {
+    return this.#refusedAt !== undefined && Date.now() - this.#refusedAt < REFUSAL_MEMORY_MS;
   }
 
   /** Resolves once every create accepted so far has been answered. */
@@ -89,9 +107,11 @@ export class GroupCommitter {
     try {
       outcomes = await this.#store.createPlants(distinct);
     } catch (error) {
+      if (error instanceof ServiceUnavailableError) this.#refusedAt = Date.now();
       for (const pending of batch) pending.reject(error);
       return;
     }
+    this.#refusedAt = undefined;
     const answered = new Set<number>();
     for (const pending of batch) {
       const index = firstById.get(pending.plant.id) as number;

@@ -54,8 +54,12 @@ export interface Store {
   listPlants(query: PlantQuery): Promise<StoredPlant[]>;
   /** Resolves false when no plant has that id. */
   deletePlant(id: bigint): Promise<boolean>;
-  /** Resolves when the database answers a trivial query. */
-  ping(): Promise<void>;
+  /**
+   * Resolves once a one-row heartbeat write has been committed durably, proving the store can take writes now (a
+   * read alone would pass on a full disk, a locked file or a read-only database); rejects with
+   * ServiceUnavailableError otherwise, within a bounded time.
+   */
+  checkWritable(): Promise<void>;
   addToken(name: string, hash: Buffer, createdAt: Date): Promise<void>;
   listTokens(): Promise<TokenInfo[]>;
   /** Resolves false when no token has that name. */

@@ -15,6 +15,12 @@ const MIGRATIONS: readonly string[] = [
      created_at   TIMESTAMPTZ NOT NULL,
      last_used_at TIMESTAMPTZ
    );`,
+  // One row, rewritten by every readiness check of every instance: a committed write proves the database takes
+  // writes now (not a standby, not read-only, not out of space).
+  `CREATE TABLE plantstore_heartbeat (
+     id         INTEGER PRIMARY KEY CHECK (id = 1),
+     checked_at TIMESTAMPTZ NOT NULL
+   );`,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;

@@ -207,8 +207,11 @@ export class PostgresStore implements Store {
     return ((await this.#query('DELETE FROM plants WHERE id = $1', [id.toString()])).rowCount ?? 0) > 0;
   }
 
-  async ping(): Promise<void> {
-    await this.#query('SELECT 1');
+  async checkWritable(): Promise<void> {
+    await this.#query(
+      `INSERT INTO plantstore_heartbeat (id, checked_at) VALUES (1, now())
+       ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at`,
+    );
   }
 
   async addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {

@@ -18,6 +18,11 @@ const MIGRATIONS: readonly string[] = [
      created_at   INTEGER NOT NULL,
      last_used_at INTEGER
    );`,
+  // One row, rewritten by every readiness check: a durable write that proves the database can take writes now.
+  `CREATE TABLE plantstore_heartbeat (
+     id         INTEGER PRIMARY KEY CHECK (id = 1),
+     checked_at INTEGER NOT NULL
+   );`,
 ];
 
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;

@@ -99,7 +99,6 @@ export class SqliteStore implements Store {
       listByTag: reader
         .prepare<[string, bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?')
         .safeIntegers(true),
-      ping: reader.prepare('SELECT 1').pluck(),
       listTokens: reader.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
       findToken: reader.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
       allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
@@ -184,10 +183,8 @@ export class SqliteStore implements Store {
     return this.#write('deletePlant', id);
   }
 
-  ping(): Promise<void> {
-    return this.#read(() => {
-      this.#statements.ping.get();
-    });
+  checkWritable(): Promise<void> {
+    return this.#write('heartbeat', Date.now());
   }
 
   async addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {

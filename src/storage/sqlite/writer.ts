@@ -1,5 +1,8 @@
 import type Database from 'better-sqlite3';
 import type { CreateOutcome, PlantToCreate, StoredPlant } from '../store.js';
+import { BUSY_TIMEOUT_MS } from './connection.js';
+
+const HEARTBEAT_LOCK_WAIT_MS = 1000;
 
 interface PlantRow {
   id: bigint;
@@ -32,6 +35,9 @@ export class SqliteWriter {
       deletePlant: db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?'),
       addToken: db.prepare<[string, Buffer, number]>('INSERT INTO tokens (name, hash, created_at) VALUES (?, ?, ?)'),
       revokeToken: db.prepare<[string]>('DELETE FROM tokens WHERE name = ?'),
+      heartbeat: db.prepare<[number]>(
+        'INSERT INTO plantstore_heartbeat (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at',
+      ),
       touchToken: db.prepare<[number, string, number]>(
         'UPDATE tokens SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)',
       ),
@@ -77,12 +83,25 @@ export class SqliteWriter {
     })();
   }
 
+  /**
+   * One durable commit of the heartbeat row. A readiness check should answer promptly, so it waits for another
+   * connection's lock only HEARTBEAT_LOCK_WAIT_MS, not the full busy timeout that creates wait.
+   */
+  heartbeat(checkedAt: number): void {
+    this.#db.pragma(`busy_timeout = ${HEARTBEAT_LOCK_WAIT_MS}`);
+    try {
+      this.#statements.heartbeat.run(checkedAt);
+    } finally {
+      this.#db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    }
+  }
+
   close(): void {
     if (this.#db.open) this.#db.close();
   }
 }
 
-export type WriterOperation = 'createPlants' | 'deletePlant' | 'addToken' | 'revokeToken' | 'recordTokenUse' | 'close';
+export type WriterOperation = 'createPlants' | 'deletePlant' | 'addToken' | 'revokeToken' | 'recordTokenUse' | 'heartbeat' | 'close';
 
 export interface WriterRequest {
   readonly seq: number;
