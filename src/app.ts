@@ -45,6 +45,10 @@ export interface AppOptions {
 
 /** Builds the whole HTTP application on a store. It never listens: src/server.ts does that. */
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
+  const replyWithError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    const { status, headers, body } = toErrorReply(error, request.log, config.limits.bodyBytes);
+    return reply.code(status).headers(headers).type('application/json').send(body);
+  };
   const app = Fastify({
     logger: options.logger ?? {
       level: config.logLevel,
@@ -69,6 +73,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     },
     schemaErrorFormatter: describeValidationError,
     clientErrorHandler: writeClientError,
+    // Errors the router raises before any route or error handler (a path that is not valid percent-encoded UTF-8,
+    // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record.
+    frameworkErrors: replyWithError,
   });
 
   const log = app.log;
@@ -93,10 +100,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     }
   });
 
-  app.setErrorHandler((error, request, reply) => {
-    const { status, headers, body } = toErrorReply(error, request.log, config.limits.bodyBytes);
-    return reply.code(status).headers(headers).type('application/json').send(body);
-  });
+  app.setErrorHandler(replyWithError);
   app.setNotFoundHandler((request) => {
     throw new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`);
   });

@@ -270,6 +270,23 @@ for (const database of DATABASES) {
         assert.match(String(response.headers.allow), /POST/);
       });
 
+      for (const [method, url] of [
+        ['GET', '/plants/%ZZ'],
+        ['DELETE', '/plants/%E0%A4%A'],
+        ['GET', '/nowhere%ZZ'],
+        ['POST', '/plants%ZZ'],
+      ] as const) {
+        it(`answers a path that is not valid percent-encoded UTF-8 (${method} ${url}) with 400`, async () => {
+          const response = await t.app.inject({ method, url, headers: t.headers, payload: method === 'POST' ? '{"id":1,"name":"a"}' : undefined });
+          assertErrorRecord(response, 400, /^the request path is not valid percent-encoded UTF-8$/);
+        });
+      }
+
+      it('answers an over-long path parameter with 414', async () => {
+        const response = await t.app.inject({ method: 'GET', url: `/plants/${'9'.repeat(120)}`, headers: t.headers });
+        assertErrorRecord(response, 414, /^a path parameter is too long$/);
+      });
+
       it('answers an internal failure with 500 and no detail', async () => {
         const broken = await startTestApp(db.url);
         try {

@@ -22,6 +22,10 @@ function fromFrameworkError(error: { code?: string; statusCode?: number; message
       return new BadRequestError('request body length does not match Content-Length');
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new BadRequestError('request body is empty; a JSON body is required');
+    case 'FST_ERR_BAD_URL':
+      return new BadRequestError('the request path is not valid percent-encoded UTF-8');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new ApiError(414, 'a path parameter is too long');
   }
   const status = error.statusCode;
   if (status !== undefined && status >= 400 && status < 500) return new ApiError(status, error.message);
