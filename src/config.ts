@@ -47,6 +47,8 @@ export class ConfigError extends Error {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+const MAX_TAG_LENGTH = 600;
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -92,7 +94,9 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     limits: {
       bodyBytes: integer(env, 'BODY_LIMIT_BYTES', 16 * 1024, 64, 64 * 1024 * 1024),
       nameLength: integer(env, 'NAME_MAX_LENGTH', 256, 1, 1_000_000),
-      tagLength: integer(env, 'TAG_MAX_LENGTH', 64, 1, 1_000_000),
+      // Tags are indexed with the id: 600 characters (at most 2400 bytes of UTF-8) keep an index entry within what a
+      // PostgreSQL B-tree page holds (about 2700 bytes); a longer one would fail its whole create batch there.
+      tagLength: integer(env, 'TAG_MAX_LENGTH', 64, 1, MAX_TAG_LENGTH),
     },
     writes: {
       queueLimit: integer(env, 'WRITE_QUEUE_LIMIT', 10_000, 1, 10_000_000),

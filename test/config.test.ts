@@ -42,6 +42,7 @@ describe('configuration', () => {
     ['LOG_LEVEL', 'loud', /must be one of/],
     ['BODY_LIMIT_BYTES', '-1', /whole number/],
     ['WRITE_QUEUE_LIMIT', '0', /between 1 and/],
+    ['TAG_MAX_LENGTH', '601', /between 1 and 600/],
   ];
   for (const [variable, value, problem] of bad) {
     it(`refuses ${variable}=${value} with a message naming the variable`, () => {

@@ -89,6 +89,19 @@ for (const database of DATABASES) {
         assertErrorRecord(await post(`{"id":${freshId()},"name":"a","tag":"${'t'.repeat(tagLength + 1)}"}`), 400, /body\.tag must be at most/);
       });
 
+      it('takes the length limits from NAME_MAX_LENGTH and TAG_MAX_LENGTH', async () => {
+        const strict = await startTestApp(db.url, { NAME_MAX_LENGTH: '5', TAG_MAX_LENGTH: '3' });
+        try {
+          const create = (body: object) =>
+            strict.app.inject({ method: 'POST', url: '/plants', headers: strict.headers, payload: JSON.stringify({ id: Number(freshId()), ...body }) });
+          assert.equal((await create({ name: 'Ficus', tag: 'fig' })).statusCode, 200);
+          assertErrorRecord(await create({ name: 'Ficus!' }), 400, /^body\.name must be at most 5 characters long$/);
+          assertErrorRecord(await create({ name: 'Ficus', tag: 'figs' }), 400, /^body\.tag must be at most 3 characters long$/);
+        } finally {
+          await strict.close();
+        }
+      });
+
       it('refuses a body over the limit with 413', async () => {
         const name = 'x'.repeat(t.config.limits.bodyBytes);
         assertErrorRecord(await post(`{"id":${freshId()},"name":"${name}"}`), 413, /larger than the limit of 16384 bytes/);
