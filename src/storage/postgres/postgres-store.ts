@@ -83,6 +83,26 @@ export const POSTGRES_TIMEOUTS = {
 } as const;
 
 /**
+ * The pool's settings. Every connection asks for synchronous_commit=on itself: a 200 must mean the commit's WAL is
+ * flushed, whatever default the server, database or role was given (managed services sometimes turn it off).
+ */
+export function poolConfig(config: PostgresConfig): pg.PoolConfig {
+  return {
+    // sslmode, PGHOST, PGUSER, PGPASSWORD and the rest are read by pg itself from the URL and the environment.
+    connectionString: config.url,
+    max: config.poolSize,
+    types,
+    options: '-c synchronous_commit=on',
+    connectionTimeoutMillis: POSTGRES_TIMEOUTS.connectMs,
+    query_timeout: POSTGRES_TIMEOUTS.queryMs,
+    statement_timeout: POSTGRES_TIMEOUTS.queryMs,
+    idleTimeoutMillis: 30_000,
+    // Notices a peer that vanished without closing the connection (a failed-over managed database).
+    keepAlive: true,
+  };
+}
+
+/**
  * PostgreSQL through a pg pool. Uniqueness, replays and conflicts are decided by the database, so they hold across
  * any number of instances; a create is answered only after its transaction commits (synchronous_commit on).
  */
@@ -95,18 +115,7 @@ export class PostgresStore implements Store {
   }
 
   static async open(config: PostgresConfig): Promise<PostgresStore> {
-    // sslmode, PGHOST, PGUSER, PGPASSWORD and the rest are read by pg itself from the URL and the environment.
-    const pool = new pg.Pool({
-      connectionString: config.url,
-      max: config.poolSize,
-      types,
-      connectionTimeoutMillis: POSTGRES_TIMEOUTS.connectMs,
-      query_timeout: POSTGRES_TIMEOUTS.queryMs,
-      statement_timeout: POSTGRES_TIMEOUTS.queryMs,
-      idleTimeoutMillis: 30_000,
-      // Notices a peer that vanished without closing the connection (a failed-over managed database).
-      keepAlive: true,
-    });
+    const pool = new pg.Pool(poolConfig(config));
     // A connection that dies, idle or checked out between two queries, emits 'error'; unheard, that would end the
     // process. The failing query (if any) rejects on its own, and the pool replaces the connection on next use.
     pool.on('error', () => undefined);
@@ -164,7 +173,7 @@ export class PostgresStore implements Store {
         const rows = await client.query<PlantRow>('SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])', [others]);
         for (const row of rows.rows) existing.set(row.id, toPlant(row));
       }
-      // synchronous_commit is left at its default (on): COMMIT returns once the WAL is flushed.
+      // synchronous_commit is on for every connection (poolConfig): COMMIT returns once the WAL is flushed.
       await client.query('COMMIT');
     } catch (error) {
       // The connection may be broken or mid-transaction: it is closed, never handed back to the pool.

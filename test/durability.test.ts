@@ -1,0 +1,61 @@
+import './helpers/exit-guard.js';
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pg from 'pg';
+import { loadConfig } from '../src/config.js';
+import { openConnection } from '../src/storage/sqlite/connection.js';
+import { poolConfig } from '../src/storage/postgres/postgres-store.js';
+import { postgresDatabase, sqliteDatabase } from './helpers/databases.js';
+
+/**
+ * "200 means durable" rests on two settings that no crash test can see (a SIGKILL leaves the OS page cache, and so
+ * unsynced writes, intact): SQLite's WAL with synchronous=FULL, and PostgreSQL's synchronous_commit=on.
+ */
+describe('durability settings', () => {
+  it('SQLite connections (the writer thread opens its own with openConnection) use WAL with synchronous=FULL', async () => {
+    const db = await sqliteDatabase();
+    try {
+      const connection = openConnection(db.url.slice('sqlite:'.length), 1);
+      try {
+        assert.equal(connection.pragma('journal_mode', { simple: true }), 'wal');
+        assert.equal(connection.pragma('synchronous', { simple: true }), 2, 'synchronous=FULL is 2');
+      } finally {
+        connection.close();
+      }
+    } finally {
+      await db.cleanup();
+    }
+  });
+
+  it('PostgreSQL connections commit with synchronous_commit=on even where the database default is off', async () => {
+    const db = await postgresDatabase();
+    try {
+      const name = new URL(db.url).pathname.slice(1);
+      const admin = new pg.Client({ connectionString: db.url });
+      await admin.connect();
+      try {
+        await admin.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
+      } finally {
+        await admin.end();
+      }
+      // A connection without the service's settings sees the weakened default, so this test can fail.
+      const plain = new pg.Client({ connectionString: db.url });
+      await plain.connect();
+      try {
+        assert.equal((await plain.query('SHOW synchronous_commit')).rows[0].synchronous_commit, 'off');
+      } finally {
+        await plain.end();
+      }
+      const config = loadConfig({ DATABASE_URL: db.url }).database;
+      assert.equal(config.kind, 'postgres');
+      const pool = new pg.Pool(poolConfig(config as Extract<typeof config, { kind: 'postgres' }>));
+      try {
+        assert.equal((await pool.query('SHOW synchronous_commit')).rows[0].synchronous_commit, 'on');
+      } finally {
+        await pool.end();
+      }
+    } finally {
+      await db.cleanup();
+    }
+  });
+});
