@@ -92,6 +92,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    // Many clients send Content-Type on every request: an empty body is only an error where a body is expected.
+    if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) {
+      done(null, undefined);
+      return;
+    }
     try {
       checkJsonMediaType(request.headers['content-type'] ?? '');
       done(null, parseJsonBody(body as Buffer));

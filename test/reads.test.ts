@@ -119,6 +119,15 @@ for (const database of DATABASES) {
         assert.equal((await get(`/plants/${INT64_MIN}`)).body, plantJson(INT64_MIN, 'second'));
       });
 
+      it('accepts a DELETE that carries Content-Type: application/json and no body, as many clients send', async () => {
+        await post('77', 'sent with a content type');
+        const response = await del('/plants/77', { authorization: t.headers.authorization as string, 'content-type': 'application/json' });
+        assert.equal(response.statusCode, 204, response.body);
+        assert.equal(await t.store.getPlant(77n), undefined);
+        // A create still needs its body.
+        assertErrorRecord(await t.app.inject({ method: 'POST', url: '/plants', headers: t.headers }), 400, /body is empty/);
+      });
+
       it('deletes only the exact id', async () => {
         await post(PAST_DOUBLE, 'odd');
         await post('9007199254740992', 'even');
