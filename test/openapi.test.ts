@@ -4,11 +4,12 @@ import { after, before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import { ServiceUnavailableError } from '../src/errors.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 
 interface Operation {
-  responses: Record<string, { content?: Record<string, { schema?: object }> }>;
+  responses: Record<string, { content?: Record<string, { schema?: object }>; headers?: Record<string, { required?: boolean }> }>;
   requestBody?: { content: Record<string, { schema: object }> };
   security?: unknown[];
 }
@@ -42,10 +43,21 @@ describe('/openapi.json', () => {
     await db?.cleanup();
   });
 
-  /** Validates a live body against the schema the document declares for that operation and status. */
-  function assertMatchesDocument(path: string, method: string, status: number, body: unknown): void {
+  /**
+   * Validates a live body against the schema the document declares for that operation and status, and checks that
+   * every header the document says that response carries is there.
+   */
+  function assertMatchesDocument(path: string, method: string, status: number, body: unknown, headers: Record<string, unknown> = {}): void {
     const operation = document.paths[path]?.[method];
     assert.ok(operation, `${method} ${path} is documented`);
+    for (const [name, header] of Object.entries(operation.responses[String(status)]?.headers ?? {})) {
+      if (header.required) assert.ok(headers[name.toLowerCase()] !== undefined, `${method} ${path} ${status} carries ${name}`);
+    }
+    if (status === 204) {
+      assert.ok(operation.responses['204'], `${method} ${path} documents status 204`);
+      assert.equal(body, '');
+      return;
+    }
     const schema = operation.responses[String(status)]?.content?.['application/json']?.schema;
     assert.ok(schema, `${method} ${path} documents status ${status}`);
     const validate = ajv.compile({ ...resolve(schema), $schema: undefined });
@@ -104,7 +116,7 @@ describe('/openapi.json', () => {
 
   it('matches live responses of every status it documents for POST /plants', async () => {
     const post = (payload: string, headers = t.headers) => t.app.inject({ method: 'POST', url: '/plants', headers, payload });
-    const cases: Array<[number, Promise<{ statusCode: number; json(): unknown }>]> = [
+    const cases: Array<[number, Promise<{ statusCode: number; json(): unknown; headers: Record<string, unknown> }>]> = [
       [200, post('{"id":1,"name":"a","tag":"b"}')],
       [400, post('{"id":"1","name":"a"}')],
       [401, post('{"id":2,"name":"a"}', { 'content-type': 'application/json' })],
@@ -115,7 +127,55 @@ describe('/openapi.json', () => {
     for (const [status, pending] of cases) {
       const response = await pending;
       assert.equal(response.statusCode, status);
-      assertMatchesDocument('/plants', 'post', status, response.json());
+      assertMatchesDocument('/plants', 'post', status, response.json(), response.headers);
+    }
+  });
+
+  it('declares the headers clients rely on: Link for the next page, WWW-Authenticate on 401, Retry-After on 429 and 503', () => {
+    assert.ok(document.paths['/plants']?.get?.responses['200']?.headers?.Link);
+    for (const [path, methods] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        if (operation.responses['401']) assert.equal(operation.responses['401'].headers?.['WWW-Authenticate']?.required, true, `${method} ${path}`);
+        for (const status of ['429', '503']) {
+          if (operation.responses[status]) assert.equal(operation.responses[status].headers?.['Retry-After']?.required, true, `${method} ${path} ${status}`);
+        }
+      }
+    }
+  });
+
+  it('matches live responses of the read and delete operations, and of 401 and 503, headers included', async () => {
+    const request = (method: 'GET' | 'DELETE' | 'POST', url: string, headers = t.headers, payload?: string) =>
+      t.app.inject({ method, url, headers, ...(payload === undefined ? {} : { payload }) });
+    for (const id of [10, 11]) assert.equal((await request('POST', '/plants', t.headers, `{"id":${id},"name":"p${id}"}`)).statusCode, 200);
+    const checks: Array<[string, string, string, number, string?]> = [
+      ['GET', '/plants?limit=1', '/plants', 200],
+      ['GET', '/plants?limit=0', '/plants', 400],
+      ['GET', '/plants/10', '/plants/{id}', 200],
+      ['GET', '/plants/404', '/plants/{id}', 404],
+      ['GET', '/plants/x', '/plants/{id}', 400],
+      ['DELETE', '/plants/11', '/plants/{id}', 204],
+      ['DELETE', '/plants/11', '/plants/{id}', 404],
+      ['GET', '/plants', '/plants', 401, 'no token'],
+      ['DELETE', '/plants/10', '/plants/{id}', 401, 'no token'],
+    ];
+    for (const [method, url, path, status, noToken] of checks) {
+      const response = await request(method as 'GET' | 'DELETE', url, noToken ? {} : t.headers);
+      assert.equal(response.statusCode, status, `${method} ${url}: ${response.body}`);
+      assertMatchesDocument(path, method.toLowerCase(), status, status === 204 ? response.body : response.json(), response.headers);
+    }
+    const page = await request('GET', '/plants?limit=1');
+    const [first] = page.json() as Array<{ id: number }>;
+    assert.equal(page.headers.link, `</plants?limit=1&after=${first?.id}>; rel="next"`);
+
+    // Storage refusing the batch: a 503 with Retry-After, as documented.
+    const createPlants = t.store.createPlants.bind(t.store);
+    t.store.createPlants = () => Promise.reject(new ServiceUnavailableError('storage is unavailable; retry shortly'));
+    try {
+      const refused = await request('POST', '/plants', t.headers, '{"id":12,"name":"p12"}');
+      assert.equal(refused.statusCode, 503);
+      assertMatchesDocument('/plants', 'post', 503, refused.json(), refused.headers);
+    } finally {
+      t.store.createPlants = createPlants;
     }
   });
 });

@@ -1,5 +1,5 @@
 import type { TSchema } from 'typebox';
-import { ERROR_DESCRIPTIONS, type RouteSpec } from './route-spec.js';
+import { ERROR_DESCRIPTIONS, STATUS_HEADERS, type RouteSpec } from './route-spec.js';
 
 const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
   200: 'Success',
@@ -23,9 +23,12 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
     for (const [status, schema] of Object.entries(route.schema.response)) {
       const code = Number(status);
       const description = SUCCESS_DESCRIPTIONS[code] ?? ERROR_DESCRIPTIONS[code] ?? String(code);
-      responses[status] = schema
-        ? { description, content: { 'application/json': { schema: ref(schema) } } }
-        : { description, ...(code === 204 ? {} : { content: { 'application/json': {} } }) };
+      const headers = { ...STATUS_HEADERS[code], ...route.responseHeaders?.[code] };
+      responses[status] = {
+        description,
+        ...(Object.keys(headers).length ? { headers } : {}),
+        ...(schema ? { content: { 'application/json': { schema: ref(schema) } } } : code === 204 ? {} : { content: { 'application/json': {} } }),
+      };
     }
     const parameters = [
       ...parametersOf(route.schema.params, 'path'),

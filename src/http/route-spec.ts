@@ -19,8 +19,31 @@ export interface RouteSpec {
     readonly params?: TSchema;
     readonly response: Readonly<Record<number, TSchema | null>>;
   };
+  /** Headers a response of this route carries beyond those every response of its status carries (STATUS_HEADERS). */
+  readonly responseHeaders?: Readonly<Record<number, Readonly<Record<string, ResponseHeader>>>>;
   readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 }
+
+export interface ResponseHeader {
+  readonly description: string;
+  readonly required: boolean;
+  readonly schema: object;
+}
+
+const RETRY_AFTER: ResponseHeader = { description: 'Seconds to wait before retrying', required: true, schema: { type: 'integer', minimum: 1 } };
+
+/** Headers that every response of a status carries, whichever route answers it. */
+export const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, ResponseHeader>>>> = {
+  401: {
+    'WWW-Authenticate': {
+      description: 'RFC 6750 challenge: Bearer realm="plantstore", with error="invalid_token" for an unknown or revoked token',
+      required: true,
+      schema: { type: 'string' },
+    },
+  },
+  429: { 'Retry-After': RETRY_AFTER },
+  503: { 'Retry-After': RETRY_AFTER },
+};
 
 /** What each non-2xx status means in this service; the README's error table says the same. */
 export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {

@@ -55,6 +55,15 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
         querystring: schemas.PlantListQuery,
         response: { 200: schemas.PlantList, 400: ErrorRecord, 401: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
       },
+      responseHeaders: {
+        200: {
+          Link: {
+            description: 'RFC 8288 link to the next keyset page, `</plants?limit=N&after=ID[&tag=T]>; rel="next"`, while more plants remain',
+            required: false,
+            schema: { type: 'string' },
+          },
+        },
+      },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         const query = request.query as PlantListQuery;
         const limit = parseLimitParameter(query.limit, 'querystring.limit');
