@@ -98,9 +98,12 @@ export class PlantService {
     return rows.length > query.limit && last ? { plants, nextAfter: last.id } : { plants };
   }
 
-  /** Deleted durably (the store commits before resolving); the id is free to be created again. */
+  /**
+   * Deleted durably (the store commits before resolving); the id is free to be created again. The delete counts
+   * against the write queue's bound, like a create: 503 at once when it is full.
+   */
   async delete(id: bigint): Promise<void> {
-    if (!(await this.#store.deletePlant(id))) throw new NotFoundError(`no plant with id ${id}`);
+    if (!(await this.#writes.run(() => this.#store.deletePlant(id)))) throw new NotFoundError(`no plant with id ${id}`);
   }
 
   /** Creating what is already stored, identically, is a replay and succeeds, so clients may retry safely. */

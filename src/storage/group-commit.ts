@@ -2,7 +2,7 @@ import { ServiceUnavailableError } from '../errors.js';
 import type { CreateOutcome, PlantToCreate, Store } from './store.js';
 
 export interface GroupCommitOptions {
-  /** Creates waiting for a batch before new ones are refused. */
+  /** Writes waiting for storage (creates queued, single writes waiting or running) before new ones are refused. */
   readonly queueLimit: number;
   /** Rows per transaction at most. */
   readonly batchLimit: number;
@@ -27,12 +27,18 @@ interface Pending {
  * Group commit: every create that arrives in one event-loop turn joins one transaction and one fsync, and each
  * caller is answered only after that commit. One durable commit per request would cap throughput at the disk's
  * fsync rate; per turn it is paid once for the whole batch.
+ *
+ * It is also the one bound on writes waiting for storage: single writes (deletes) are admitted through `run` under
+ * the same queueLimit, counted alongside queued creates, so neither kind can grow a queue in front of storage
+ * without limit, and `idle()` waits for both.
  */
 export class GroupCommitter {
   readonly #store: Store;
   readonly #options: GroupCommitOptions;
   #queue: Pending[] = [];
   #inFlight = 0;
+  /** Single writes admitted by `run` and not yet answered (waiting for the store or running). */
+  #operations = 0;
   #scheduled = false;
   #idleWaiters: Array<() => void> = [];
   /** When the latest batch to finish was refused by storage; undefined once one commits. */
@@ -43,19 +49,38 @@ export class GroupCommitter {
     this.#options = options;
   }
 
-  /** Creates waiting or committing now. */
+  /** Creates waiting or committing now (batches count once each), plus single writes not yet answered. */
   get backlog(): number {
-    return this.#queue.length + this.#inFlight;
+    return this.#queue.length + this.#inFlight + this.#operations;
+  }
+
+  /** Writes waiting for storage have reached the bound: creates queued plus single writes waiting or running. */
+  get #full(): boolean {
+    return this.#queue.length + this.#operations >= this.#options.queueLimit;
   }
 
   create(plant: PlantToCreate): Promise<CreateOutcome> {
-    if (this.#queue.length >= this.#options.queueLimit) {
-      return Promise.reject(new ServiceUnavailableError('the write queue is full; retry shortly'));
-    }
+    if (this.#full) return Promise.reject(queueFull());
     return new Promise((resolve, reject) => {
       this.#queue.push({ plant, resolve, reject });
       this.#schedule();
     });
+  }
+
+  /**
+   * One write that is not a create (a delete), admitted under the same bound as creates: refused at once with 503
+   * when the writes waiting for storage have reached queueLimit, otherwise counted until `write` settles. It is not
+   * batched; the store commits it durably before it resolves.
+   */
+  async run<T>(write: () => Promise<T>): Promise<T> {
+    if (this.#full) throw queueFull();
+    this.#operations += 1;
+    try {
+      return await write();
+    } finally {
+      this.#operations -= 1;
+      this.#wakeIfIdle();
+    }
   }
 
   /**
@@ -67,7 +92,7 @@ export class GroupCommitter {
     return this.#refusedAt !== undefined && Date.now() - this.#refusedAt < REFUSAL_MEMORY_MS;
   }
 
-  /** Resolves once every create accepted so far has been answered. */
+  /** Resolves once every write accepted so far (creates and single writes) has been answered. */
   idle(): Promise<void> {
     if (this.backlog === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
@@ -87,11 +112,15 @@ export class GroupCommitter {
       this.#inFlight += 1;
       void this.#commit(batch).finally(() => {
         this.#inFlight -= 1;
-        if (this.backlog === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
-        else this.#schedule();
+        this.#wakeIfIdle();
+        this.#schedule();
       });
     }
   };
+
+  #wakeIfIdle(): void {
+    if (this.backlog === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+  }
 
   async #commit(batch: Pending[]): Promise<void> {
     // The store takes distinct ids; later copies of an id in the same batch are answered from the first.
@@ -126,4 +155,8 @@ export class GroupCommitter {
       }
     }
   }
+}
+
+function queueFull(): ServiceUnavailableError {
+  return new ServiceUnavailableError('the write queue is full; retry shortly');
 }
