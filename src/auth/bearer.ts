@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { MalformedCredentialsError, UnauthorizedError } from '../errors.js';
 import type { Store, StoredToken } from '../storage/store.js';
@@ -21,22 +22,41 @@ export function readBearerToken(header: string | undefined): string {
   return token;
 }
 
+type ReloadOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
+
+/** Reloads of the token map are spaced at least this far apart (or `TOKEN_CACHE_MS`, when that is shorter). */
+const RELOAD_SPACING_MS = 100;
+
 /**
- * Checks tokens against the store through a cache of every valid token's hash, refreshed every `refreshMs`:
+ * Checks tokens against the store through a cache of every valid token's hash, reloaded every `refreshMs`:
  * the hot path is one hash and one map lookup, and a revocation (by any instance or the CLI) takes effect within
- * one refresh. Last use is recorded in memory and written with the refresh, never on the request path.
+ * one refresh. Last use is recorded in memory and written with the periodic refresh, never on the request path.
+ *
+ * A hash not in the map may be a token created since the last reload, so the request waits for a reload that starts
+ * after it arrived and looks again. Reloads are single-flight and rate-limited: at most one is in flight, the next is
+ * shared by every miss (and timer tick) that arrives meanwhile, and it starts no sooner than `RELOAD_SPACING_MS`
+ * after the previous one started. However many unknown tokens arrive, the store sees at most one reload per
+ * spacing, and a new token is still accepted on its first use. With `refreshMs` 0 (caching off) every request asks
+ * the store, as the operator chose.
  */
 export class TokenAuthenticator {
   readonly #store: Store;
   readonly #refreshMs: number;
+  readonly #spacingMs: number;
   readonly #log: FastifyBaseLogger;
   #byHash = new Map<string, StoredToken>();
   #uses = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
+  /** The latest reload, and the one that has not yet read the store (every miss meanwhile shares it), if any. */
+  #latest: Promise<ReloadOutcome> = Promise.resolve({ ok: true });
+  #queued: Promise<ReloadOutcome> | undefined;
+  #lastReloadStart = -Infinity;
+  #stopped = false;
 
   constructor(store: Store, refreshMs: number, log: FastifyBaseLogger) {
     this.#store = store;
     this.#refreshMs = refreshMs;
+    this.#spacingMs = Math.min(RELOAD_SPACING_MS, refreshMs);
     this.#log = log;
   }
 
@@ -49,18 +69,20 @@ export class TokenAuthenticator {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     clearInterval(this.#timer);
+    await this.#latest;
     await this.#flushUses();
   }
 
+  /** Reloads the token map (sharing a queued reload, if there is one), then writes the recorded last uses. */
   async refresh(): Promise<void> {
+    // A store that cannot be read is not written to either: the uses wait for the next refresh.
+    if (!(await this.#reload()).ok) return;
     try {
-      const tokens = await this.#store.allTokens();
-      this.#byHash = new Map(tokens.map((token) => [token.hash.toString('hex'), token]));
       await this.#flushUses();
     } catch (error) {
-      // Keep the last known set: a store that cannot be read cannot have revoked anything through us either.
-      this.#log.warn({ err: error }, 'token refresh failed; keeping the cached tokens');
+      this.#log.warn({ err: error }, 'recording token use failed');
     }
   }
 
@@ -68,17 +90,57 @@ export class TokenAuthenticator {
   async authenticate(token: string): Promise<string> {
     const key = tokenHashHex(token);
     const hash = Buffer.from(key, 'hex');
-    let stored = this.#refreshMs > 0 ? this.#byHash.get(key) : undefined;
-    if (stored === undefined) {
-      // Not cached: created since the last refresh, caching is off, or not a token at all.
+    let stored: StoredToken | undefined;
+    if (this.#refreshMs === 0) {
       stored = await this.#store.findToken(hash);
-      if (stored !== undefined && this.#refreshMs > 0) this.#byHash.set(key, stored);
+    } else {
+      stored = this.#byHash.get(key);
+      if (stored === undefined) {
+        // Created since the last reload, or not a token at all: one shared, rate-limited reload decides.
+        const outcome = await this.#reload();
+        stored = this.#byHash.get(key);
+        // Unverifiable, not invalid, while the store cannot be read: its error (a 503) is the answer.
+        if (stored === undefined && !outcome.ok) throw outcome.error;
+      }
     }
     if (stored === undefined || !timingSafeEqual(stored.hash, hash)) {
       throw new UnauthorizedError('invalid or revoked token', 'invalid_token');
     }
     this.#uses.set(stored.name, Date.now());
     return stored.name;
+  }
+
+  /**
+   * Settles after a reload that reads the store after this call; never rejects (a failure keeps the cached tokens).
+   */
+  #reload(): Promise<ReloadOutcome> {
+    if (this.#queued === undefined) {
+      this.#queued = this.#reloadAfter(this.#latest);
+      this.#latest = this.#queued;
+    }
+    return this.#queued;
+  }
+
+  async #reloadAfter(previous: Promise<ReloadOutcome>): Promise<ReloadOutcome> {
+    await previous;
+    const wait = this.#lastReloadStart + this.#spacingMs - performance.now();
+    if (wait > 0) await sleep(wait);
+    // This reload is the queued one until here; misses from now on queue the next.
+    this.#queued = undefined;
+    this.#lastReloadStart = performance.now();
+    return this.#stopped ? { ok: true } : this.#load();
+  }
+
+  async #load(): Promise<ReloadOutcome> {
+    try {
+      const tokens = await this.#store.allTokens();
+      this.#byHash = new Map(tokens.map((token) => [token.hash.toString('hex'), token]));
+      return { ok: true };
+    } catch (error) {
+      // Keep the last known set: a store that cannot be read cannot have revoked anything through us either.
+      this.#log.warn({ err: error }, 'token refresh failed; keeping the cached tokens');
+      return { ok: false, error };
+    }
   }
 
   async #flushUses(): Promise<void> {
