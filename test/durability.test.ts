@@ -12,7 +12,7 @@ import { postgresDatabase, sqliteDatabase } from './helpers/databases.js';
  * unsynced writes, intact): SQLite's WAL with synchronous=FULL, and PostgreSQL's synchronous_commit=on.
  */
 describe('durability settings', () => {
-  it('SQLite connections (the writer thread opens its own with openConnection) use WAL with synchronous=FULL', async () => {
+  it('SQLite connections (every one the store opens comes from openConnection) use WAL with synchronous=FULL', async () => {
     const db = await sqliteDatabase();
     try {
       const connection = openConnection(db.url.slice('sqlite:'.length), 1);

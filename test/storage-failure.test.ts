@@ -2,7 +2,7 @@
  * Storage failures on SQLite (disk full, read-only file system, a database locked by another process) are answered
  * with 503 Error records carrying Retry-After, /readyz turns 503, the process stays up, and both recover once the
  * cause goes away. Disk full and read-only use a small tmpfs mounted by the test (root only; skipped, and said so,
- * elsewhere). Writes wait for a lock on the writer thread, so the event loop keeps serving meanwhile.
+ * elsewhere). A write that finds the lock taken waits on a timer, so the event loop keeps serving meanwhile.
  */
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';

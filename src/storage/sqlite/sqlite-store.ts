@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { ServiceUnavailableError } from '../../errors.js';
@@ -15,9 +16,9 @@ import {
   type StoredToken,
   type TokenInfo,
 } from '../store.js';
-import { UNAVAILABLE_CODES, openConnection } from './connection.js';
+import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection.js';
 import { migrate } from './migrations.js';
-import type { RowFailure, WriterOperation, WriterOutcome, WriterResponse } from './writer.js';
+import { SqliteWriter } from './writer.js';
 
 interface PlantRow {
   id: bigint;
@@ -47,9 +48,10 @@ const WRITER_CACHE_MIB = 16;
 const READER_CACHE_MIB = 16;
 const CHECKPOINT_INTERVAL_MS = 250;
 
-function asError(failure: RowFailure): Error {
-  return Object.assign(new Error(failure.message), { code: failure.code });
-}
+/** A readiness check should answer promptly, so its heartbeat waits for another connection's lock only this long. */
+const HEARTBEAT_LOCK_WAIT_MS = 1000;
+/** Retries for a lock held elsewhere start 1 ms apart and back off to this. */
+const LOCK_RETRY_MAX_MS = 25;
 
 function translate(error: unknown): unknown {
   const code = (error as { code?: unknown }).code;
@@ -59,38 +61,42 @@ function translate(error: unknown): unknown {
   return error;
 }
 
+function isBusy(error: unknown): boolean {
+  return String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY');
+}
+
 function toPlant(row: PlantRow): StoredPlant {
   return { id: row.id, name: row.name, tag: row.tag };
 }
 
 /**
- * SQLite in WAL mode with synchronous=FULL. Writes go to a writer thread with its own connection, so a commit's
- * fsync blocks that thread while the event loop goes on parsing the next batch; reads use a connection on the
- * main thread, which WAL lets run beside the writer.
+ * SQLite in WAL mode with synchronous=FULL. Every write runs on the event loop, on one connection: a batch of
+ * creates is one transaction and one fsync, and the loop waits for that fsync. That wait is cheaper than any
+ * hand-off: requests arriving meanwhile queue in the kernel and make the next batch bigger, while a writer thread
+ * sharing the core cost more in thread switches and message passing than the fsync it hid (measured in
+ * BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
+ * for a lock itself (busy timeout 0): a write that finds the lock taken is retried on a timer, up to the busy
+ * timeout. Reads use a second connection, which WAL never makes wait for a writer. Checkpoints run on a thread
+ * of their own (checkpointer-thread.ts), never inside a commit.
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   readonly #reader: Database.Database;
-  readonly #writer: Worker;
+  readonly #writer: SqliteWriter;
   readonly #checkpointer: Worker;
   /**
-   * Settle when each thread has exited, whenever that happens. They are listened for from the start: a thread that
-   * stops emits 'exit' in the same callback that delivers its last message, before an await on that message
-   * resumes, so a listener attached after the answer to 'close' would miss it and wait forever.
+   * Settles when the checkpointer has exited. It is listened for from the start: a thread that stops emits 'exit'
+   * in the same callback that delivers its last message, so a listener attached later could miss it.
    */
   readonly #checkpointerExited: Promise<unknown>;
-  readonly #writerExited: Promise<unknown>;
   readonly #statements;
-  readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: unknown) => void }>();
-  #seq = 0;
-  #writerGone: Error | undefined;
+  #closed = false;
 
-  private constructor(reader: Database.Database, writer: Worker, checkpointer: Worker) {
+  private constructor(reader: Database.Database, writer: SqliteWriter, checkpointer: Worker) {
     this.#reader = reader;
     this.#writer = writer;
     this.#checkpointer = checkpointer;
     this.#checkpointerExited = once(checkpointer, 'exit').catch(() => undefined);
-    this.#writerExited = once(writer, 'exit').catch(() => undefined);
     this.#statements = {
       getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
       listAll: reader
@@ -103,47 +109,44 @@ export class SqliteStore implements Store {
       findToken: reader.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
       allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
     };
-    writer.on('message', (response: WriterResponse) => {
-      const pending = this.#pending.get(response.seq);
-      this.#pending.delete(response.seq);
-      if (response.ok) pending?.resolve(response.result);
-      else pending?.reject(translate(asError(response.error)));
-    });
-    const gone = (error: Error) => {
-      this.#writerGone = error;
-      for (const { reject } of this.#pending.values()) reject(new ServiceUnavailableError('storage writer stopped; retry shortly'));
-      this.#pending.clear();
-    };
-    writer.on('error', gone);
-    writer.on('exit', () => gone(new Error('writer thread exited')));
   }
 
   static open(file: string): SqliteStore {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     let reader: Database.Database | undefined;
+    let writer: Database.Database | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
       migrate(reader);
+      writer = openConnection(file, WRITER_CACHE_MIB, 0);
+      // Checkpoints run on their own thread, never inside a commit.
+      writer.pragma('wal_autocheckpoint = 0');
     } catch (error) {
+      writer?.close();
       reader?.close();
       throw translate(error);
     }
-    const writer = new Worker(new URL('./writer-thread.js', import.meta.url), {
-      workerData: { file, cacheMiB: WRITER_CACHE_MIB },
-    });
     const checkpointer = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
       workerData: { file, intervalMs: CHECKPOINT_INTERVAL_MS },
     });
-    return new SqliteStore(reader, writer, checkpointer);
+    return new SqliteStore(reader, new SqliteWriter(writer), checkpointer);
   }
 
-  #write<T>(op: WriterOperation, ...args: unknown[]): Promise<T> {
-    if (this.#writerGone) return Promise.reject(new ServiceUnavailableError('storage writer stopped; retry shortly'));
-    const seq = (this.#seq += 1);
-    return new Promise<T>((resolve, reject) => {
-      this.#pending.set(seq, { resolve: resolve as (value: unknown) => void, reject });
-      this.#writer.postMessage({ seq, op, args });
-    });
+  /**
+   * Runs one write (a single durable commit) now, or, while another connection holds the write lock, again after a
+   * short wait, until `lockWaitMs` has passed; the event loop serves other requests meanwhile.
+   */
+  async #write<T>(work: (writer: SqliteWriter) => T, lockWaitMs = BUSY_TIMEOUT_MS): Promise<T> {
+    const deadline = performance.now() + lockWaitMs;
+    for (let delay = 1; ; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
+      if (this.#closed) throw new ServiceUnavailableError('storage is closed');
+      try {
+        return work(this.#writer);
+      } catch (error) {
+        if (!isBusy(error) || performance.now() + delay > deadline) throw translate(error);
+      }
+      await sleep(delay);
+    }
   }
 
   #read<T>(work: () => T): Promise<T> {
@@ -154,9 +157,8 @@ export class SqliteStore implements Store {
     }
   }
 
-  async createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    const outcomes = await this.#write<WriterOutcome[]>('createPlants', plants);
-    return outcomes.map((outcome) => (outcome.status === 'failed' ? { status: 'failed', error: asError(outcome.error) } : outcome));
+  createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
+    return this.#write((writer) => writer.createPlants(plants));
   }
 
   getPlant(id: bigint): Promise<StoredPlant | undefined> {
@@ -180,16 +182,16 @@ export class SqliteStore implements Store {
   }
 
   deletePlant(id: bigint): Promise<boolean> {
-    return this.#write('deletePlant', id);
+    return this.#write((writer) => writer.deletePlant(id));
   }
 
   checkWritable(): Promise<void> {
-    return this.#write('heartbeat', Date.now());
+    return this.#write((writer) => writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
   async addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
     try {
-      await this.#write('addToken', name, hash, createdAt.getTime());
+      await this.#write((writer) => writer.addToken(name, hash, createdAt.getTime()));
     } catch (error) {
       if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateTokenNameError(name);
       throw error;
@@ -207,7 +209,7 @@ export class SqliteStore implements Store {
   }
 
   revokeToken(name: string): Promise<boolean> {
-    return this.#write('revokeToken', name);
+    return this.#write((writer) => writer.revokeToken(name));
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
@@ -219,14 +221,16 @@ export class SqliteStore implements Store {
   }
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
-    await this.#write('recordTokenUse', [...uses].map(([name, at]) => [name, at.getTime()]));
+    const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
+    await this.#write((writer) => writer.recordTokenUse(entries));
   }
 
   async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
     this.#checkpointer.postMessage('stop');
     await this.#checkpointerExited;
-    if (!this.#writerGone) await this.#write('close');
-    await this.#writerExited;
+    this.#writer.close();
     if (this.#reader.open) this.#reader.close();
   }
 }

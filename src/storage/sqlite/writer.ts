@@ -1,8 +1,5 @@
 import type Database from 'better-sqlite3';
 import type { CreateOutcome, PlantToCreate, StoredPlant } from '../store.js';
-import { BUSY_TIMEOUT_MS } from './connection.js';
-
-const HEARTBEAT_LOCK_WAIT_MS = 1000;
 
 interface PlantRow {
   id: bigint;
@@ -10,22 +7,16 @@ interface PlantRow {
   tag: string | null;
 }
 
-/** A row's own failure, in a form that crosses a thread boundary. */
-export interface RowFailure {
-  readonly message: string;
-  readonly code: string;
-}
-
-export type WriterOutcome = Exclude<CreateOutcome, { status: 'failed' }> | { readonly status: 'failed'; readonly error: RowFailure };
-
 /**
- * Every write of the SQLite store, on one connection. It runs in the writer thread (writer-thread.ts), so the
- * commit's fsync blocks that thread and never the event loop that serves HTTP.
+ * Every write of the SQLite store, on the one connection that writes. Each method is one durable commit that
+ * either takes the write lock at once or throws SQLITE_BUSY having changed nothing (the connection's busy timeout
+ * is 0 and transactions begin IMMEDIATE), so the store can retry it later without blocking the event loop.
  */
 export class SqliteWriter {
   readonly #db: Database.Database;
   readonly #statements;
-  readonly #createBatch: (plants: readonly PlantToCreate[]) => WriterOutcome[];
+  readonly #createBatch: Database.Transaction<(plants: readonly PlantToCreate[]) => CreateOutcome[]>;
+  readonly #touchTokens: Database.Transaction<(uses: ReadonlyArray<readonly [string, number]>) => void>;
 
   constructor(db: Database.Database) {
     this.#db = db;
@@ -42,15 +33,14 @@ export class SqliteWriter {
         'UPDATE tokens SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)',
       ),
     };
-    const { insertPlant, getPlant } = this.#statements;
+    const { insertPlant, getPlant, touchToken } = this.#statements;
     this.#createBatch = db.transaction((plants: readonly PlantToCreate[]) =>
-      plants.map((plant): WriterOutcome => {
+      plants.map((plant): CreateOutcome => {
         try {
           if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { status: 'created' };
         } catch (error) {
           // A constraint broken by this row alone fails this row alone; anything else fails the batch.
-          const code = String((error as { code?: unknown }).code);
-          if (code.startsWith('SQLITE_CONSTRAINT')) return { status: 'failed', error: { message: (error as Error).message, code } };
+          if (String((error as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT')) return { status: 'failed', error: error as Error };
           throw error;
         }
         const row = getPlant.get(plant.id) as PlantRow;
@@ -58,10 +48,13 @@ export class SqliteWriter {
         return { status: 'exists', stored };
       }),
     );
+    this.#touchTokens = db.transaction((uses: ReadonlyArray<readonly [string, number]>) => {
+      for (const [name, at] of uses) touchToken.run(at, name, at);
+    });
   }
 
-  createPlants(plants: readonly PlantToCreate[]): WriterOutcome[] {
-    return this.#createBatch(plants);
+  createPlants(plants: readonly PlantToCreate[]): CreateOutcome[] {
+    return this.#createBatch.immediate(plants);
   }
 
   deletePlant(id: bigint): boolean {
@@ -69,8 +62,8 @@ export class SqliteWriter {
   }
 
   /** Throws SQLITE_CONSTRAINT_PRIMARYKEY when the name is taken. */
-  addToken(name: string, hash: Uint8Array, createdAt: number): void {
-    this.#statements.addToken.run(name, Buffer.from(hash), createdAt);
+  addToken(name: string, hash: Buffer, createdAt: number): void {
+    this.#statements.addToken.run(name, hash, createdAt);
   }
 
   revokeToken(name: string): boolean {
@@ -78,37 +71,15 @@ export class SqliteWriter {
   }
 
   recordTokenUse(uses: ReadonlyArray<readonly [string, number]>): void {
-    this.#db.transaction(() => {
-      for (const [name, at] of uses) this.#statements.touchToken.run(at, name, at);
-    })();
+    this.#touchTokens.immediate(uses);
   }
 
-  /**
-   * One durable commit of the heartbeat row. A readiness check should answer promptly, so it waits for another
-   * connection's lock only HEARTBEAT_LOCK_WAIT_MS, not the full busy timeout that creates wait.
-   */
+  /** One durable commit of the heartbeat row. */
   heartbeat(checkedAt: number): void {
-    this.#db.pragma(`busy_timeout = ${HEARTBEAT_LOCK_WAIT_MS}`);
-    try {
-      this.#statements.heartbeat.run(checkedAt);
-    } finally {
-      this.#db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    }
+    this.#statements.heartbeat.run(checkedAt);
   }
 
   close(): void {
     if (this.#db.open) this.#db.close();
   }
 }
-
-export type WriterOperation = 'createPlants' | 'deletePlant' | 'addToken' | 'revokeToken' | 'recordTokenUse' | 'heartbeat' | 'close';
-
-export interface WriterRequest {
-  readonly seq: number;
-  readonly op: WriterOperation;
-  readonly args: unknown[];
-}
-
-export type WriterResponse =
-  | { readonly seq: number; readonly ok: true; readonly result: unknown }
-  | { readonly seq: number; readonly ok: false; readonly error: RowFailure };
