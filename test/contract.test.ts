@@ -2,6 +2,7 @@ import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ServiceUnavailableError } from '../src/errors.js';
+import { READY_REUSE_MS } from '../src/routes/system.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
@@ -332,6 +333,32 @@ for (const database of DATABASES) {
           assert.equal(unready.headers['retry-after'], '1');
           probed.store.checkWritable = checkWritable;
           assert.equal((await probed.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+        } finally {
+          await probed.close();
+        }
+      });
+
+      it('answers a flood of /readyz probes with one heartbeat write per interval', async () => {
+        const probed = await startTestApp(db.url);
+        try {
+          let heartbeats = 0;
+          const checkWritable = probed.store.checkWritable.bind(probed.store);
+          probed.store.checkWritable = () => {
+            heartbeats += 1;
+            return checkWritable();
+          };
+          const started = performance.now();
+          const probe = () => probed.app.inject({ method: 'GET', url: '/readyz' });
+          const concurrent = await Promise.all(Array.from({ length: 20 }, probe));
+          const sequential = [];
+          for (let i = 0; i < 20; i += 1) sequential.push(await probe());
+          const elapsed = performance.now() - started;
+          for (const response of [...concurrent, ...sequential]) assert.equal(response.statusCode, 200, response.body);
+          assert.ok(heartbeats <= 1 + Math.floor(elapsed / READY_REUSE_MS), `${heartbeats} heartbeats for 40 probes in ${elapsed} ms`);
+          const counted = heartbeats;
+          await new Promise((resolve) => setTimeout(resolve, READY_REUSE_MS));
+          assert.equal((await probe()).statusCode, 200);
+          assert.equal(heartbeats, counted + 1, 'a probe after the interval writes a heartbeat again');
         } finally {
           await probed.close();
         }
