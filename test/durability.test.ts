@@ -46,13 +46,24 @@ describe('durability settings', () => {
       } finally {
         await plain.end();
       }
-      const config = loadConfig({ DATABASE_URL: db.url }).database;
-      assert.equal(config.kind, 'postgres');
-      const pool = new pg.Pool(poolConfig(config as Extract<typeof config, { kind: 'postgres' }>));
-      try {
-        assert.equal((await pool.query('SHOW synchronous_commit')).rows[0].synchronous_commit, 'on');
-      } finally {
-        await pool.end();
+      // An `options` parameter in the URL is kept (its search_path applies) and cannot turn synchronous_commit off,
+      // whether it sets something else (pg used to let it replace the pool's options) or sets it off outright.
+      const variants: Array<[string, string]> = [
+        ['', '"$user", public'],
+        ['?options=-c%20search_path%3Dpublic', 'public'],
+        ['?options=-c%20synchronous_commit%3Doff%20-c%20search_path%3Dpg_catalog', 'pg_catalog'],
+        ['?options=--synchronous_commit%3Doff&sslmode=disable', '"$user", public'],
+      ];
+      for (const [query, searchPath] of variants) {
+        const config = loadConfig({ DATABASE_URL: `${db.url}${query}` }).database;
+        assert.equal(config.kind, 'postgres');
+        const pool = new pg.Pool(poolConfig(config as Extract<typeof config, { kind: 'postgres' }>));
+        try {
+          const { rows } = await pool.query("SELECT current_setting('synchronous_commit') AS sync, current_setting('search_path') AS path");
+          assert.deepEqual(rows[0], { sync: 'on', path: searchPath }, `DATABASE_URL ending ${JSON.stringify(query)}`);
+        } finally {
+          await pool.end();
+        }
       }
     } finally {
       await db.cleanup();

@@ -82,17 +82,33 @@ export const POSTGRES_TIMEOUTS = {
   queryMs: 10_000,
 } as const;
 
+/** Last, so it wins: PostgreSQL applies the -c switches of a connection's options in order. */
+const SYNCHRONOUS_COMMIT_ON = '-c synchronous_commit=on';
+
+/**
+ * The URL without its `options` parameter, and the options to send instead: the URL's own, then synchronous_commit=on.
+ * pg lets an `options` in the URL replace the pool's `options` outright, so the URL's must be taken out and joined.
+ */
+function durableConnection(url: string): { connectionString: string; options: string } {
+  const parsed = new URL(url);
+  // pg keeps the last of repeated parameters.
+  const given = parsed.searchParams.getAll('options').at(-1);
+  if (given === undefined) return { connectionString: url, options: SYNCHRONOUS_COMMIT_ON };
+  parsed.searchParams.delete('options');
+  return { connectionString: parsed.toString(), options: given.trim() === '' ? SYNCHRONOUS_COMMIT_ON : `${given} ${SYNCHRONOUS_COMMIT_ON}` };
+}
+
 /**
  * The pool's settings. Every connection asks for synchronous_commit=on itself: a 200 must mean the commit's WAL is
- * flushed, whatever default the server, database or role was given (managed services sometimes turn it off).
+ * flushed, whatever default the server, database or role was given (managed services sometimes turn it off), and
+ * whatever the URL's `options` say.
  */
 export function poolConfig(config: PostgresConfig): pg.PoolConfig {
   return {
     // sslmode, PGHOST, PGUSER, PGPASSWORD and the rest are read by pg itself from the URL and the environment.
-    connectionString: config.url,
+    ...durableConnection(config.url),
     max: config.poolSize,
     types,
-    options: '-c synchronous_commit=on',
     connectionTimeoutMillis: POSTGRES_TIMEOUTS.connectMs,
     query_timeout: POSTGRES_TIMEOUTS.queryMs,
     statement_timeout: POSTGRES_TIMEOUTS.queryMs,
