@@ -32,15 +32,21 @@ const types = {
  * SQLSTATEs meaning "the database cannot serve now, retry": connection exceptions (08), insufficient resources
  * (53), operator intervention (57P01-57P04 shutdown/restart, 57014 statement timeout), system errors (58),
  * serialization failure and deadlock (40001, 40P01), lock not available (55P03), read-only transaction (25006).
+ * Also invalid authorization (class 28, e.g. 28P01 once the role's password is rotated under running instances)
+ * and a database that does not exist (3D000, dropped or being restored): no request and no code path of this
+ * service causes them, a retry succeeds once the operator has put credentials or database right, and meanwhile
+ * the instance should be taken out of rotation (503 also turns /readyz unready), not counted as a bug (500).
+ * The cause is still logged with every 5xx, and the CLI prints it.
  */
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|58|40001$|40P01$|55P03$|25006$)/;
-/** Socket errors on the way to the server. */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|58|28|3D000$|40001$|40P01$|55P03$|25006$)/;
+/** Socket errors on the way to the server; ENOENT is a Unix socket path with no server behind it. */
 const UNAVAILABLE_NODE = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
   'ECONNABORTED',
   'ETIMEDOUT',
   'EPIPE',
+  'ENOENT',
   'ENOTFOUND',
   'EHOSTUNREACH',
   'ENETUNREACH',
@@ -57,7 +63,8 @@ function isUnavailable(error: unknown): boolean {
   return typeof message === 'string' && UNAVAILABLE_MESSAGE.test(message);
 }
 
-function translate(error: unknown): unknown {
+/** A pg or socket error meaning "not now" as ServiceUnavailableError (503) with the original as its cause; anything else as it is. */
+export function translate(error: unknown): unknown {
   if (isUnavailable(error)) return Object.assign(new ServiceUnavailableError('storage is unavailable; retry shortly'), { cause: error });
   return error;
 }
