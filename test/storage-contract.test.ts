@@ -92,6 +92,26 @@ for (const database of DATABASES) {
         assert.deepEqual(await store.createPlants([]), []);
       }));
 
+    it('answers later copies of an id within one call as existing, with the first copy\'s content', () =>
+      withStore(async (store) => {
+        // The interface promises distinct ids (GroupCommitter dedupes first); a store given repeats anyway must
+        // not report one id created twice, or two different contents would both be answered 200.
+        await store.createPlants([plant(7n, 'seven', 's')]);
+        const outcomes = await store.createPlants([plant(1n, 'first'), plant(7n, 'other'), plant(1n, 'second', 't'), plant(7n, 'third'), plant(1n, 'first')]);
+        assert.deepEqual(outcomes, [
+          { status: 'created' },
+          { status: 'exists', stored: plant(7n, 'seven', 's') },
+          { status: 'exists', stored: plant(1n, 'first') },
+          { status: 'exists', stored: plant(7n, 'seven', 's') },
+          { status: 'exists', stored: plant(1n, 'first') },
+        ]);
+        assert.deepEqual(await store.getPlant(1n), plant(1n, 'first'));
+        assert.deepEqual(await store.getPlant(7n), plant(7n, 'seven', 's'));
+        // The very same object twice is still two copies.
+        const twice = plant(3n, 'twice');
+        assert.deepEqual(await store.createPlants([twice, twice]), [{ status: 'created' }, { status: 'exists', stored: twice }]);
+      }));
+
     it('keeps int64 ends and integers beyond a double exact through create, get and list', () =>
       withStore(async (store) => {
         const ids = [INT64_MIN, INT64_MAX, BEYOND_DOUBLE, -BEYOND_DOUBLE, BEYOND_DOUBLE - 1n];

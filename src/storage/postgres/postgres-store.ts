@@ -73,6 +73,18 @@ function byId(a: PlantToCreate, b: PlantToCreate): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 
+/**
+ * The first copy of each id, in input order. Ids within one call should be distinct (GroupCommitter dedupes), but
+ * a repeat must not be reported created twice: like SQLite, later copies are answered as the first one left them.
+ */
+function firstCopies(plants: readonly PlantToCreate[]): Map<bigint, { readonly index: number; readonly plant: PlantToCreate }> {
+  const first = new Map<bigint, { index: number; plant: PlantToCreate }>();
+  plants.forEach((plant, index) => {
+    if (!first.has(plant.id)) first.set(plant.id, { index, plant });
+  });
+  return first;
+}
+
 function toPlant(row: PlantRow): StoredPlant {
   return { id: row.id, name: row.name, tag: row.tag };
 }
@@ -170,9 +182,10 @@ export class PostgresStore implements Store {
 
   async createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
     if (plants.length === 0) return [];
+    const first = firstCopies(plants);
     // Every transaction inserts in ascending id order, so two batches sharing ids (from this instance or another)
     // wait on each other in one direction only and never deadlock.
-    const sorted = [...plants].sort(byId);
+    const sorted = [...first.values()].map((copy) => copy.plant).sort(byId);
     let client: pg.PoolClient;
     try {
       client = await this.#pool.connect();
@@ -191,7 +204,7 @@ export class PostgresStore implements Store {
         [sorted.map((plant) => plant.id.toString()), sorted.map((plant) => plant.name), sorted.map((plant) => plant.tag)],
       );
       created = new Set(inserted.rows.map((row) => row.id));
-      if (created.size < plants.length) {
+      if (created.size < sorted.length) {
         const others = sorted.filter((plant) => !created.has(plant.id)).map((plant) => plant.id.toString());
         const rows = await client.query<PlantRow>('SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])', [others]);
         for (const row of rows.rows) existing.set(row.id, toPlant(row));
@@ -204,8 +217,11 @@ export class PostgresStore implements Store {
       throw translate(error);
     }
     client.release();
-    return plants.map((plant): CreateOutcome => {
-      if (created.has(plant.id)) return { status: 'created' };
+    return plants.map((plant, index): CreateOutcome => {
+      const firstCopy = first.get(plant.id);
+      if (created.has(plant.id)) {
+        return firstCopy === undefined || firstCopy.index === index ? { status: 'created' } : { status: 'exists', stored: toPlant(firstCopy.plant) };
+      }
       const stored = existing.get(plant.id);
       // Deleted between the insert and the read: this row alone fails, and a retry will create it.
       return stored
