@@ -4,10 +4,12 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
+import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { ServiceUnavailableError } from '../src/errors.js';
 import { openStore } from '../src/storage/open.js';
 import { translate } from '../src/storage/postgres/postgres-store.js';
+import { postgresDatabase } from './helpers/databases.js';
 import { sharedPostgres, stopPostgres } from './helpers/postgres.js';
 
 /** PostgreSQL-only behaviour of the store that the shared storage contract cannot express. */
@@ -67,6 +69,51 @@ describe('PostgreSQL errors', () => {
       }
     } finally {
       await fs.rm(noServer, { recursive: true, force: true });
+    }
+  });
+});
+
+/** Polls until `check` holds, failing after 10 s. */
+async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  const started = performance.now();
+  while (!(await check())) {
+    if (performance.now() - started > 10_000) throw new Error(`${what}: not within 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe('PostgreSQL creates racing other transactions', () => {
+  it('answers ids committed by others while its statement ran: the stored row, or created if deleted meanwhile', async () => {
+    const db = await postgresDatabase();
+    const store = await openStore(loadConfig({ DATABASE_URL: db.url }).database);
+    const [a, b, admin] = [new pg.Client(db.url), new pg.Client(db.url), new pg.Client(db.url)];
+    try {
+      for (const client of [a, b, admin]) await client.connect();
+      const pidOf = async (client: pg.Client): Promise<number> => (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      const blockedBy = (pid: number) => async () =>
+        (await admin.query('SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [pid])).rowCount === 1;
+      // Two other transactions hold new, uncommitted rows; the store's insert (ascending ids) waits on b for 10,
+      // then on a for 20. Both commit after the store's statement took its snapshot, so it cannot read them.
+      await a.query('BEGIN');
+      await a.query("INSERT INTO plants (id, name, tag) VALUES (20, 'by a', 'a')");
+      await b.query('BEGIN');
+      await b.query("INSERT INTO plants (id, name, tag) VALUES (10, 'by b', NULL)");
+      const outcomes = store.createPlants([
+        { id: 20n, name: 'ours', tag: null },
+        { id: 10n, name: 'ours', tag: null },
+      ]);
+      await until('the store waits for b', blockedBy(await pidOf(b)));
+      await b.query('COMMIT');
+      await until('the store waits for a', blockedBy(await pidOf(a)));
+      // 10 was committed by b after the store's snapshot and is gone again before the store looks a second time.
+      await admin.query('DELETE FROM plants WHERE id = 10');
+      await a.query('COMMIT');
+      assert.deepEqual(await outcomes, [{ status: 'exists', stored: { id: 20n, name: 'by a', tag: 'a' } }, { status: 'created' }]);
+      assert.deepEqual(await store.getPlant(10n), { id: 10n, name: 'ours', tag: null });
+    } finally {
+      for (const client of [a, b, admin]) await client.end().catch(() => undefined);
+      await store.close();
+      await db.cleanup();
     }
   });
 });
