@@ -8,7 +8,8 @@ import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { ServiceUnavailableError } from '../src/errors.js';
 import { openStore } from '../src/storage/open.js';
-import { translate } from '../src/storage/postgres/postgres-store.js';
+import { MIGRATION_LOCK } from '../src/storage/postgres/migrations.js';
+import { PostgresStore, translate } from '../src/storage/postgres/postgres-store.js';
 import { postgresDatabase } from './helpers/databases.js';
 import { sharedPostgres, stopPostgres } from './helpers/postgres.js';
 
@@ -113,6 +114,42 @@ describe('PostgreSQL creates racing other transactions', () => {
     } finally {
       for (const client of [a, b, admin]) await client.end().catch(() => undefined);
       await store.close();
+      await db.cleanup();
+    }
+  });
+});
+
+describe('PostgreSQL migrations', () => {
+  it('wait for another instance\'s migration lock beyond the query timeout, which still bounds every request', async () => {
+    const db = await postgresDatabase();
+    const config = loadConfig({ DATABASE_URL: db.url }).database;
+    assert.equal(config.kind, 'postgres');
+    const timeouts = { connectMs: 2000, queryMs: 200 };
+    const holder = new pg.Client(db.url);
+    let store: PostgresStore | undefined;
+    try {
+      await holder.connect();
+      // Another instance migrating, for three times the query timeout.
+      await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+      const opening = PostgresStore.open(config, timeouts);
+      opening.catch(() => undefined);
+      await until('open waits for the migration lock', async () =>
+        (await holder.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rowCount === 1,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 3 * timeouts.queryMs));
+      await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+      store = await opening;
+      assert.deepEqual(await store.createPlants([{ id: 1n, name: 'one', tag: null }]), [{ status: 'created' }]);
+      // A request's statement stuck behind a row lock is cut off at the query timeout, as before.
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM plants WHERE id = 1 FOR UPDATE');
+      const started = performance.now();
+      await assert.rejects(store.deletePlant(1n), ServiceUnavailableError);
+      assert.ok(performance.now() - started < 10 * timeouts.queryMs, `took ${Math.round(performance.now() - started)} ms`);
+      await holder.query('ROLLBACK');
+    } finally {
+      await holder.end().catch(() => undefined);
+      await store?.close();
       await db.cleanup();
     }
   });

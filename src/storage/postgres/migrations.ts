@@ -26,13 +26,13 @@ const MIGRATIONS: readonly string[] = [
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
 
 /** Any fixed number: every plantstore instance takes the same lock, so concurrent starts migrate one at a time. */
-const MIGRATION_LOCK = 7_170_731_001;
+export const MIGRATION_LOCK = 7_170_731_001;
 
 /**
  * Brings the schema to the current version. The session-level advisory lock makes instances that start together
  * wait for each other; the lock goes with the session if this one dies, so a crashed migration never blocks the rest.
  */
-export async function migrate(client: pg.PoolClient): Promise<void> {
+export async function migrate(client: pg.ClientBase): Promise<void> {
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
   try {
     await client.query('CREATE TABLE IF NOT EXISTS plantstore_schema (version INTEGER NOT NULL)');

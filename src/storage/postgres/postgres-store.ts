@@ -127,6 +127,8 @@ export const POSTGRES_TIMEOUTS = {
   queryMs: 10_000,
 } as const;
 
+export type PostgresTimeouts = { readonly [K in keyof typeof POSTGRES_TIMEOUTS]: number };
+
 /** Last, so it wins: PostgreSQL applies the -c switches of a connection's options in order. */
 const SYNCHRONOUS_COMMIT_ON = '-c synchronous_commit=on';
 
@@ -144,22 +146,29 @@ function durableConnection(url: string): { connectionString: string; options: st
 }
 
 /**
- * The pool's settings. Every connection asks for synchronous_commit=on itself: a 200 must mean the commit's WAL is
- * flushed, whatever default the server, database or role was given (managed services sometimes turn it off), and
- * whatever the URL's `options` say.
+ * Every connection's settings, pooled or not. Every connection asks for synchronous_commit=on itself: a 200 must mean
+ * the commit's WAL is flushed, whatever default the server, database or role was given (managed services sometimes
+ * turn it off), and whatever the URL's `options` say.
  */
-export function poolConfig(config: PostgresConfig): pg.PoolConfig {
+function connectionConfig(config: PostgresConfig, timeouts: PostgresTimeouts): pg.ClientConfig {
   return {
     // sslmode, PGHOST, PGUSER, PGPASSWORD and the rest are read by pg itself from the URL and the environment.
     ...durableConnection(config.url),
-    max: config.poolSize,
     types,
-    connectionTimeoutMillis: POSTGRES_TIMEOUTS.connectMs,
-    query_timeout: POSTGRES_TIMEOUTS.queryMs,
-    statement_timeout: POSTGRES_TIMEOUTS.queryMs,
-    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: timeouts.connectMs,
     // Notices a peer that vanished without closing the connection (a failed-over managed database).
     keepAlive: true,
+  };
+}
+
+/** The pool's settings: every statement a request makes is bounded by the query timeout. */
+export function poolConfig(config: PostgresConfig, timeouts: PostgresTimeouts = POSTGRES_TIMEOUTS): pg.PoolConfig {
+  return {
+    ...connectionConfig(config, timeouts),
+    max: config.poolSize,
+    query_timeout: timeouts.queryMs,
+    statement_timeout: timeouts.queryMs,
+    idleTimeoutMillis: 30_000,
   };
 }
 
@@ -175,25 +184,28 @@ export class PostgresStore implements Store {
     this.#pool = pool;
   }
 
-  static async open(config: PostgresConfig): Promise<PostgresStore> {
-    const pool = new pg.Pool(poolConfig(config));
+  /** `timeouts` exist for tests, which cannot wait the real ones out. */
+  static async open(config: PostgresConfig, timeouts: PostgresTimeouts = POSTGRES_TIMEOUTS): Promise<PostgresStore> {
+    // Migrations run on a connection of their own, outside the pool and its query timeout: a long migration, or a
+    // wait for another instance's migration lock, must run to its end rather than be cancelled after 10 s and
+    // reported as unavailable. What bounds it instead is the operator (this runs at start, before serving).
+    const migrator = new pg.Client(connectionConfig(config, timeouts));
+    migrator.on('error', () => undefined);
+    try {
+      await migrator.connect();
+      // Either could also come from the role, the database or the URL.
+      await migrator.query('SET statement_timeout = 0; SET lock_timeout = 0');
+      await migrate(migrator);
+    } catch (error) {
+      throw translate(error);
+    } finally {
+      await migrator.end().catch(() => undefined);
+    }
+    const pool = new pg.Pool(poolConfig(config, timeouts));
     // A connection that dies, idle or checked out between two queries, emits 'error'; unheard, that would end the
     // process. The failing query (if any) rejects on its own, and the pool replaces the connection on next use.
     pool.on('error', () => undefined);
     pool.on('connect', (client) => client.on('error', () => undefined));
-    try {
-      const client = await pool.connect();
-      try {
-        await migrate(client);
-      } catch (error) {
-        client.release(error as Error);
-        throw error;
-      }
-      client.release();
-    } catch (error) {
-      await pool.end().catch(() => undefined);
-      throw translate(error);
-    }
     return new PostgresStore(pool);
   }
 
