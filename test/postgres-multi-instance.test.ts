@@ -1,8 +1,10 @@
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
+import { POSTGRES_SCHEMA_VERSION } from '../src/storage/postgres/migrations.js';
 import type { Store } from '../src/storage/store.js';
 import { postgresDatabase, type TestDatabase } from './helpers/databases.js';
 import { createToken, errorRecordProblem, runCli, startServer, type ServerProcess } from './helpers/process.js';
@@ -27,6 +29,40 @@ async function post(base: string, token: string, body: string): Promise<Answer> 
   });
   return { status: response.status, body: await response.text(), contentType: response.headers.get('content-type') };
 }
+
+describe('plantstore migrate, run alone on a fresh PostgreSQL database', () => {
+  it('creates the schema at the current version: every version recorded, plants keyed by a bigint id', async () => {
+    const db = await postgresDatabase();
+    try {
+      const { stderr } = runCli(['migrate'], { DATABASE_URL: db.url, LOG_LEVEL: 'warn' });
+      assert.match(stderr, /database schema is up to date/);
+      // Read behind the service's back, before any other command has opened the database.
+      const client = new pg.Client(db.url);
+      await client.connect();
+      try {
+        const versions = await client.query<{ version: number }>('SELECT version FROM plantstore_schema ORDER BY version');
+        assert.deepEqual(
+          versions.rows.map((row) => row.version),
+          Array.from({ length: POSTGRES_SCHEMA_VERSION }, (_, index) => index + 1),
+        );
+        const key = await client.query<{ column_name: string; data_type: string }>(
+          `SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS data_type
+           FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+           WHERE i.indrelid = 'plants'::regclass AND i.indisprimary`,
+        );
+        assert.deepEqual(key.rows, [{ column_name: 'id', data_type: 'bigint' }]);
+        const tables = await client.query<{ tokens: string | null; heartbeat: string | null; plants: string }>(
+          "SELECT to_regclass('tokens')::text AS tokens, to_regclass('plantstore_heartbeat')::text AS heartbeat, (SELECT count(*) FROM plants)::text AS plants",
+        );
+        assert.deepEqual(tables.rows[0], { tokens: 'tokens', heartbeat: 'plantstore_heartbeat', plants: '0' });
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await db.cleanup();
+    }
+  });
+});
 
 describe('two plantstore processes on one PostgreSQL database', () => {
   let db: TestDatabase;
