@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { poolConfig } from '../src/storage/postgres/postgres-store.js';
 
 describe('configuration', () => {
   it('has working defaults: SQLite under ./data, 127.0.0.1:8080, 16 KiB bodies', () => {
@@ -44,6 +45,39 @@ describe('configuration', () => {
     ['WRITE_QUEUE_LIMIT', '0', /between 1 and/],
     ['TAG_MAX_LENGTH', '601', /between 1 and 600/],
   ];
+  const postgresUrl = 'postgres://u:p@db:5432/plants';
+
+  // PG_POOL_SIZE is read only when DATABASE_URL names PostgreSQL.
+  const badPoolSizes: Array<[string, RegExp]> = [
+    ['0', /between 1 and 1000, got 0/],
+    ['1001', /between 1 and 1000, got 1001/],
+    ['abc', /whole number, got "abc"/],
+    ['1.5', /whole number, got "1.5"/],
+  ];
+  for (const [value, problem] of badPoolSizes) {
+    it(`refuses PG_POOL_SIZE=${value} with a message naming the variable`, () => {
+      assert.throws(
+        () => loadConfig({ DATABASE_URL: postgresUrl, PG_POOL_SIZE: value }),
+        (error: unknown) => error instanceof ConfigError && error.variable === 'PG_POOL_SIZE' && error.message.startsWith('PG_POOL_SIZE: ') && problem.test(error.message),
+      );
+    });
+  }
+
+  it('sizes the PostgreSQL pool from PG_POOL_SIZE, 10 by default', () => {
+    const sizes: Array<[string | undefined, number]> = [
+      [undefined, 10],
+      ['1', 1],
+      ['7', 7],
+      ['1000', 1000],
+    ];
+    for (const [value, size] of sizes) {
+      const database = loadConfig({ DATABASE_URL: postgresUrl, ...(value === undefined ? {} : { PG_POOL_SIZE: value }) }).database;
+      if (database.kind !== 'postgres') assert.fail(`${postgresUrl} was read as ${database.kind}`);
+      assert.equal(database.poolSize, size);
+      assert.equal(poolConfig(database).max, size);
+    }
+  });
+
   for (const [variable, value, problem] of bad) {
     it(`refuses ${variable}=${value} with a message naming the variable`, () => {
       assert.throws(
