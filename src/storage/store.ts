@@ -45,8 +45,9 @@ export class DuplicateTokenNameError extends Error {
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
   /**
-   * Stores new plants in one transaction, committed durably before the promise resolves. Ids within one call
-   * are distinct. An id already stored is left as it is and reported with its stored content.
+   * Stores new plants, committed durably before the promise resolves: one transaction, plus on PostgreSQL a retry
+   * statement for ids another transaction committed while the first ran. Ids within one call should be distinct;
+   * a repeated one is created once. An id already stored is left as it is and reported with its stored content.
    */
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]>;
   getPlant(id: bigint): Promise<StoredPlant | undefined>;
