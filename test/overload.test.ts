@@ -164,7 +164,7 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
     assert.equal(errorRecordProblem(status, response.headers['content-type'], response.body), undefined);
   }
 
-  it('cuts off slow-loris clients after HEADERS_TIMEOUT_MS with 408, and serves others meanwhile', async () => {
+  it('cuts off slow-loris clients about a second after HEADERS_TIMEOUT_MS with 408, and serves others meanwhile', async (t) => {
     const head = `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ${'a'.repeat(500)}\r\n\r\n`;
     // One byte every 100 ms: each connection would take a minute to finish its headers.
     const loris = Array.from({ length: 20 }, () =>
@@ -173,10 +173,18 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     const meanwhile = await fetch(`${server.base}/healthz`);
     assert.equal(meanwhile.status, 200);
-    for (const response of await Promise.all(loris)) {
+    const responses = await Promise.all(loris);
+    const elapsed = responses.map((response) => response.elapsedMs).sort((a, b) => a - b);
+    t.diagnostic(
+      `slow loris: ${responses.length} clients cut off after ${elapsed[0]}–${elapsed.at(-1)} ms (median ${median(elapsed)} ms), ` +
+        `HEADERS_TIMEOUT_MS=${LIMITS.HEADERS_TIMEOUT_MS}`,
+    );
+    // Node's default connection check runs every 30 s; the service checks at least every second, so the README's
+    // "about 1 s after HEADERS_TIMEOUT_MS" holds with a second of slack for a loaded machine.
+    const limitMs = Number(LIMITS.HEADERS_TIMEOUT_MS) + 2000;
+    for (const response of responses) {
       assertRawErrorRecord(response, 408);
-      // Node's default connection check runs every 30 s; the service checks every second.
-      assert.ok(response.elapsedMs < 15_000, `cut off after ${response.elapsedMs} ms`);
+      assert.ok(response.elapsedMs < limitMs, `cut off after ${response.elapsedMs} ms, not within ${limitMs} ms`);
     }
   });
 
@@ -216,7 +224,7 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
     assertRawErrorRecord(chunked, 413);
   });
 
-  it('closes idle keep-alive connections after KEEP_ALIVE_TIMEOUT_MS', async () => {
+  it('closes idle keep-alive connections soon after KEEP_ALIVE_TIMEOUT_MS', async (t) => {
     const socket = connect(server.port, '127.0.0.1');
     let received = '';
     socket.setEncoding('latin1');
@@ -230,11 +238,17 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
     assert.match(received, /^HTTP\/1\.1 200 /);
     assert.match(received, /\r\nKeep-Alive: timeout=\d+/i);
     const answered = Date.now();
-    // Left idle, the connection is closed by the server, not held open for the client.
+    // Left idle, the connection is closed by the server, not held open for the client. The guard only ends a
+    // connection that was never closed; the assertion below decides whether the close came soon enough.
     const timeout = setTimeout(() => socket.destroy(new Error('still open')), 15_000);
     await closed;
     clearTimeout(timeout);
-    assert.ok(Date.now() - answered < 15_000, 'closed by the server');
+    const idleMs = Date.now() - answered;
+    t.diagnostic(`keep-alive: idle connection closed ${idleMs} ms after its answer, KEEP_ALIVE_TIMEOUT_MS=${LIMITS.KEEP_ALIVE_TIMEOUT_MS}`);
+    // Node 20 itself waits 1 s past the configured timeout (HTTP_SERVER_KEEP_ALIVE_TIMEOUT_BUFFER in _http_server), so
+    // a client that trusts the advertised timeout never races the close; the second second is slack for a loaded machine.
+    const limitMs = Number(LIMITS.KEEP_ALIVE_TIMEOUT_MS) + 2000;
+    assert.ok(idleMs < limitMs, `closed ${idleMs} ms after the answer, not within ${limitMs} ms`);
   });
 
   it('answers a malformed request line with a 400 Error record', async () => {
