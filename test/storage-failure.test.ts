@@ -1,7 +1,7 @@
 /**
  * Storage failures on SQLite (disk full, read-only file system, a database locked by another process) are answered
  * with 503 Error records carrying Retry-After, /readyz turns 503, the process stays up, and both recover once the
- * cause goes away. Disk full and read-only use a small tmpfs mounted by the test (root only; skipped, and said so,
+ * cause goes away. Reads need neither space nor the write lock (WAL), so they keep answering 200. Disk full and read-only use a small tmpfs mounted by the test (root only; skipped, and said so,
  * elsewhere). A write that finds the lock taken waits on a timer, so the event loop keeps serving meanwhile.
  */
 import './helpers/exit-guard.js';
@@ -17,6 +17,7 @@ import { ServiceUnavailableError } from '../src/errors.js';
 import { REFUSAL_MEMORY_MS } from '../src/storage/group-commit.js';
 import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { assertErrorRecord } from './helpers/assertions.js';
 import { sqliteDatabase } from './helpers/databases.js';
 import { CLI, errorRecordProblem } from './helpers/process.js';
 
@@ -28,8 +29,36 @@ function assertUnavailable(response: LightMyRequestResponse): void {
 }
 
 let nextId = 1;
-const create = (t: TestApp, name = 'Storage test') =>
-  t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: JSON.stringify({ id: nextId++, name }) });
+const create = (t: TestApp, name = 'Storage test', tag?: string) =>
+  t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: JSON.stringify({ id: nextId++, name, tag }) });
+const request = (t: TestApp, method: 'GET' | 'DELETE', url: string) =>
+  t.app.inject({ method, url, headers: { authorization: t.headers.authorization as string } });
+
+/**
+ * Plants created together, so they share one batch and one commit: seeding them adds little to the WAL, and WAL space
+ * already allocated is what lets some writes succeed on a full disk.
+ */
+async function seed(t: TestApp, count: number, tag: string): Promise<number[]> {
+  const ids = Array.from({ length: count }, () => nextId++);
+  const responses = await Promise.all(
+    ids.map((id) => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: JSON.stringify({ id, name: `Seed ${id}`, tag }) })),
+  );
+  for (const response of responses) assert.equal(response.statusCode, 200, response.body);
+  return ids;
+}
+
+/** A seeded plant reads back exactly, by id and in the list of its tag. */
+async function assertReadable(t: TestApp, ids: readonly number[], tag: string): Promise<void> {
+  const one = await request(t, 'GET', `/plants/${ids[0]}`);
+  assert.equal(one.statusCode, 200, one.body);
+  assert.equal(one.body, JSON.stringify({ id: ids[0], name: `Seed ${ids[0]}`, tag }));
+  const list = await request(t, 'GET', `/plants?tag=${tag}&limit=1000`);
+  assert.equal(list.statusCode, 200, list.body);
+  assert.deepEqual(
+    (list.json() as Array<{ id: number }>).map((plant) => plant.id),
+    [...ids].sort((a, b) => a - b),
+  );
+}
 
 /** A tmpfs of its own, or the reason there is none. */
 function mountTmpfs(sizeKiB: number): { dir: string; unmount(): void } | string {
@@ -67,7 +96,7 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  it('a full disk → 503 Error records; the process stays up; creates succeed once space is freed', async (t) => {
+  it('a full disk → creates and deletes get 503 Error records, reads 200; the process stays up; writes succeed once space is freed', async (t) => {
     const fsOrReason = mountTmpfs(4096);
     if (typeof fsOrReason === 'string') {
       t.skip(fsOrReason);
@@ -77,6 +106,7 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     const app = await startTestApp(`sqlite:${path.join(fsOrReason.dir, 'plants.db')}`);
     cleanups.push(() => app.close().catch(() => undefined));
     assert.equal((await create(app)).statusCode, 200);
+    const seeded = await seed(app, 30, 'full');
 
     // Fill every byte left on the file system.
     const filler = path.join(fsOrReason.dir, 'filler');
@@ -94,28 +124,65 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     }
     fs.closeSync(fd);
 
-    // Creates large enough to need new pages in the WAL cannot be stored.
+    // Creates large enough to need new pages in the WAL cannot be stored. Until the WAL space already allocated is
+    // used up they can be (when a checkpoint emptied the WAL before the disk filled), so the test sends them until
+    // one is refused, each answer checked for what it is.
+    let stored = 0;
     let refused = 0;
-    for (let i = 0; i < 20; i += 1) {
+    for (let i = 0; i < 200 && refused < 5; i += 1) {
       const response = await create(app, 'x'.repeat(250));
       if (response.statusCode === 503) {
         assertUnavailable(response);
         refused += 1;
       } else {
         assert.equal(response.statusCode, 200, response.body);
+        assert.equal((await request(app, 'GET', `/plants/${nextId - 1}`)).statusCode, 200, 'a create answered 200 is stored');
+        stored += 1;
       }
     }
-    assert.ok(refused > 0, 'a full disk refuses creates');
+    assert.equal(refused, 5, `a full disk refuses creates (${stored} stored first)`);
     assert.equal((await app.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process stays up');
     // Refused again right before the check, so the latest batch is a refused one whatever the loop above ended on.
     assertUnavailable(await create(app, 'y'.repeat(250)));
     assertUnavailable(await app.app.inject({ method: 'GET', url: '/readyz' }));
-    t.diagnostic(`disk full: ${refused} of 20 creates refused with 503; /readyz 503`);
+
+    // Reads need no space: SQLite reads the database and WAL it has, so they answer 200, not 503.
+    await assertReadable(app, seeded, 'full');
+
+    // A delete is a write too. One that fits in WAL space already allocated commits, durably, and is answered 204;
+    // once none fits it is a 503 and the plant stays. Each answer is checked against what is stored.
+    const gone = new Set<number>();
+    let deleteRefused = 0;
+    for (const id of seeded) {
+      const response = await request(app, 'DELETE', `/plants/${id}`);
+      const after = await request(app, 'GET', `/plants/${id}`);
+      if (response.statusCode === 503) {
+        assertUnavailable(response);
+        assert.equal(after.statusCode, 200, `plant ${id} is still stored after its delete was refused: ${after.body}`);
+        deleteRefused += 1;
+        if (deleteRefused === 3) break;
+      } else {
+        assert.equal(response.statusCode, 204, response.body);
+        assertErrorRecord(after, 404);
+        gone.add(id);
+      }
+    }
+    assert.equal(deleteRefused, 3, `a full disk refuses deletes (${gone.size} committed first)`);
+    const remaining = seeded.filter((id) => !gone.has(id));
+    await assertReadable(app, remaining, 'full');
+    t.diagnostic(
+      `disk full: ${stored} creates stored in WAL space already allocated, then creates refused with 503; /readyz 503; ` +
+        `reads 200; ${gone.size} deletes committed, then deletes refused with 503`,
+    );
 
     fs.rmSync(filler);
     const recovered = await create(app, 'After the disk was freed');
     assert.equal(recovered.statusCode, 200, recovered.body);
     assert.equal((await app.store.getPlant(BigInt(nextId - 1)))?.name, 'After the disk was freed');
+    const deletedAfter = await request(app, 'DELETE', `/plants/${remaining[0]}`);
+    assert.equal(deletedAfter.statusCode, 204, deletedAfter.body);
+    assertErrorRecord(await request(app, 'GET', `/plants/${remaining[0]}`), 404);
+    await assertReadable(app, remaining.slice(1), 'full');
     assert.equal((await app.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
   });
 
@@ -148,12 +215,13 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     t.diagnostic(`serve on a read-only file system: exit ${serve.status}, stderr ${JSON.stringify(serve.stderr.trim())}`);
   });
 
-  it('a database locked by another process → /readyz 503 within about a second, creates 503 after the busy timeout; both recover once the lock is released', async (t) => {
+  it('a database locked by another process → /readyz 503 within about a second, creates and deletes 503 after the busy timeout, reads 200; all recover once the lock is released', async (t) => {
     const db = await sqliteDatabase();
     cleanups.push(() => db.cleanup());
     const app = await startTestApp(db.url);
     cleanups.push(() => app.close().catch(() => undefined));
     assert.equal((await create(app)).statusCode, 200);
+    const seeded = await seed(app, 5, 'locked');
 
     // Another connection (as another process would) holds the write lock.
     const other = new Database(db.url.slice('sqlite:'.length));
@@ -167,11 +235,18 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     const probeWaited = Date.now() - started;
     assert.ok(probeWaited < 2500, `the readiness probe answered after ${probeWaited} ms`);
     started = Date.now();
-    assertUnavailable(await create(app));
-    const createWaited = Date.now() - started;
+    // A delete waits for the lock as a create does; sent together, they wait out the busy timeout side by side.
+    const [refusedCreate, refusedDelete] = await Promise.all([
+      create(app).then((response) => ({ response, waited: Date.now() - started })),
+      request(app, 'DELETE', `/plants/${seeded[0]}`).then((response) => ({ response, waited: Date.now() - started })),
+    ]);
+    assertUnavailable(refusedCreate.response);
+    assertUnavailable(refusedDelete.response);
+    const createWaited = refusedCreate.waited;
     assertUnavailable(await app.app.inject({ method: 'GET', url: '/readyz' }));
-    // Reads still work in WAL mode while another connection writes, and the process stays up.
-    assert.equal((await app.app.inject({ method: 'GET', url: `/plants/${nextId - 2}`, headers: app.headers })).statusCode, 200);
+    // Reads still work in WAL mode while another connection writes, the refused delete left its plant, and the
+    // process stays up.
+    await assertReadable(app, seeded, 'locked');
     assert.equal((await app.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
 
     other.exec('ROLLBACK');
@@ -187,8 +262,12 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     assert.equal(ready, 200, `/readyz still ${ready} ${readyAfter} ms after the lock was released`);
     const recovered = await create(app, 'Unlocked');
     assert.equal(recovered.statusCode, 200, recovered.body);
+    const deleted = await request(app, 'DELETE', `/plants/${seeded[0]}`);
+    assert.equal(deleted.statusCode, 204, deleted.body);
+    await assertReadable(app, seeded.slice(1), 'locked');
     t.diagnostic(
-      `locked database: /readyz 503 after ${probeWaited} ms, create 503 after ${createWaited} ms (the busy timeout); ` +
+      `locked database: /readyz 503 after ${probeWaited} ms, create 503 after ${createWaited} ms and delete 503 after ` +
+        `${refusedDelete.waited} ms (the busy timeout); reads 200; ` +
         `/readyz 200 again ${readyAfter} ms after the release, with no create sent`,
     );
   });
