@@ -8,7 +8,8 @@ import { createToken, errorRecordProblem, startServer, type ServerProcess } from
 
 /**
  * PostgreSQL goes away under load and comes back: the service answers 503 Error records promptly meanwhile
- * (never a 500, never a hang), /readyz says so, it recovers by itself, and nothing it answered 200 is lost.
+ * (never a 500, never a hang) to creates, reads and deletes alike, /readyz says so, it recovers by itself, and nothing
+ * it answered 200 is lost.
  * The database server is this test's own (embedded), even when TEST_DATABASE_URL names another: only a server
  * the test started can be stopped and started again.
  */
@@ -45,6 +46,90 @@ async function readyStatus(base: string): Promise<number> {
   const body = await response.text();
   if (response.status !== 200) assert.equal(errorRecordProblem(response.status, response.headers.get('content-type') ?? undefined, body), undefined);
   return response.status;
+}
+
+interface Answered {
+  readonly status: number;
+  readonly retryAfter: string | null;
+  readonly body: string;
+  /** Why the answer is not an Error record, when it is not 2xx; undefined when it is one. */
+  readonly problem: string | undefined;
+  readonly elapsedMs: number;
+}
+
+async function call(base: string, token: string, method: 'GET' | 'DELETE' | 'POST', path: string, body?: string): Promise<Answered> {
+  const started = performance.now();
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body }),
+    signal: AbortSignal.timeout(HUNG_ANSWER_WITHIN_MS + 5000),
+  });
+  const text = await response.text();
+  return {
+    status: response.status,
+    retryAfter: response.headers.get('retry-after'),
+    body: text,
+    problem: response.status < 300 ? undefined : errorRecordProblem(response.status, response.headers.get('content-type') ?? undefined, text),
+    elapsedMs: performance.now() - started,
+  };
+}
+
+/** A 503 Error record with Retry-After, answered within `withinMs`. */
+function assertUnavailable(answer: Answered, what: string, withinMs: number): void {
+  assert.equal(answer.status, 503, `${what}: ${answer.status} ${answer.body}`);
+  assert.equal(answer.problem, undefined, `${what}: ${answer.problem}`);
+  assert.equal((JSON.parse(answer.body) as { message: string }).message, 'storage is unavailable; retry shortly', what);
+  assert.match(String(answer.retryAfter), /^[1-9]\d*$/, `${what}: Retry-After ${answer.retryAfter}`);
+  assert.ok(answer.elapsedMs < withinMs, `${what}: took ${Math.round(answer.elapsedMs)} ms`);
+}
+
+/** Plants of one tag, created before a failure so that reads and deletes have something to find during it. */
+async function seedPlants(base: string, token: string, firstId: bigint, tag: string): Promise<bigint[]> {
+  const ids = [firstId, firstId + 1n, firstId + 2n];
+  for (const id of ids) {
+    const answer = await call(base, token, 'POST', '/plants', `{"id":${id},"name":"seed ${id}","tag":"${tag}"}`);
+    assert.equal(answer.status, 200, answer.body);
+  }
+  return ids;
+}
+
+/** Reads find exactly the seeded plants, by id and in their tag's list. */
+async function assertReadable(base: string, token: string, ids: readonly bigint[], tag: string): Promise<void> {
+  const one = await call(base, token, 'GET', `/plants/${ids[0]}`);
+  assert.equal(one.status, 200, one.body);
+  assert.equal(one.body, `{"id":${ids[0]},"name":"seed ${ids[0]}","tag":"${tag}"}`);
+  const list = await call(base, token, 'GET', `/plants?tag=${tag}&limit=100`);
+  assert.equal(list.status, 200, list.body);
+  assert.deepEqual([...list.body.matchAll(/"id":(-?\d+)/g)].map((match) => BigInt(match[1] as string)), ids);
+}
+
+/** GET by id, GET by tag and DELETE of `deleteId`, all at once while the database cannot answer: each a 503. */
+async function assertReadsAndDeletesUnavailable(
+  base: string,
+  token: string,
+  ids: readonly bigint[],
+  tag: string,
+  deleteId: bigint,
+  withinMs: number,
+): Promise<number> {
+  const [byId, byTag, deleted] = await Promise.all([
+    call(base, token, 'GET', `/plants/${ids[0]}`),
+    call(base, token, 'GET', `/plants?tag=${tag}`),
+    call(base, token, 'DELETE', `/plants/${deleteId}`),
+  ]);
+  assertUnavailable(byId, 'GET /plants/{id}', withinMs);
+  assertUnavailable(byTag, 'GET /plants?tag=', withinMs);
+  assertUnavailable(deleted, 'DELETE /plants/{id}', withinMs);
+  return Math.max(byId.elapsedMs, byTag.elapsedMs, deleted.elapsedMs);
+}
+
+/** Once the database is back: reads find the seeds (the refused delete removed nothing), and a delete works. */
+async function assertReadsAndDeletesRecovered(base: string, token: string, ids: readonly bigint[], tag: string): Promise<void> {
+  await assertReadable(base, token, ids, tag);
+  assert.equal((await call(base, token, 'DELETE', `/plants/${ids[1]}`)).status, 204);
+  assert.equal((await call(base, token, 'GET', `/plants/${ids[1]}`)).status, 404);
+  await assertReadable(base, token, ids.filter((id) => id !== ids[1]), tag);
 }
 
 /** Creates sent by a few clients in a loop, each with a fresh id, until stop() is called. */
@@ -160,6 +245,7 @@ describe('a PostgreSQL outage under load', () => {
   });
 
   it('answers 503 while the database is stopped, recovers by itself, and keeps every create answered 200', async (t) => {
+    const seeded = await seedPlants(server.base, token, 9_000_000_000n, 'stopped');
     const load = new Load(server.base, token, 1n, 8);
     await waitFor('creates answered 200 before the outage', 10_000, async () => load.count('before', 200) >= 50);
 
@@ -168,6 +254,9 @@ describe('a PostgreSQL outage under load', () => {
     await postgres.pause();
     const unreadyAfterMs = await waitFor('/readyz 503 during the outage', 5000, async () => (await readyStatus(server.base)) === 503);
     await waitFor('creates answered 503 during the outage', 5000, async () => load.count('outage', 503) > 0);
+    // Reads and deletes need the database as much as creates do.
+    // With the server gone the delete of a seed cannot have run, so afterwards the seed must still be there.
+    const readsWaitedMs = await assertReadsAndDeletesUnavailable(server.base, token, seeded, 'stopped', seeded[1] as bigint, ANSWER_WITHIN_MS);
     // Stay down a while under load: every answer meanwhile must still come promptly.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     assert.equal(await readyStatus(server.base), 503);
@@ -177,26 +266,36 @@ describe('a PostgreSQL outage under load', () => {
     const readyAfterMs = await waitFor('/readyz 200 once the database is back', 15_000, async () => (await readyStatus(server.base)) === 200);
     await waitFor('creates answered 200 after recovery', 15_000, async () => load.count('after', 200) >= 50);
     await load.stop();
+    await assertReadsAndDeletesRecovered(server.base, token, seeded, 'stopped');
 
     assert.ok(!server.exited(), 'the server process survived the outage');
     const refused = await verify(load, databaseUrl, ANSWER_WITHIN_MS);
     const slowest = Math.max(...refused.map((s) => s.elapsedMs));
     t.diagnostic(
       `${load.sent.length} creates, ${refused.length} answered 503 (slowest ${Math.round(slowest)} ms); ` +
+        `GET by id, GET by tag and DELETE 503 (slowest ${Math.round(readsWaitedMs)} ms); ` +
         `/readyz 503 ${Math.round(unreadyAfterMs)} ms after the stop, 200 again ${Math.round(readyAfterMs)} ms after the restart`,
     );
   });
 
   it('answers 503 within the timeouts while the database hangs without answering, then recovers', async (t) => {
+    const seeded = await seedPlants(server.base, token, 9_100_000_000n, 'frozen');
     const load = new Load(server.base, token, 1_000_000n, 4);
     await waitFor('creates answered 200 before the hang', 10_000, async () => load.count('before', 200) >= 20);
 
     // Frozen: connections open at the TCP level but nothing answers, so only the timeouts can end a wait.
     load.phase = 'outage';
     postgres.freeze();
+    let readsWaitedMs: number;
     try {
+      // Sent at once and awaited last: they wait out the same timeouts as the creates, side by side. The delete is of
+      // an id never created: a statement sent to the frozen server may still run once it thaws (its 503 means
+      // "outcome unknown", as for a create), so deleting a seed here would leave nothing definite to check after.
+      const readsAndDeletes = assertReadsAndDeletesUnavailable(server.base, token, seeded, 'frozen', 9_100_000_099n, HUNG_ANSWER_WITHIN_MS);
+      readsAndDeletes.catch(() => undefined);
       await waitFor('/readyz 503 during the hang', HUNG_ANSWER_WITHIN_MS, async () => (await readyStatus(server.base)) === 503);
       await waitFor('creates answered 503 during the hang', HUNG_ANSWER_WITHIN_MS, async () => load.count('outage', 503) >= 4);
+      readsWaitedMs = await readsAndDeletes;
     } finally {
       postgres.thaw();
     }
@@ -204,9 +303,13 @@ describe('a PostgreSQL outage under load', () => {
     await waitFor('/readyz 200 once the database answers again', 15_000, async () => (await readyStatus(server.base)) === 200);
     await waitFor('creates answered 200 after the hang', 15_000, async () => load.count('after', 200) >= 20);
     await load.stop();
+    await assertReadsAndDeletesRecovered(server.base, token, seeded, 'frozen');
 
     assert.ok(!server.exited(), 'the server process survived the hang');
     const refused = await verify(load, databaseUrl, HUNG_ANSWER_WITHIN_MS);
-    t.diagnostic(`${load.sent.length} creates, ${refused.length} answered 503 (slowest ${Math.round(Math.max(...refused.map((s) => s.elapsedMs)))} ms)`);
+    t.diagnostic(
+      `${load.sent.length} creates, ${refused.length} answered 503 (slowest ${Math.round(Math.max(...refused.map((s) => s.elapsedMs)))} ms); ` +
+        `GET by id, GET by tag and DELETE 503 (slowest ${Math.round(readsWaitedMs)} ms)`,
+    );
   });
 });
