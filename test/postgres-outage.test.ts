@@ -1,6 +1,7 @@
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
 import { TestPostgres, createDatabase } from './helpers/postgres.js';
@@ -9,7 +10,7 @@ import { createToken, errorRecordProblem, startServer, type ServerProcess } from
 /**
  * PostgreSQL goes away under load and comes back: the service answers 503 Error records promptly meanwhile
  * (never a 500, never a hang) to creates, reads and deletes alike, /readyz says so, it recovers by itself, and nothing
- * it answered 200 is lost.
+ * it answered 200 is lost. A database turned read-only refuses creates and deletes with 503 and still serves reads.
  * The database server is this test's own (embedded), even when TEST_DATABASE_URL names another: only a server
  * the test started can be stopped and started again.
  */
@@ -311,5 +312,50 @@ describe('a PostgreSQL outage under load', () => {
       `${load.sent.length} creates, ${refused.length} answered 503 (slowest ${Math.round(Math.max(...refused.map((s) => s.elapsedMs)))} ms); ` +
         `GET by id, GET by tag and DELETE 503 (slowest ${Math.round(readsWaitedMs)} ms)`,
     );
+  });
+
+  it('answers creates and deletes 503 while the database is read-only, serves reads, and recovers once it is writable', async (t) => {
+    const seeded = await seedPlants(server.base, token, 9_200_000_000n, 'readonly');
+    const database = new URL(databaseUrl).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: postgres.url() });
+    await admin.connect();
+    // New sessions take the database's setting; the pool's open sessions are ended so that its next ones are new.
+    const setReadOnly = async (on: boolean) => {
+      await admin.query(`ALTER DATABASE ${database} SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+    };
+    try {
+      await setReadOnly(true);
+      const unreadyAfterMs = await waitFor('/readyz 503 while read-only', 5000, async () => (await readyStatus(server.base)) === 503);
+      // A few in a row: the first may meet a session ended above; later ones are refused by a read-only session.
+      const refusedIds = [9_200_000_100n, 9_200_000_101n, 9_200_000_102n];
+      for (const id of refusedIds) {
+        assertUnavailable(await call(server.base, token, 'POST', '/plants', `{"id":${id},"name":"read-only ${id}"}`), `create ${id}`, ANSWER_WITHIN_MS);
+      }
+      assertUnavailable(await call(server.base, token, 'DELETE', `/plants/${seeded[1]}`), 'DELETE /plants/{id}', ANSWER_WITHIN_MS);
+      // A read-only database still answers reads, so reads are 200: the creates above were refused by read-only
+      // sessions, not by a pool with no working connection.
+      await assertReadable(server.base, token, seeded, 'readonly');
+      assert.equal(await readyStatus(server.base), 503);
+      assert.equal((await fetch(`${server.base}/healthz`)).status, 200);
+      assert.ok(!server.exited(), 'the server process stays up');
+
+      await setReadOnly(false);
+      const readyAfterMs = await waitFor('/readyz 200 once writable', 15_000, async () => (await readyStatus(server.base)) === 200);
+      // Nothing refused was stored, so each is created now, not replayed.
+      for (const id of refusedIds) {
+        assert.equal((await call(server.base, token, 'GET', `/plants/${id}`)).status, 404, `refused create ${id} was not stored`);
+        const created = await call(server.base, token, 'POST', '/plants', `{"id":${id},"name":"read-only ${id}"}`);
+        assert.equal(created.status, 200, created.body);
+      }
+      await assertReadsAndDeletesRecovered(server.base, token, seeded, 'readonly');
+      t.diagnostic(
+        `read-only database: /readyz 503 ${Math.round(unreadyAfterMs)} ms after the switch, creates and a delete 503, reads 200; ` +
+          `/readyz 200 again ${Math.round(readyAfterMs)} ms after it was writable again`,
+      );
+    } finally {
+      await admin.query(`ALTER DATABASE ${database} RESET default_transaction_read_only`).catch(() => undefined);
+      await admin.end();
+    }
   });
 });
