@@ -86,6 +86,70 @@ function mountTmpfs(sizeKiB: number): { dir: string; unmount(): void } | string 
   };
 }
 
+/**
+ * An ext4 file system of its own on a loop device, mounted with errors=remount-ro, or the reason there is none.
+ * `fail()` raises an ext4 error through sysfs, and the kernel turns the file system read-only at once, under files
+ * open for writing: what a real disk error does, and what `mount -o remount,ro` refuses to do (EBUSY).
+ */
+function mountExt4(sizeMiB: number):
+  | { dir: string; fail(): void; repair(): void; unmount(): void }
+  | string {
+  if (process.platform !== 'linux') return 'loop devices need Linux';
+  if (process.getuid?.() !== 0) return 'loop devices and mounts need root; run as root to test a file system turning read-only';
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-ext4-'));
+  const image = path.join(root, 'image');
+  const dir = path.join(root, 'mnt');
+  fs.mkdirSync(dir);
+  fs.writeFileSync(image, '');
+  fs.truncateSync(image, sizeMiB * 1024 * 1024);
+  let device: string | undefined;
+  let mounted = false;
+  const unmount = () => {
+    if (mounted) {
+      mounted = false;
+      try {
+        execFileSync('umount', [dir], { stdio: 'pipe' });
+      } catch {
+        execFileSync('umount', ['-l', dir], { stdio: 'pipe' });
+      }
+    }
+    if (device) execFileSync('losetup', ['-d', device], { stdio: 'pipe' });
+    device = undefined;
+    fs.rmSync(root, { recursive: true, force: true });
+  };
+  const mount = () => {
+    execFileSync('mount', ['-o', 'errors=remount-ro', device as string, dir], { stdio: 'pipe' });
+    mounted = true;
+  };
+  try {
+    execFileSync('mkfs.ext4', ['-q', '-F', image], { stdio: 'pipe' });
+    device = execFileSync('losetup', ['-f', '--show', image], { stdio: 'pipe', encoding: 'utf8' }).trim();
+    mount();
+  } catch (error) {
+    unmount();
+    return `cannot make an ext4 file system on a loop device here (${String((error as { stderr?: Buffer }).stderr ?? error).trim()})`;
+  }
+  const trigger = `/sys/fs/ext4/${path.basename(device)}/trigger_fs_error`;
+  if (!fs.existsSync(trigger)) {
+    unmount();
+    return `this kernel has no ${trigger} to raise an ext4 error with`;
+  }
+  return {
+    dir,
+    fail: () => fs.writeFileSync(trigger, 'plantstore test'),
+    // An ext4 that turned read-only on an error stays so until it is unmounted and checked.
+    repair() {
+      execFileSync('umount', [dir], { stdio: 'pipe' });
+      mounted = false;
+      // e2fsck exits 1 when it corrected something, as it does after an error.
+      const check = spawnSync('e2fsck', ['-fy', device as string], { encoding: 'utf8' });
+      if (check.status !== 0 && check.status !== 1) throw new Error(`e2fsck exited ${check.status}: ${check.stdout}${check.stderr}`);
+      mount();
+    },
+    unmount,
+  };
+}
+
 describe('storage failures on SQLite', { timeout: 120_000 }, () => {
   const cleanups: Array<() => Promise<void> | void> = [];
   afterEach(async () => {
@@ -187,8 +251,8 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
   });
 
   it('a read-only file system at start → the store refuses to open with a 503-class error, and serve exits 1 with a message', async (t) => {
-    // The kernel refuses to remount a file system read-only while SQLite holds its files open for writing (EBUSY),
-    // so a file system turning read-only under a running server cannot be simulated here; starting on one can.
+    // The kernel refuses to remount a file system read-only while SQLite holds its files open for writing (EBUSY);
+    // the next test turns one read-only under a running server the way a disk error does.
     const fsOrReason = mountTmpfs(8192);
     if (typeof fsOrReason === 'string') {
       t.skip(fsOrReason);
@@ -213,6 +277,58 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     assert.equal(serve.status, 1);
     assert.match(serve.stderr, /^plantstore: storage is unavailable/);
     t.diagnostic(`serve on a read-only file system: exit ${serve.status}, stderr ${JSON.stringify(serve.stderr.trim())}`);
+  });
+
+  it('a file system turning read-only under the running server → creates and deletes 503, reads 200, /readyz 503, the process stays up; after repair nothing acknowledged is lost', async (t) => {
+    const fsOrReason = mountExt4(32);
+    if (typeof fsOrReason === 'string') {
+      t.skip(fsOrReason);
+      return;
+    }
+    cleanups.push(() => fsOrReason.unmount());
+    const url = `sqlite:${path.join(fsOrReason.dir, 'plants.db')}`;
+    const app = await startTestApp(url);
+    let appOpen = true;
+    const closeApp = async () => {
+      if (!appOpen) return;
+      appOpen = false;
+      // Closing the app flushes token last-use times, a write, which fails on a read-only file system; the store is
+      // closed regardless, so that the file system can be unmounted.
+      await app.app.close().catch(() => undefined);
+      await app.store.close();
+    };
+    cleanups.push(closeApp);
+    const acknowledged = await seed(app, 5, 'ro');
+
+    fsOrReason.fail();
+    assert.throws(() => fs.writeFileSync(path.join(fsOrReason.dir, 'probe'), 'x'), { code: 'EROFS' }, 'the file system is read-only now');
+
+    const refused: number[] = [];
+    for (let i = 0; i < 3; i += 1) {
+      const response = await create(app, 'On a read-only file system');
+      assertUnavailable(response);
+      refused.push(nextId - 1);
+    }
+    assertUnavailable(await request(app, 'DELETE', `/plants/${acknowledged[1]}`));
+    assertUnavailable(await app.app.inject({ method: 'GET', url: '/readyz' }));
+    // Reads need no writing: the open database and WAL are still readable, so reads answer 200.
+    await assertReadable(app, acknowledged, 'ro');
+    assert.equal((await app.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process stays up');
+
+    // An ext4 turned read-only by an error needs an unmount and a check before it takes writes again, so recovery
+    // here is a restart on the repaired file system, as it would be in production.
+    await closeApp();
+    fsOrReason.repair();
+    const restarted = await startTestApp(url);
+    cleanups.push(() => restarted.close().catch(() => undefined));
+    await assertReadable(restarted, acknowledged, 'ro');
+    for (const id of refused) assertErrorRecord(await request(restarted, 'GET', `/plants/${id}`), 404);
+    assert.equal((await create(restarted, 'After the repair')).statusCode, 200);
+    assert.equal((await restarted.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+    t.diagnostic(
+      `read-only while running: ${refused.length} creates and a delete 503, /readyz 503, reads 200; ` +
+        `after e2fsck and a restart, ${acknowledged.length} acknowledged plants kept, the refused ones absent, creates 200`,
+    );
   });
 
   it('a database locked by another process → /readyz 503 within about a second, creates and deletes 503 after the busy timeout, reads 200; all recover once the lock is released', async (t) => {
