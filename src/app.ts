@@ -106,8 +106,15 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   });
 
   app.setErrorHandler(replyWithError);
-  app.setNotFoundHandler((request) => {
-    throw new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`);
+  const notFound = (request: FastifyRequest) => new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`);
+  // A 404 is decided by the path alone, so it is answered at onRequest: the not-found handler would run only after
+  // the body had been read and parsed, turning a POST to an unknown path into a 400, 413 or 415.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.is404) done(notFound(request));
+    else done();
+  });
+  app.setNotFoundHandler(async (request) => {
+    throw notFound(request);
   });
   app.decorateRequest('tokenName', '');
 
@@ -151,11 +158,16 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   }
   for (const [url, allowed] of allowedByUrl) {
     const others = METHODS.filter((method) => !allowed.includes(method));
+    const notAllowed = (request: FastifyRequest) => new MethodNotAllowedError(request.method, url, allowed);
     app.route({
       method: others,
       url,
+      // Like a 404, decided before the body is read. No token is asked for: which methods a path takes is public,
+      // in /openapi.json, so authenticating first would only hide it from clients that have no token yet.
+      onRequest: (request, _reply, done) => done(notAllowed(request)),
+      // Never reached (onRequest always answers); Fastify requires a handler.
       handler: async (request) => {
-        throw new MethodNotAllowedError(request.method, url, allowed);
+        throw notAllowed(request);
       },
     });
   }

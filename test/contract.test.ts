@@ -284,6 +284,32 @@ for (const database of DATABASES) {
         assert.match(String(response.headers.allow), /POST/);
       });
 
+      // Decided by method and path alone, before the body is read and without a token: a body the route would refuse
+      // (wrong type, malformed, over the limit) must not turn these into a 400, 413 or 415.
+      const oversized = `{"id":1,"name":"${'x'.repeat(20_000)}"}`;
+      for (const [what, headers, payload] of [
+        ['text/plain', { 'content-type': 'text/plain' }, 'hello'],
+        ['malformed JSON', { 'content-type': 'application/json' }, '{x'],
+        ['a body over the limit', { 'content-type': 'application/json' }, oversized],
+      ] as const) {
+        it(`answers a wrong method with ${what} and no token with 405, before reading the body`, async () => {
+          for (const [method, url, allow] of [
+            ['PUT', '/plants', 'POST, GET, HEAD'],
+            ['PATCH', '/plants/1', 'GET, HEAD, DELETE'],
+            ['POST', '/healthz', 'GET, HEAD'],
+          ] as const) {
+            const response = await t.app.inject({ method, url, headers, payload });
+            assertErrorRecord(response, 405, new RegExp(`^method ${method} is not allowed on `));
+            assert.equal(response.headers.allow, allow);
+          }
+        });
+
+        it(`answers an unknown path with ${what} and no token with 404, before reading the body`, async () => {
+          const response = await t.app.inject({ method: 'POST', url: '/nope?x=1', headers, payload });
+          assertErrorRecord(response, 404, /^no route for POST \/nope$/);
+        });
+      }
+
       for (const [method, url] of [
         ['GET', '/plants/%ZZ'],
         ['DELETE', '/plants/%E0%A4%A'],
