@@ -6,7 +6,7 @@ import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './er
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { buildOpenApi } from './http/openapi.js';
-import type { RouteSpec } from './http/route-spec.js';
+import { openApiPath, type RouteSpec } from './http/route-spec.js';
 import { PlantService } from './plants/service.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
@@ -158,7 +158,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   }
   for (const [url, allowed] of allowedByUrl) {
     const others = METHODS.filter((method) => !allowed.includes(method));
-    const notAllowed = (request: FastifyRequest) => new MethodNotAllowedError(request.method, url, allowed);
+    // Named as in /openapi.json (/plants/{id}): the client never sees Fastify's /plants/:id syntax.
+    const notAllowed = (request: FastifyRequest) => new MethodNotAllowedError(request.method, openApiPath(url), allowed);
     app.route({
       method: others,
       url,

@@ -284,6 +284,11 @@ for (const database of DATABASES) {
         assert.match(String(response.headers.allow), /POST/);
       });
 
+      it('names the path in a 405 as /openapi.json does, not in Fastify syntax', async () => {
+        const response = await t.app.inject({ method: 'PUT', url: '/plants/7', headers: t.headers, payload: '{}' });
+        assertErrorRecord(response, 405, /^method PUT is not allowed on \/plants\/\{id\}; allowed: GET, HEAD, DELETE$/);
+      });
+
       // Decided by method and path alone, before the body is read and without a token: a body the route would refuse
       // (wrong type, malformed, over the limit) must not turn these into a 400, 413 or 415.
       const oversized = `{"id":1,"name":"${'x'.repeat(20_000)}"}`;

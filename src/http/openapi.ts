@@ -1,5 +1,5 @@
 import type { TSchema } from 'typebox';
-import { ERROR_DESCRIPTIONS, STATUS_HEADERS, type RouteSpec } from './route-spec.js';
+import { ERROR_DESCRIPTIONS, STATUS_HEADERS, openApiPath, type RouteSpec } from './route-spec.js';
 
 const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
   200: 'Success',
@@ -18,7 +18,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
   };
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
-    const path = route.url.replace(/:(\w+)/g, '{$1}');
+    const path = openApiPath(route.url);
     const responses: Record<string, unknown> = {};
     for (const [status, schema] of Object.entries(route.schema.response)) {
       const code = Number(status);

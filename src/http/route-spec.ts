@@ -24,6 +24,11 @@ export interface RouteSpec {
   readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 }
 
+/** The OpenAPI spelling of a Fastify route URL (/plants/:id → /plants/{id}), the form clients read in the document. */
+export function openApiPath(url: string): string {
+  return url.replace(/:(\w+)/g, '{$1}');
+}
+
 export interface ResponseHeader {
   readonly description: string;
   readonly required: boolean;
