@@ -216,12 +216,24 @@ for (const database of DATABASES) {
         }
       });
 
+      it('answers 401 with a bare challenge, no error code, for Bearer without a token (RFC 6750 §3.1)', async () => {
+        for (const authorization of ['Bearer', 'Bearer ', 'bearer   ', '']) {
+          const response = await post(payload(), { 'content-type': 'application/json', authorization });
+          assertErrorRecord(response, 401, /^authentication required/);
+          assert.equal(response.headers['www-authenticate'], challenge, JSON.stringify(authorization));
+        }
+      });
+
       it('answers 400 invalid_request for a malformed Bearer header', async () => {
-        for (const authorization of ['Bearer', 'Bearer a b', 'Bearer ä']) {
+        for (const authorization of ['Bearer a b', 'Bearer ä', 'Bearer ,', 'Bearer,x', `Bearer\t${t.token}`, `Bearer \t${t.token}`]) {
           const response = await post(payload(), { 'content-type': 'application/json', authorization });
           assertErrorRecord(response, 400, /malformed Authorization/);
-          assert.equal(response.headers['www-authenticate'], `${challenge}, error="invalid_request"`);
+          assert.equal(response.headers['www-authenticate'], `${challenge}, error="invalid_request"`, JSON.stringify(authorization));
         }
+      });
+
+      it('accepts more than one space between scheme and token (RFC 7235: 1*SP)', async () => {
+        assert.equal((await post(payload(), { ...t.headers, authorization: `Bearer   ${t.token}` })).statusCode, 200);
       });
 
       it('authenticates before looking at the body', async () => {
