@@ -4,7 +4,7 @@ import { TokenAuthenticator, readBearerToken } from './auth/bearer.js';
 import type { Config } from './config.js';
 import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
-import { checkJsonMediaType, parseJsonBody } from './http/json-body.js';
+import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { buildOpenApi } from './http/openapi.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
 import { PlantService } from './plants/service.js';
@@ -98,6 +98,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       return;
     }
     try {
+      checkContentEncoding(request.headers['content-encoding']);
       checkJsonMediaType(request.headers['content-type'] ?? '');
       done(null, parseJsonBody(body as Buffer));
     } catch (error) {

@@ -61,8 +61,8 @@ export class PayloadTooLargeError extends ApiError {
 }
 
 export class UnsupportedMediaTypeError extends ApiError {
-  constructor(message: string) {
-    super(415, message);
+  constructor(message: string, headers?: Record<string, string>) {
+    super(415, message, headers);
   }
 }
 

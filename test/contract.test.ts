@@ -1,6 +1,7 @@
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { ServiceUnavailableError } from '../src/errors.js';
 import { READY_REUSE_MS } from '../src/routes/system.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
@@ -16,7 +17,7 @@ for (const database of DATABASES) {
     let t: TestApp;
     let nextId = 1000;
     const freshId = () => String(nextId++);
-    const post = (payload: string, headers: Record<string, string> = t.headers) =>
+    const post = (payload: string | Buffer, headers: Record<string, string> = t.headers) =>
       t.app.inject({ method: 'POST', url: '/plants', headers, payload });
 
     before(async () => {
@@ -168,6 +169,29 @@ for (const database of DATABASES) {
 
       it('refuses an empty body with 400', async () => {
         assertErrorRecord(await post(''), 400, /body/);
+      });
+
+      it('refuses a content-coded body with 415 naming the coding, instead of parsing its bytes as JSON', async () => {
+        const id = freshId();
+        const json = `{"id":${id},"name":"a"}`;
+        for (const [coding, payload, named] of [
+          ['gzip', gzipSync(json), 'gzip'],
+          // The coding is refused even when the bytes happen to be plain JSON: they would be read as something else.
+          ['gzip', json, 'gzip'],
+          ['br', json, 'br'],
+          ['identity, deflate', json, 'deflate'],
+        ] as const) {
+          const response = await post(payload, { ...t.headers, 'content-encoding': coding });
+          assertErrorRecord(response, 415, new RegExp(`^Content-Encoding ${named} is not supported`));
+          assert.equal(response.headers['accept-encoding'], 'identity');
+        }
+        assert.equal(await t.store.getPlant(BigInt(id)), undefined);
+        // Authentication still comes first.
+        assertErrorRecord(await post(json, { 'content-type': 'application/json', 'content-encoding': 'gzip' }), 401);
+      });
+
+      it('accepts Content-Encoding: identity', async () => {
+        assert.equal((await post(`{"id":${freshId()},"name":"a"}`, { ...t.headers, 'content-encoding': 'identity' })).statusCode, 200);
       });
     });
 

@@ -36,6 +36,23 @@ export function checkJsonMediaType(contentType: string): void {
   }
 }
 
+/**
+ * RFC 9110 §8.4.1: the server decodes no content coding, so a coded body (gzip, br, ...) is refused with 415 rather
+ * than parsed as if its bytes were the JSON; Accept-Encoding tells the client what would do (RFC 9110 §15.5.16).
+ */
+export function checkContentEncoding(header: string | undefined): void {
+  if (header === undefined) return;
+  const codings = header
+    .split(',')
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== '' && coding !== 'identity');
+  if (codings.length > 0) {
+    throw new UnsupportedMediaTypeError(`Content-Encoding ${codings.join(', ')} is not supported; send the body without a content coding`, {
+      'accept-encoding': 'identity',
+    });
+  }
+}
+
 export function parseJsonBody(body: Buffer): ParsedJson {
   if (body.length === 0) throw new BadRequestError('request body is empty; a JSON NewPlant is required');
   if (!isUtf8(body)) throw new BadRequestError('request body is not valid UTF-8');

@@ -58,7 +58,7 @@ export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
   405: 'The method is not allowed on this path; see the Allow header.',
   409: 'A plant with this id already exists with a different name or tag.',
   413: 'The request body is larger than the configured limit (BODY_LIMIT_BYTES, default 16384).',
-  415: 'The request body is not application/json in UTF-8.',
+  415: 'The request body is not application/json in UTF-8, or carries a Content-Encoding other than identity.',
   429: 'The token has sent more requests than its rate limit allows; see Retry-After.',
   500: 'An unexpected failure; details are logged, not sent.',
   503: 'Storage is unavailable or the write queue is full; see Retry-After.',
