@@ -3,11 +3,13 @@
  */
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
-import { errorRecordProblem, rawRequest, type RawResponse } from './helpers/process.js';
+import { errorRecordProblem, parseResponse, rawRequest, type RawResponse } from './helpers/process.js';
 
 const INT64_RANGE = 'id must be an integer from -9223372036854775808 to 9223372036854775807 (int64)';
 
@@ -25,6 +27,32 @@ function assertRawError(response: RawResponse, status: number, message: string |
   const actual = (JSON.parse(response.body) as { message: string }).message;
   if (typeof message === 'string') assert.equal(actual, message);
   else assert.match(actual, message);
+}
+
+/** Sends `bytes` on one connection and parses every response the server writes until it closes the connection. */
+async function allResponses(port: number, bytes: string): Promise<RawResponse[]> {
+  const socket = connect(port, '127.0.0.1');
+  const chunks: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+  let timedOut = false;
+  socket.setTimeout(10_000, () => {
+    timedOut = true;
+    socket.destroy();
+  });
+  socket.write(bytes);
+  await once(socket, 'close');
+  assert.equal(timedOut, false, 'the server closes the connection');
+  let data = Buffer.concat(chunks);
+  const responses: RawResponse[] = [];
+  for (;;) {
+    const response = parseResponse(data);
+    if (!response) break;
+    responses.push({ ...response, elapsedMs: 0, closedWithoutAnswer: false });
+    const headEnd = data.indexOf('\r\n\r\n') + 4;
+    data = data.subarray(headEnd + Number(response.headers['content-length'] ?? 0));
+  }
+  assert.equal(data.length, 0, `bytes after the last complete response: ${JSON.stringify(data.toString('latin1'))}`);
+  return responses;
 }
 
 describe('bad input', () => {
@@ -209,24 +237,44 @@ describe('bad input', () => {
   });
 
   describe('framing over a raw socket', () => {
-    it('a body longer than its Content-Length: the bytes past it are read as the next request → 400 Error record, nothing stored', async () => {
+    it('a body longer than its Content-Length: the declared bytes are the body → 400 Error record and close, nothing stored', async () => {
       const body = '{"id":91,"name":"longer"}';
-      const response = await rawRequest(port, { parts: [head(`Content-Length: 10\r\n`), body] });
-      // The declared 10 bytes are a truncated body; the rest is no HTTP request, and the parser's 400 closes the connection.
-      assertRawError(response, 400, 'malformed HTTP request');
-      assert.equal(response.headers.connection, 'close');
+      const responses = await allResponses(port, head(`Content-Length: 10\r\n`) + body);
+      // The declared 10 bytes are a truncated body, answered as invalid JSON; after a body it could not parse Fastify
+      // closes the connection, so the rest is never read as a request of its own.
+      assert.equal(responses.length, 1, JSON.stringify(responses));
+      const [truncated] = responses as [RawResponse];
+      assertRawError(truncated, 400, /^request body is not valid JSON/);
+      assert.equal(truncated.headers.connection, 'close');
       assert.equal(await t.store.getPlant(91n), undefined);
     });
 
-    it('a valid body followed by extra bytes → 400 Error record; a retry of the create is then a safe 200', async () => {
+    it('a valid create followed by garbage on the same connection → the 200 for the create, then a 400 Error record and close', async () => {
       const body = '{"id":92,"name":"exact"}';
-      const response = await rawRequest(port, { parts: [head(`Content-Length: ${body.length}\r\n`), `${body}GARBAGE\r\n\r\n`] });
-      // The parser meets the garbage while the first request is still being handled, and the connection ends with its
-      // 400 (as with Node's and Fastify's own handlers): the first answer may be lost, so the client retries.
-      assertRawError(response, 400, 'malformed HTTP request');
-      const retry = await post(body);
-      assert.equal(retry.statusCode, 200, retry.body);
+      // The parser meets the garbage while the create is still being committed: its answer must not be lost or
+      // overtaken, or a client would see a stored plant as failed.
+      const responses = await allResponses(port, head(`Content-Length: ${body.length}\r\n`) + `${body}GARBAGE\r\n\r\n`);
+      assert.equal(responses.length, 2, JSON.stringify(responses));
+      const [created, refused] = responses as [RawResponse, RawResponse];
+      assert.equal(created.status, 200, JSON.stringify(created));
+      assert.deepEqual(JSON.parse(created.body), { name: 'exact' });
+      assertRawError(refused, 400, 'malformed HTTP request');
+      assert.equal(refused.headers.connection, 'close');
       assert.deepEqual(await t.store.getPlant(92n), { id: 92n, name: 'exact', tag: null });
+    });
+
+    it('two pipelined creates and then garbage → both 200s in order, then the 400', async () => {
+      const bodies = ['{"id":97,"name":"first"}', '{"id":98,"name":"second"}'];
+      const requests = bodies.map((body) => head(`Content-Length: ${body.length}\r\n`) + body).join('');
+      const responses = await allResponses(port, `${requests}GARBAGE\r\n\r\n`);
+      assert.deepEqual(
+        responses.map((response) => [response.status, response.body]),
+        [
+          [200, '{"name":"first"}'],
+          [200, '{"name":"second"}'],
+          [400, '{"error":400,"message":"malformed HTTP request"}'],
+        ],
+      );
     });
 
     it('a body shorter than its Content-Length → 408 once REQUEST_TIMEOUT_MS passes, nothing stored', async () => {

@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
 import { ApiError, BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors.js';
@@ -70,21 +70,38 @@ export function describeValidationError(errors: FastifySchemaValidationError[], 
   return new BadRequestError(`${field} ${describe ? describe(first) : (first.message ?? 'is invalid')}`);
 }
 
+/** Sockets whose parser error is already being answered: Node reports the error again for every later chunk. */
+const answering = new WeakSet<Socket>();
+
 /**
  * Errors Node's HTTP parser meets before Fastify sees a request (malformed request line, oversized headers,
- * header timeout) still get an Error record, written straight to the socket.
+ * header timeout) still get an Error record, written straight to the socket, and the connection is closed.
+ *
+ * The error can arrive while an earlier, complete request on the same connection is still being answered: a valid
+ * create followed, pipelined, by garbage. Writing now would put the 400 before that answer and end the socket under
+ * it, so a create that was committed would look failed. Node queues pipelined responses and attaches them to the
+ * socket one at a time (`_httpMessage`), so the 400 waits while the attached response is unfinished and its request
+ * complete. A response whose request is incomplete belongs to the request the error is about (a broken chunk, a
+ * body that never arrived): it can never finish, and the error is its answer.
  */
 export function writeClientError(error: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable) {
-    socket.destroy();
-    return;
-  }
+  if (answering.has(socket)) return;
+  answering.add(socket);
   const status =
     error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const message =
     status === 431 ? 'request headers are too large' : status === 408 ? 'request timed out' : 'malformed HTTP request';
   const body = JSON.stringify({ error: status, message } satisfies ErrorRecord);
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  const answer = `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  const writeWhenIdle = () => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const inProgress = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+    // Node attaches the next queued response in its own 'finish' listener, which runs before this one.
+    if (inProgress && !inProgress.writableFinished && inProgress.req.complete) inProgress.once('finish', writeWhenIdle);
+    else socket.end(answer);
+  };
+  writeWhenIdle();
 }
