@@ -6,6 +6,7 @@ import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './er
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { buildOpenApi } from './http/openapi.js';
+import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
 import { PlantService } from './plants/service.js';
 import { plantRoutes } from './routes/plants.js';
@@ -55,6 +56,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
     },
     bodyLimit: config.limits.bodyBytes,
+    routerOptions: { querystringParser: parseQueryString },
     logController: new DebugRequestLog(),
     requestTimeout: config.http.requestTimeoutMs,
     keepAliveTimeout: config.http.keepAliveTimeoutMs,
@@ -112,6 +114,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   // the body had been read and parsed, turning a POST to an unknown path into a 400, 413 or 415.
   app.addHook('onRequest', (request, _reply, done) => {
     if (request.is404) done(notFound(request));
+    else done();
+  });
+  app.addHook('preValidation', (request, _reply, done) => {
+    const error = (request.query as ParsedQuery)[QUERY_ERROR];
+    if (error) done(error);
     else done();
   });
   app.setNotFoundHandler(async (request) => {

@@ -363,6 +363,46 @@ for (const database of DATABASES) {
         });
       }
 
+      describe('a query string that is not valid percent-encoded UTF-8', () => {
+        const get = (url: string, headers: Record<string, string> = t.headers) => t.app.inject({ method: 'GET', url, headers });
+        const literalTag = `%FF-${freshId()}`;
+        before(async () => {
+          assert.equal((await post(`{"id":${freshId()},"name":"literal","tag":"${literalTag}"}`)).statusCode, 200);
+        });
+
+        for (const value of ['%FF', '%', '%Z', '%ZZ', '%E0%A4%A', '%ED%A0%80', `${literalTag.replace('%', '%25')}%`]) {
+          it(`answers tag=${value} with 400 naming the parameter`, async () => {
+            assertErrorRecord(await get(`/plants?tag=${value}`), 400, /^querystring\.tag is not valid percent-encoded UTF-8$/);
+          });
+        }
+
+        it('no longer reads a malformed escape as literal text: tag=%FF… is refused, tag=%25FF… finds the plant', async () => {
+          assertErrorRecord(await get(`/plants?tag=${literalTag}`), 400, /^querystring\.tag /);
+          const found = await get(`/plants?tag=${encodeURIComponent(literalTag)}`);
+          assert.equal(found.statusCode, 200, found.body);
+          assert.deepEqual((found.json() as Array<{ tag: string }>).map((plant) => plant.tag), [literalTag]);
+        });
+
+        it('answers a malformed parameter name with 400', async () => {
+          assertErrorRecord(await get('/plants?%FF=1'), 400, /^a query parameter name is not valid percent-encoded UTF-8$/);
+        });
+
+        it('decodes valid escapes and + as a space, and keeps repeated and unknown parameters 400', async () => {
+          const tag = `a b/é-${freshId()}`;
+          assert.equal((await post(`{"id":${freshId()},"name":"spaced","tag":"${tag}"}`)).statusCode, 200);
+          const found = await get(`/plants?tag=${encodeURIComponent(tag).replaceAll('%20', '+')}`);
+          assert.deepEqual((found.json() as Array<{ tag: string }>).map((plant) => plant.tag), [tag]);
+          assertErrorRecord(await get('/plants?limit=1&limit=2'), 400, /^querystring\.limit must be of type string$/);
+          assertErrorRecord(await get('/plants?color=red'), 400, /unknown property 'color'/);
+        });
+
+        it('answers a stranger 401 first, and refuses the bad query on every route', async () => {
+          assertErrorRecord(await get('/plants?tag=%FF', {}), 401);
+          assertErrorRecord(await get('/plants/1?x=%FF'), 400, /^querystring\.x is not valid/);
+          assertErrorRecord(await t.app.inject({ method: 'POST', url: '/plants?x=%', headers: t.headers, payload: '{"id":1,"name":"a"}' }), 400, /^querystring\.x /);
+        });
+      });
+
       it('answers an over-long path parameter with 414', async () => {
         const response = await t.app.inject({ method: 'GET', url: `/plants/${'9'.repeat(120)}`, headers: t.headers });
         assertErrorRecord(response, 414, /^a path parameter is too long$/);

@@ -52,7 +52,7 @@ export const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, Res
 
 /** What each non-2xx status means in this service; the README's error table says the same. */
 export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
-  400: 'The request is invalid: malformed JSON, a field that breaks the NewPlant schema (message names it), an id outside int64, or a malformed Authorization header.',
+  400: 'The request is invalid: malformed JSON, a field that breaks the NewPlant schema (message names it), an id outside int64, a malformed Authorization header, or a path or query parameter that is not valid percent-encoded UTF-8.',
   401: 'No bearer token, another scheme, or an unknown or revoked token. Carries WWW-Authenticate: Bearer realm="plantstore" (with error="invalid_token" for a bad token).',
   404: 'No such resource.',
   405: 'The method is not allowed on this path; see the Allow header.',
