@@ -6,6 +6,7 @@ import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './er
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { buildOpenApi } from './http/openapi.js';
+import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
 import { PlantService } from './plants/service.js';
@@ -144,7 +145,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   if (config.rateLimit) {
     await app.register(rateLimit, {
       global: false,
-      max: config.rateLimit.max,
+      // The bucket decides; the plugin compares its answer with the burst and sends the headers and the 429.
+      store: tokenBucketStore(config.rateLimit),
+      max: config.rateLimit.burst,
       timeWindow: config.rateLimit.windowMs,
       keyGenerator: (request) => request.tokenName,
       errorResponseBuilder: (_request, context) => new TooManyRequestsError(Math.max(1, Math.ceil(context.ttl / 1000))),

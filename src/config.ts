@@ -5,9 +5,11 @@ export type DatabaseConfig =
   | { readonly kind: 'postgres'; readonly url: string; readonly poolSize: number };
 
 export interface RateLimitConfig {
-  /** Requests allowed per token per window. */
+  /** Sustained rate: a token earns this many requests per window. */
   readonly max: number;
   readonly windowMs: number;
+  /** Most requests a token may send at once: the size of its bucket. */
+  readonly burst: number;
 }
 
 export interface Config {
@@ -103,7 +105,14 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
       batchLimit: integer(env, 'WRITE_BATCH_LIMIT', 500, 1, 100_000),
     },
     tokenCacheMs: integer(env, 'TOKEN_CACHE_MS', 1000, 0, 60_000),
-    rateLimit: rateMax > 0 ? { max: rateMax, windowMs: integer(env, 'RATE_LIMIT_WINDOW_MS', 1000, 1, 3_600_000) } : null,
+    rateLimit:
+      rateMax > 0
+        ? {
+            max: rateMax,
+            windowMs: integer(env, 'RATE_LIMIT_WINDOW_MS', 1000, 1, 3_600_000),
+            burst: integer(env, 'RATE_LIMIT_BURST', rateMax, 1, 1_000_000_000),
+          }
+        : null,
     http: {
       requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 10_000, 1, 3_600_000),
       headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 5_000, 1, 3_600_000),

@@ -35,6 +35,29 @@ describe('configuration', () => {
     assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite:rel/p.db' }, '/x').database, { kind: 'sqlite', path: '/x/rel/p.db' });
   });
 
+  it('turns rate limiting on with RATE_LIMIT_MAX, the burst defaulting to it', () => {
+    assert.deepEqual(loadConfig({ RATE_LIMIT_MAX: '5' }).rateLimit, { max: 5, windowMs: 1000, burst: 5 });
+    assert.deepEqual(loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '60000', RATE_LIMIT_BURST: '20' }).rateLimit, {
+      max: 5,
+      windowMs: 60000,
+      burst: 20,
+    });
+  });
+
+  for (const [value, problem] of [
+    ['0', /between 1 and/],
+    ['-3', /whole number/],
+    ['2.5', /whole number/],
+    ['many', /whole number/],
+  ] as const) {
+    it(`refuses RATE_LIMIT_BURST=${value} with a message naming the variable`, () => {
+      assert.throws(
+        () => loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_BURST: value }),
+        (error: unknown) => error instanceof ConfigError && error.variable === 'RATE_LIMIT_BURST' && error.message.startsWith('RATE_LIMIT_BURST: ') && problem.test(error.message),
+      );
+    });
+  }
+
   const bad: Array<[string, string, RegExp]> = [
     ['PORT', 'eighty', /whole number/],
     ['PORT', '70000', /between 0 and 65535/],
