@@ -1,7 +1,9 @@
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
+import { hashToken } from '../src/auth/tokens.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { CLI, startServer } from './helpers/process.js';
 
@@ -37,6 +39,15 @@ describe('the plantstore CLI and server process', () => {
     assert.equal(listed.status, 0);
     assert.match(listed.stdout, /^ops\tcreated \d{4}-.*\tlast used never\n$/);
     assert.ok(!listed.stdout.includes(result.stdout.trim()), 'list never shows a secret');
+
+    // What is on disk: the database file and its write-ahead log hold the token's SHA-256, never its text.
+    const token = result.stdout.trim();
+    const file = db.url.slice('sqlite:'.length);
+    const stored = Buffer.concat([file, `${file}-wal`].filter((path) => existsSync(path)).map((path) => readFileSync(path)));
+    assert.ok(stored.includes(hashToken(token)), 'the hash is there, so the files read are the ones written');
+    assert.ok(!stored.includes(token), 'the token is not stored');
+    assert.ok(!stored.includes(token.slice('plst_'.length)), 'nor its secret part');
+    assert.ok(!stored.includes(Buffer.from(token.slice('plst_'.length), 'base64url')), 'nor its random bytes');
   });
 
   it('refuses a duplicate token name, a missing name, and unknown commands', () => {
