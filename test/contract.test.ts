@@ -1,9 +1,14 @@
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
+import { buildApp } from '../src/app.js';
+import { generateToken, hashToken } from '../src/auth/tokens.js';
+import { loadConfig } from '../src/config.js';
 import { ServiceUnavailableError } from '../src/errors.js';
 import { READY_REUSE_MS } from '../src/routes/system.js';
+import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
@@ -408,18 +413,34 @@ for (const database of DATABASES) {
         assertErrorRecord(response, 414, /^a path parameter is too long$/);
       });
 
-      it('answers an internal failure with 500 and no detail', async () => {
-        const broken = await startTestApp(db.url);
+      it('answers an internal failure with 500 and no detail, and logs the detail with the request id', async () => {
+        const lines: Array<Record<string, unknown>> = [];
+        const config = loadConfig({ DATABASE_URL: db.url });
+        const store = await openStore(config.database);
+        const token = generateToken();
+        await store.addToken(`broken-${randomUUID()}`, hashToken(token), new Date());
+        const app = await buildApp(config, store, {
+          logger: { level: 'info', stream: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } },
+        });
         try {
           // The store failing in a way it never should: the client learns nothing of it.
-          broken.store.createPlants = async () => {
+          store.createPlants = async () => {
             throw new Error('secret internal detail');
           };
-          const response = await broken.app.inject({ method: 'POST', url: '/plants', headers: broken.headers, payload: '{"id":1,"name":"a"}' });
+          const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+          const response = await app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id":1,"name":"a"}' });
           assertErrorRecord(response, 500, /^internal server error$/);
           assert.doesNotMatch(response.body, /secret/);
+          // The operator gets what the client does not, on a line that can be tied to the request.
+          const logged = lines.filter((line) => line.msg === 'unhandled error');
+          assert.equal(logged.length, 1, JSON.stringify(lines));
+          assert.equal(logged[0]?.level, 50);
+          assert.equal((logged[0]?.err as { message?: string } | undefined)?.message, 'secret internal detail');
+          assert.equal(typeof logged[0]?.reqId, 'string');
+          assert.ok((logged[0]?.reqId as string).length > 0);
         } finally {
-          await broken.close();
+          await app.close();
+          await store.close();
         }
       });
     });
