@@ -52,9 +52,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     return reply.code(status).headers(headers).type('application/json').send(body);
   };
   const app = Fastify({
-    // No redaction is configured because nothing logs headers: request lines use Fastify's req serializer (method,
-    // url, host, remote address). test/cli.test.ts searches a debug-level log for the token.
-    logger: options.logger ?? { level: config.logLevel },
+    logger: options.logger ?? {
+      level: config.logLevel,
+      redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+    },
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },
     logController: new DebugRequestLog(),
