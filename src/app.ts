@@ -29,10 +29,13 @@ declare module 'fastify' {
 
 const METHODS: readonly HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
-/** Per-request lines at info would cost more than a create itself; they are logged at debug instead. */
+/**
+ * Per-request lines at info would cost more than a create itself; they are logged at debug instead, with the
+ * request's headers (what an operator debugging a client needs), the Authorization header redacted.
+ */
 class DebugRequestLog extends LogController {
   override incomingRequest(request: FastifyRequest): void {
-    request.log.debug({ req: request }, 'incoming request');
+    request.log.debug({ req: request, headers: request.headers }, 'incoming request');
   }
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
@@ -54,7 +57,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const app = Fastify({
     logger: options.logger ?? {
       level: config.logLevel,
-      redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+      // Debug request lines carry the headers; the bearer token in them must never reach a log.
+      redact: { paths: ['headers.authorization', 'req.headers.authorization'], censor: '[redacted]' },
     },
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },

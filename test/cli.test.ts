@@ -78,6 +78,11 @@ describe('the plantstore CLI and server process', () => {
     const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
     assert.ok(lines.some((line) => line.msg === 'request completed' && typeof line.reqId === 'string'));
     for (const line of lines) if (line.req || line.res) assert.equal(typeof line.reqId, 'string');
+    // Debug lines carry the request headers, with the Authorization header redacted.
+    const incoming = lines.find((line) => line.msg === 'incoming request' && (line.req as { method?: string } | undefined)?.method === 'POST');
+    const headers = incoming?.headers as Record<string, string> | undefined;
+    assert.equal(headers?.authorization, '[redacted]', JSON.stringify(incoming));
+    assert.equal(headers?.['content-type'], 'application/json');
     assert.ok(!stdout.includes(token), 'the token never reaches the log');
     assert.ok(!stdout.includes(token.slice(5, 25)), 'not even part of it');
 
