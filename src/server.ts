@@ -30,9 +30,15 @@ export async function startServer(config: Config, options: AppOptions = {}): Pro
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      await app.close();
+      // Storage is closed even when closing the app fails, so whatever was committed is left checkpointable and
+      // every connection released; the app's failure is still reported.
+      let appFailure: { error: unknown } | undefined;
+      await app.close().catch((error: unknown) => {
+        appFailure = { error };
+      });
       await app.writes.idle();
       await store.close();
+      if (appFailure) throw appFailure.error;
     })());
   return { app, url, close };
 }

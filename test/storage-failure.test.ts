@@ -19,7 +19,7 @@ import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { sqliteDatabase } from './helpers/databases.js';
-import { CLI, errorRecordProblem } from './helpers/process.js';
+import { CLI, createToken, errorRecordProblem, startServer } from './helpers/process.js';
 
 function assertUnavailable(response: LightMyRequestResponse): void {
   assert.equal(response.statusCode, 503, response.body);
@@ -386,6 +386,37 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
         `${refusedDelete.waited} ms (the busy timeout); reads 200; ` +
         `/readyz 200 again ${readyAfter} ms after the release, with no create sent`,
     );
+  });
+
+  it('SIGTERM while the database is locked by another process → requests answered, storage closed, exit 0', async (t) => {
+    const db = await sqliteDatabase();
+    cleanups.push(() => db.cleanup());
+    const env = { DATABASE_URL: db.url };
+    const token = createToken('shutdown', env);
+    const server = await startServer(env);
+    cleanups.push(() => server.kill());
+    const created = await fetch(`${server.base}/plants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"id":1,"name":"Before the lock"}',
+    });
+    assert.equal(created.status, 200);
+    // The token's last use is now waiting in memory to be written at shutdown, which the lock will refuse.
+    const other = new Database(db.url.slice('sqlite:'.length));
+    cleanups.push(() => {
+      if (other.open) other.close();
+    });
+    other.exec('BEGIN EXCLUSIVE');
+    const started = Date.now();
+    const { code } = await server.stop('SIGTERM', 20_000);
+    const elapsed = Date.now() - started;
+    other.exec('ROLLBACK');
+    other.close();
+    assert.equal(code, 0, server.output().stdout + server.output().stderr);
+    assert.match(server.output().stdout, /recording token use failed at shutdown/);
+    // The last connection to close a WAL database checkpoints it and removes the WAL: the server closed its own.
+    assert.equal(fs.existsSync(`${db.url.slice('sqlite:'.length)}-wal`), false, 'the WAL is left behind: a connection was not closed');
+    t.diagnostic(`SIGTERM with the database locked: exit ${code} after ${elapsed} ms (last-use write gave up after the busy timeout)`);
   });
 
   it('a database file deleted from under the server → the process stays up and answers Error records, never 500', async () => {

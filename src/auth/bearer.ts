@@ -78,11 +78,16 @@ export class TokenAuthenticator {
     }
   }
 
+  /** Never rejects: last-use times are bookkeeping, and storage that cannot take them must not fail a shutdown. */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
     await this.#latest;
-    await this.#flushUses();
+    try {
+      await this.#flushUses();
+    } catch (error) {
+      this.#log.warn({ err: error }, 'recording token use failed at shutdown; the last uses since the previous refresh are not kept');
+    }
   }
 
   /** Reloads the token map (sharing a queued reload, if there is one), then writes the recorded last uses. */
