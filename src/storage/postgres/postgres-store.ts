@@ -70,32 +70,23 @@ export function translate(error: unknown): unknown {
 }
 
 /**
- * Creates a batch in one statement: inserts what is new and reads back, in the same snapshot, what already was.
- * Rows are inserted in ascending id order, so two batches sharing ids (from this instance or another) wait on each
- * other in one direction only and never deadlock. `plants` is read only for rows that were not inserted. Sent
- * unnamed, so it is planned for each batch's real size: as a named statement its generic plan was 3x slower.
+ * Inserts what is new in one autocommit statement and returns the ids it inserted. Rows go in ascending id order, so
+ * two batches sharing ids (from this instance or another) wait on each other in one direction only and never
+ * deadlock. Sent unnamed, so it is planned for each batch's real size: as a named statement its generic plan was 3x
+ * slower. A single statement that also read back the rows that were already there (a CTE joined to plants) cost the
+ * server 30 µs of CPU per row against 17 for this plain insert, measured with 4 batches of 12 in flight.
  */
-const CREATE_PLANTS = `WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(id, name, tag)
-  ), inserted AS (
-    INSERT INTO plants (id, name, tag) SELECT id, name, tag FROM input ORDER BY id
-    ON CONFLICT (id) DO NOTHING
-    RETURNING id
-  )
-  SELECT i.id, ins.id IS NOT NULL AS created, p.name, p.tag
-  FROM input i LEFT JOIN inserted ins USING (id) LEFT JOIN plants p ON p.id = i.id AND ins.id IS NULL`;
+const INSERT_PLANTS = `INSERT INTO plants (id, name, tag)
+  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(id, name, tag) ORDER BY id
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id`;
 
-interface CreateRow {
-  id: bigint;
-  created: boolean;
-  /** The stored row's, when it existed already and is visible; null otherwise (name is NOT NULL in the table). */
-  name: string | null;
-  tag: string | null;
-}
+/** The stored rows of ids the insert stood back from: replays or conflicts, told apart by the caller. */
+const READ_PLANTS = 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])';
 
 /**
- * Statements per create call at most. A second is needed only for ids committed by another transaction while the
- * first ran; more, only if the same race repeats on the same id.
+ * Insert attempts per create call at most. A second is needed only for an id whose stored row was deleted between
+ * the insert and the read; more, only if that race repeats on the same id.
  */
 const CREATE_ATTEMPTS = 3;
 
@@ -226,19 +217,20 @@ export class PostgresStore implements Store {
     for (let attempt = 0; attempt < CREATE_ATTEMPTS && pending.length > 0; attempt += 1) {
       // One autocommit statement, one round trip. synchronous_commit is on for every connection (poolConfig), and
       // pg resolves only at ReadyForQuery, which the server sends after the implicit commit is flushed.
-      const result = await this.#query<CreateRow>(CREATE_PLANTS, [
+      const inserted = await this.#query<{ id: bigint }>(INSERT_PLANTS, [
         pending.map((plant) => plant.id.toString()),
         pending.map((plant) => plant.name),
         pending.map((plant) => plant.tag),
       ]);
-      for (const row of result.rows) {
-        if (row.created) outcomes.set(row.id, { status: 'created' });
-        else if (row.name !== null) outcomes.set(row.id, { status: 'exists', stored: toPlant({ id: row.id, name: row.name, tag: row.tag }) });
-      }
-      // Neither created nor seen: another transaction committed the id after this statement's snapshot was taken
-      // (the insert waited for it, then stood back). The next statement's snapshot sees it, or, if it was deleted
-      // meanwhile, inserts ours.
-      pending = pending.filter((plant) => !outcomes.has(plant.id));
+      for (const row of inserted.rows) outcomes.set(row.id, { status: 'created' });
+      const others = pending.filter((plant) => !outcomes.has(plant.id));
+      if (others.length === 0) break;
+      // A second round trip only when some ids were already there: their stored content decides replay or conflict.
+      const stored = await this.#query<PlantRow>(READ_PLANTS, [others.map((plant) => plant.id.toString())]);
+      for (const row of stored.rows) outcomes.set(row.id, { status: 'exists', stored: toPlant(row) });
+      // Neither inserted nor found: the row that stood in the way was deleted between the two statements, so the
+      // next attempt inserts ours.
+      pending = others.filter((plant) => !outcomes.has(plant.id));
     }
     return plants.map((plant, index): CreateOutcome => {
       const outcome = outcomes.get(plant.id) ?? { status: 'failed', error: new ServiceUnavailableError('the plant changed concurrently; retry') };
