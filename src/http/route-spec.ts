@@ -46,7 +46,19 @@ export const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, Res
       schema: { type: 'string' },
     },
   },
-  429: { 'Retry-After': RETRY_AFTER },
+  415: {
+    'Accept-Encoding': {
+      description: 'identity: sent when the body was refused for its Content-Encoding (RFC 9110 §15.5.16)',
+      required: false,
+      schema: { type: 'string' },
+    },
+  },
+  429: {
+    'Retry-After': RETRY_AFTER,
+    'X-RateLimit-Limit': { description: 'The token bucket size (RATE_LIMIT_BURST)', required: false, schema: { type: 'integer' } },
+    'X-RateLimit-Remaining': { description: 'Requests this token may still send at once', required: false, schema: { type: 'integer' } },
+    'X-RateLimit-Reset': { description: 'Seconds until the next request is allowed (on a 429) or the bucket is full again', required: false, schema: { type: 'integer' } },
+  },
   503: { 'Retry-After': RETRY_AFTER },
 };
 
