@@ -85,6 +85,12 @@ const INSERT_PLANTS: pg.QueryConfig = {
     RETURNING id`,
 };
 
+/** The keyset list queries (`id >= $1`), exported so test/indexes.test.ts checks the plans of these very texts. */
+export const POSTGRES_LIST_QUERIES = {
+  listAll: 'SELECT id, name, tag FROM plants WHERE id >= $1 ORDER BY id LIMIT $2',
+  listByTag: 'SELECT id, name, tag FROM plants WHERE tag = $3 AND id >= $1 ORDER BY id LIMIT $2',
+} as const;
+
 /** The stored rows of ids the insert stood back from: replays or conflicts, told apart by the caller. */
 const READ_PLANTS = 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])';
 
@@ -258,8 +264,8 @@ export class PostgresStore implements Store {
     const from = (query.after === undefined ? INT64_MIN : query.after + 1n).toString();
     const result =
       query.tag === undefined
-        ? await this.#query<PlantRow>('SELECT id, name, tag FROM plants WHERE id >= $1 ORDER BY id LIMIT $2', [from, query.limit])
-        : await this.#query<PlantRow>('SELECT id, name, tag FROM plants WHERE tag = $3 AND id >= $1 ORDER BY id LIMIT $2', [
+        ? await this.#query<PlantRow>(POSTGRES_LIST_QUERIES.listAll, [from, query.limit])
+        : await this.#query<PlantRow>(POSTGRES_LIST_QUERIES.listByTag, [
             from,
             query.limit,
             query.tag,

@@ -53,6 +53,12 @@ const HEARTBEAT_LOCK_WAIT_MS = 1000;
 /** Retries for a lock held elsewhere start 1 ms apart and back off to this. */
 const LOCK_RETRY_MAX_MS = 25;
 
+/** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
+export const SQLITE_LIST_QUERIES = {
+  listAll: 'SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?',
+  listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
+} as const;
+
 function translate(error: unknown): unknown {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && UNAVAILABLE_CODES.test(code)) {
@@ -99,12 +105,8 @@ export class SqliteStore implements Store {
     this.#checkpointerExited = once(checkpointer, 'exit').catch(() => undefined);
     this.#statements = {
       getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
-      listAll: reader
-        .prepare<[bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?')
-        .safeIntegers(true),
-      listByTag: reader
-        .prepare<[string, bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?')
-        .safeIntegers(true),
+      listAll: reader.prepare<[bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listAll).safeIntegers(true),
+      listByTag: reader.prepare<[string, bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listByTag).safeIntegers(true),
       listTokens: reader.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
       findToken: reader.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
       allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
