@@ -82,8 +82,9 @@ function toPlant(row: PlantRow): StoredPlant {
  * sharing the core cost more in thread switches and message passing than the fsync it hid (measured in
  * BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
  * for a lock itself (busy timeout 0): a write that finds the lock taken is retried on a timer, up to the busy
- * timeout. Reads use a second connection, which WAL never makes wait for a writer. Checkpoints run on a thread
- * of their own (checkpointer-thread.ts), never inside a commit.
+ * timeout. Reads use a second connection, which WAL does not make wait for a writer; in the rare cases where a read
+ * meets a lock (another connection rebuilding the WAL index after a process crashed mid-write) it is retried the same
+ * way. Checkpoints run on a thread of their own (checkpointer-thread.ts), never inside a commit.
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
@@ -117,33 +118,39 @@ export class SqliteStore implements Store {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     let reader: Database.Database | undefined;
     let writer: Database.Database | undefined;
+    let checkpointer: Worker | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
+      // Migrating may wait for another process that is migrating too; serving, no statement waits for a lock itself.
       migrate(reader);
+      reader.pragma('busy_timeout = 0');
       writer = openConnection(file, WRITER_CACHE_MIB, 0);
       // Checkpoints run on their own thread, never inside a commit.
       writer.pragma('wal_autocheckpoint = 0');
+      const sqliteWriter = new SqliteWriter(writer);
+      checkpointer = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
+        workerData: { file, intervalMs: CHECKPOINT_INTERVAL_MS },
+      });
+      return new SqliteStore(reader, sqliteWriter, checkpointer);
     } catch (error) {
+      void checkpointer?.terminate();
       writer?.close();
       reader?.close();
       throw translate(error);
     }
-    const checkpointer = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
-      workerData: { file, intervalMs: CHECKPOINT_INTERVAL_MS },
-    });
-    return new SqliteStore(reader, new SqliteWriter(writer), checkpointer);
   }
 
   /**
-   * Runs one write (a single durable commit) now, or, while another connection holds the write lock, again after a
-   * short wait, until `lockWaitMs` has passed; the event loop serves other requests meanwhile.
+   * Runs `work` (one read, or one write that is a single durable commit) now or, while another connection holds a
+   * lock it needs, again after a short wait, until `lockWaitMs` has passed; the event loop serves other requests
+   * meanwhile. Neither connection ever waits for a lock itself (busy timeout 0), since that wait would block the loop.
    */
-  async #write<T>(work: (writer: SqliteWriter) => T, lockWaitMs = BUSY_TIMEOUT_MS): Promise<T> {
+  async #unlocked<T>(work: () => T, lockWaitMs = BUSY_TIMEOUT_MS): Promise<T> {
     const deadline = performance.now() + lockWaitMs;
     for (let delay = 1; ; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
       if (this.#closed) throw new ServiceUnavailableError('storage is closed');
       try {
-        return work(this.#writer);
+        return work();
       } catch (error) {
         if (!isBusy(error) || performance.now() + delay > deadline) throw translate(error);
       }
@@ -151,20 +158,12 @@ export class SqliteStore implements Store {
     }
   }
 
-  #read<T>(work: () => T): Promise<T> {
-    try {
-      return Promise.resolve(work());
-    } catch (error) {
-      return Promise.reject(translate(error));
-    }
-  }
-
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#write((writer) => writer.createPlants(plants));
+    return this.#unlocked(() => this.#writer.createPlants(plants));
   }
 
   getPlant(id: bigint): Promise<StoredPlant | undefined> {
-    return this.#read(() => {
+    return this.#unlocked(() => {
       const row = this.#statements.getPlant.get(id);
       return row && toPlant(row);
     });
@@ -174,7 +173,7 @@ export class SqliteStore implements Store {
     // "id >= from" keeps the first page the same keyset query as any later one without leaving int64.
     if (query.after === INT64_MAX) return Promise.resolve([]);
     const from = query.after === undefined ? INT64_MIN : query.after + 1n;
-    return this.#read(() => {
+    return this.#unlocked(() => {
       const rows =
         query.tag === undefined
           ? this.#statements.listAll.all(from, query.limit)
@@ -184,16 +183,16 @@ export class SqliteStore implements Store {
   }
 
   deletePlant(id: bigint): Promise<boolean> {
-    return this.#write((writer) => writer.deletePlant(id));
+    return this.#unlocked(() => this.#writer.deletePlant(id));
   }
 
   checkWritable(): Promise<void> {
-    return this.#write((writer) => writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
+    return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
   async addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
     try {
-      await this.#write((writer) => writer.addToken(name, hash, createdAt.getTime()));
+      await this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime()));
     } catch (error) {
       if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateTokenNameError(name);
       throw error;
@@ -201,7 +200,7 @@ export class SqliteStore implements Store {
   }
 
   listTokens(): Promise<TokenInfo[]> {
-    return this.#read(() =>
+    return this.#unlocked(() =>
       this.#statements.listTokens.all().map((row) => ({
         name: row.name,
         createdAt: new Date(row.created_at),
@@ -211,20 +210,20 @@ export class SqliteStore implements Store {
   }
 
   revokeToken(name: string): Promise<boolean> {
-    return this.#write((writer) => writer.revokeToken(name));
+    return this.#unlocked(() => this.#writer.revokeToken(name));
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#read(() => this.#statements.findToken.get(hash));
+    return this.#unlocked(() => this.#statements.findToken.get(hash));
   }
 
   allTokens(): Promise<StoredToken[]> {
-    return this.#read(() => this.#statements.allTokens.all());
+    return this.#unlocked(() => this.#statements.allTokens.all());
   }
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
     const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
-    await this.#write((writer) => writer.recordTokenUse(entries));
+    await this.#unlocked(() => this.#writer.recordTokenUse(entries));
   }
 
   async close(): Promise<void> {
