@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type HTTPMethods } from 'fastify';
 import { TokenAuthenticator, readBearerToken } from './auth/bearer.js';
@@ -52,6 +53,9 @@ export interface AppOptions {
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
   const replyWithError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const { status, headers, body } = toErrorReply(error, request.log, config.limits.bodyBytes);
+    // Answered before its body was read (401, 404, 405, 429 at onRequest; 413 part-way): kept alive, the connection
+    // would have Node read and discard the rest however large, and a body that stalls would earn a second answer (408).
+    if (hasUnreadBody(request.raw)) reply.header('connection', 'close');
     return reply.code(status).headers(headers).type('application/json').send(body);
   };
   const app = Fastify({
@@ -188,6 +192,13 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     });
   }
   return app;
+}
+
+/** A request that declared a body (a length or chunked encoding) not yet read to its end. */
+function hasUnreadBody(request: IncomingMessage): boolean {
+  if (request.complete) return false;
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** Statuses documented without a schema are sent as they are. */

@@ -263,6 +263,21 @@ describe('bad input', () => {
       assert.deepEqual(await t.store.getPlant(92n), { id: 92n, name: 'exact', tag: null });
     });
 
+    it('an answer sent before the body is read (401, 404, 405) closes the connection instead of reading a body of any size', async () => {
+      const cases: Array<[string, number]> = [
+        ['POST /plants HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n', 401],
+        [`POST /nope HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${t.token}\r\nContent-Type: application/json\r\n`, 404],
+        [`PUT /plants HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${t.token}\r\nContent-Type: application/json\r\n`, 405],
+      ];
+      for (const [start, status] of cases) {
+        // Declares far more than BODY_LIMIT_BYTES and sends a little of it: kept alive, the connection would take the
+        // rest unbounded, and a body that stalls would earn a second answer (408) on it.
+        const responses = await allResponses(port, `${start}Content-Length: 100000000\r\n\r\n${'x'.repeat(1024)}`);
+        assert.deepEqual(responses.map((response) => response.status), [status], JSON.stringify(responses));
+        assert.equal(responses[0]?.headers.connection, 'close');
+      }
+    });
+
     it('two pipelined creates and then garbage → both 200s in order, then the 400', async () => {
       const bodies = ['{"id":97,"name":"first"}', '{"id":98,"name":"second"}'];
       const requests = bodies.map((body) => head(`Content-Length: ${body.length}\r\n`) + body).join('');
