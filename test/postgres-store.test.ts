@@ -119,6 +119,36 @@ describe('PostgreSQL creates racing other transactions', () => {
   });
 });
 
+describe('PostgreSQL creates cut short', () => {
+  it('keeps the answers of rows already committed when a later statement of the call fails', async () => {
+    const db = await postgresDatabase();
+    const store = await openStore(loadConfig({ DATABASE_URL: db.url }).database);
+    const query = pg.Pool.prototype.query;
+    try {
+      assert.deepEqual(await store.createPlants([{ id: 1n, name: 'stored before', tag: null }]), [{ status: 'created' }]);
+      // The insert commits the new row; the read of the row that was already there then loses its connection.
+      pg.Pool.prototype.query = function (this: pg.Pool, ...args: unknown[]) {
+        const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text;
+        if (text?.includes('= ANY(')) return Promise.reject(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }));
+        return (query as (...values: unknown[]) => unknown).apply(this, args);
+      } as typeof query;
+      const outcomes = await store.createPlants([
+        { id: 1n, name: 'stored before', tag: null },
+        { id: 2n, name: 'new', tag: null },
+      ]);
+      pg.Pool.prototype.query = query;
+      assert.equal(outcomes[0]?.status, 'failed');
+      assert.ok(outcomes[0]?.status === 'failed' && outcomes[0].error instanceof ServiceUnavailableError);
+      assert.deepEqual(outcomes[1], { status: 'created' });
+      assert.deepEqual(await store.getPlant(2n), { id: 2n, name: 'new', tag: null });
+    } finally {
+      pg.Pool.prototype.query = query;
+      await store.close();
+      await db.cleanup();
+    }
+  });
+});
+
 describe('PostgreSQL migrations', () => {
   it('wait for another instance\'s migration lock beyond the query timeout, which still bounds every request', async () => {
     const db = await postgresDatabase();

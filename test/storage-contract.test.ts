@@ -94,8 +94,8 @@ for (const database of DATABASES) {
 
     it('answers later copies of an id within one call as existing, with the first copy\'s content', () =>
       withStore(async (store) => {
-        // The interface promises distinct ids (GroupCommitter dedupes first); a store given repeats anyway must
-        // not report one id created twice, or two different contents would both be answered 200.
+        // GroupCommitter passes a turn's creates as they came, repeats included: a store must not report one id
+        // created twice, or two different contents would both be answered 200.
         await store.createPlants([plant(7n, 'seven', 's')]);
         const outcomes = await store.createPlants([plant(1n, 'first'), plant(7n, 'other'), plant(1n, 'second', 't'), plant(7n, 'third'), plant(1n, 'first')]);
         assert.deepEqual(outcomes, [

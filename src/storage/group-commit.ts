@@ -123,37 +123,18 @@ export class GroupCommitter {
   }
 
   async #commit(batch: Pending[]): Promise<void> {
-    // The store takes distinct ids; later copies of an id in the same batch are answered from the first.
-    const firstById = new Map<bigint, number>();
-    const distinct: PlantToCreate[] = [];
-    for (const { plant } of batch) {
-      if (!firstById.has(plant.id)) {
-        firstById.set(plant.id, distinct.length);
-        distinct.push(plant);
-      }
-    }
     let outcomes: CreateOutcome[];
     try {
-      outcomes = await this.#store.createPlants(distinct);
+      // Clients may send one id twice in one turn: every store creates it once and answers the later copies as the
+      // first left it (test/storage-contract.test.ts holds both to that).
+      outcomes = await this.#store.createPlants(batch.map((pending) => pending.plant));
     } catch (error) {
       if (error instanceof ServiceUnavailableError) this.#refusedAt = Date.now();
       for (const pending of batch) pending.reject(error);
       return;
     }
     this.#refusedAt = undefined;
-    const answered = new Set<number>();
-    for (const pending of batch) {
-      const index = firstById.get(pending.plant.id) as number;
-      const outcome = outcomes[index] as CreateOutcome;
-      if (!answered.has(index)) {
-        answered.add(index);
-        pending.resolve(outcome);
-      } else if (outcome.status === 'created') {
-        pending.resolve({ status: 'exists', stored: distinct[index] as PlantToCreate });
-      } else {
-        pending.resolve(outcome);
-      }
-    }
+    batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
   }
 }
 

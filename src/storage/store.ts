@@ -45,9 +45,11 @@ export class DuplicateTokenNameError extends Error {
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
   /**
-   * Stores new plants, committed durably before the promise resolves: one transaction, plus on PostgreSQL a retry
-   * statement for ids another transaction committed while the first ran. Ids within one call should be distinct;
-   * a repeated one is created once. An id already stored is left as it is and reported with its stored content.
+   * Stores new plants, each committed durably before the promise resolves. SQLite commits the call as one
+   * transaction; PostgreSQL as one insert statement, plus a read of ids already stored and a retry for any deleted
+   * in between, each committing on its own. The promise rejects only when nothing was stored; a failure after some
+   * rows committed fails the rest row by row. A repeated id is created once and its later copies are answered as
+   * the first left it. An id already stored is left as it is and reported with its stored content.
    */
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]>;
   getPlant(id: bigint): Promise<StoredPlant | undefined>;

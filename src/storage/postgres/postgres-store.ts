@@ -224,26 +224,35 @@ export class PostgresStore implements Store {
     const first = firstCopies(plants);
     const outcomes = new Map<bigint, CreateOutcome>();
     let pending = [...first.values()].map((copy) => copy.plant);
-    for (let attempt = 0; attempt < CREATE_ATTEMPTS && pending.length > 0; attempt += 1) {
-      // One autocommit statement, one round trip. synchronous_commit is on for every connection (poolConfig), and
-      // pg resolves only at ReadyForQuery, which the server sends after the implicit commit is flushed.
-      const inserted = await this.#query<{ id: bigint }>(INSERT_PLANTS, [
-        pending.map((plant) => plant.id.toString()),
-        pending.map((plant) => plant.name),
-        pending.map((plant) => plant.tag),
-      ]);
-      for (const row of inserted.rows) outcomes.set(row.id, { status: 'created' });
-      const others = pending.filter((plant) => !outcomes.has(plant.id));
-      if (others.length === 0) break;
-      // A second round trip only when some ids were already there: their stored content decides replay or conflict.
-      const stored = await this.#query<PlantRow>(READ_PLANTS, [others.map((plant) => plant.id.toString())]);
-      for (const row of stored.rows) outcomes.set(row.id, { status: 'exists', stored: toPlant(row) });
-      // Neither inserted nor found: the row that stood in the way was deleted between the two statements, so the
-      // next attempt inserts ours.
-      pending = others.filter((plant) => !outcomes.has(plant.id));
+    let cutShort: unknown;
+    try {
+      for (let attempt = 0; attempt < CREATE_ATTEMPTS && pending.length > 0; attempt += 1) {
+        // One autocommit statement, one round trip. synchronous_commit is on for every connection (poolConfig), and
+        // pg resolves only at ReadyForQuery, which the server sends after the implicit commit is flushed.
+        const inserted = await this.#query<{ id: bigint }>(INSERT_PLANTS, [
+          pending.map((plant) => plant.id.toString()),
+          pending.map((plant) => plant.name),
+          pending.map((plant) => plant.tag),
+        ]);
+        for (const row of inserted.rows) outcomes.set(row.id, { status: 'created' });
+        const others = pending.filter((plant) => !outcomes.has(plant.id));
+        if (others.length === 0) break;
+        // A second round trip only when some ids were already there: their stored content decides replay or conflict.
+        const stored = await this.#query<PlantRow>(READ_PLANTS, [others.map((plant) => plant.id.toString())]);
+        for (const row of stored.rows) outcomes.set(row.id, { status: 'exists', stored: toPlant(row) });
+        // Neither inserted nor found: the row that stood in the way was deleted between the two statements, so the
+        // next attempt inserts ours.
+        pending = others.filter((plant) => !outcomes.has(plant.id));
+      }
+    } catch (error) {
+      // Nothing answered yet: the batch is refused as a whole. Otherwise rows already committed keep their answer
+      // (a 200 now, not a 503 the client would retry into a replay), and only the rest fail with this error.
+      if (outcomes.size === 0) throw error;
+      cutShort = error;
     }
+    const unanswered = cutShort ?? new ServiceUnavailableError('the plant changed concurrently; retry');
     return plants.map((plant, index): CreateOutcome => {
-      const outcome = outcomes.get(plant.id) ?? { status: 'failed', error: new ServiceUnavailableError('the plant changed concurrently; retry') };
+      const outcome: CreateOutcome = outcomes.get(plant.id) ?? { status: 'failed', error: unanswered as Error };
       const firstCopy = first.get(plant.id);
       if (outcome.status === 'created' && firstCopy !== undefined && firstCopy.index !== index) {
         return { status: 'exists', stored: toPlant(firstCopy.plant) };
