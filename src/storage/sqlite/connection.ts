@@ -6,12 +6,11 @@ export const BUSY_TIMEOUT_MS = 5000;
 /**
  * One connection with this service's settings: WAL, and synchronous=FULL so a commit returns only after the
  * WAL is fsync'd. `cacheMiB` is this connection's page cache: random-id inserts touch pages all over the
- * primary key, and a cache that holds them saves a read per insert. `busyTimeoutMs` is how long a statement waits,
- * blocking its thread, for another connection's lock; the server's write connection passes 0 and waits instead
- * on a timer (SqliteStore), so a lock held elsewhere never blocks the event loop.
+ * primary key, and a cache that holds them saves a read per insert. Opening waits up to BUSY_TIMEOUT_MS for
+ * another connection's lock; the server's connections then wait 0 and retry on a timer instead (SqliteStore).
  */
-export function openConnection(file: string, cacheMiB: number, busyTimeoutMs = BUSY_TIMEOUT_MS): Database.Database {
-  const db = new Database(file, { timeout: busyTimeoutMs });
+export function openConnection(file: string, cacheMiB: number): Database.Database {
+  const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');

@@ -121,10 +121,11 @@ export class SqliteStore implements Store {
     let checkpointer: Worker | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
-      // Migrating may wait for another process that is migrating too; serving, no statement waits for a lock itself.
       migrate(reader);
-      reader.pragma('busy_timeout = 0');
-      writer = openConnection(file, WRITER_CACHE_MIB, 0);
+      writer = openConnection(file, WRITER_CACHE_MIB);
+      // Opening and migrating may wait for another process (one migrating too); serving, no statement waits for a
+      // lock on the event loop: #unlocked retries on a timer instead.
+      for (const connection of [reader, writer]) connection.pragma('busy_timeout = 0');
       // Checkpoints run on their own thread, never inside a commit.
       writer.pragma('wal_autocheckpoint = 0');
       const sqliteWriter = new SqliteWriter(writer);
