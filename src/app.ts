@@ -90,6 +90,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   });
 
   const log = app.log;
+  // Storage has no logger of its own; what it notices outside requests (a background thread dying) is logged here.
+  const stopHearingStorage = store.onIncident(({ level, message, error }) => log[level](error ? { err: error } : {}, message));
+  app.addHook('onClose', async () => stopHearingStorage());
   const writes = new GroupCommitter(store, {
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,

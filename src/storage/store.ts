@@ -38,6 +38,13 @@ export class DuplicateTokenNameError extends Error {
   }
 }
 
+/** Something storage noticed by itself, outside any request (a background thread died, checkpoints keep failing). */
+export interface StorageIncident {
+  readonly level: 'error' | 'warn' | 'info';
+  readonly message: string;
+  readonly error?: Error;
+}
+
 /**
  * The storage interface both databases implement; test/storage-contract.test.ts holds them to the same rules.
  * Unavailability of any kind surfaces as ServiceUnavailableError.
@@ -71,5 +78,10 @@ export interface Store {
   /** Every token that is currently valid. */
   allTokens(): Promise<StoredToken[]>;
   recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void>;
+  /**
+   * Calls `listener` with every incident from now on, and with those that happened before anyone listened; returns
+   * the function that stops it. Storage has no logger of its own: the app logs what it hears here.
+   */
+  onIncident(listener: (incident: StorageIncident) => void): () => void;
   close(): Promise<void>;
 }

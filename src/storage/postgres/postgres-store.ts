@@ -8,6 +8,7 @@ import {
   type PlantQuery,
   type PlantToCreate,
   type Store,
+  type StorageIncident,
   type StoredPlant,
   type StoredToken,
   type TokenInfo,
@@ -332,6 +333,11 @@ export class PostgresStore implements Store {
        WHERE tokens.name = u.name AND (tokens.last_used_at IS NULL OR tokens.last_used_at < u.at)`,
       [[...uses.keys()], [...uses.values()]],
     );
+  }
+
+  /** Nothing of this store runs outside requests, so it has no incidents to report. */
+  onIncident(_listener: (incident: StorageIncident) => void): () => void {
+    return () => undefined;
   }
 
   async close(): Promise<void> {

@@ -1,8 +1,6 @@
-import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { ServiceUnavailableError } from '../../errors.js';
 import { INT64_MAX, INT64_MIN } from '../../int64.js';
@@ -12,10 +10,13 @@ import {
   type PlantQuery,
   type PlantToCreate,
   type Store,
+  type StorageIncident,
   type StoredPlant,
   type StoredToken,
   type TokenInfo,
 } from '../store.js';
+import { Incidents } from '../incidents.js';
+import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
 import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection.js';
 import { migrate } from './migrations.js';
 import { SqliteWriter } from './writer.js';
@@ -46,7 +47,6 @@ interface TokenInfoRow {
  */
 const WRITER_CACHE_MIB = 16;
 const READER_CACHE_MIB = 16;
-const CHECKPOINT_INTERVAL_MS = 250;
 
 /** A readiness check should answer promptly, so its heartbeat waits for another connection's lock only this long. */
 const HEARTBEAT_LOCK_WAIT_MS = 1000;
@@ -90,20 +90,16 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   readonly #reader: Database.Database;
   readonly #writer: SqliteWriter;
-  readonly #checkpointer: Worker;
-  /**
-   * Settles when the checkpointer has exited. It is listened for from the start: a thread that stops emits 'exit'
-   * in the same callback that delivers its last message, so a listener attached later could miss it.
-   */
-  readonly #checkpointerExited: Promise<unknown>;
+  readonly #checkpointer: Checkpointer;
+  readonly #incidents: Incidents;
   readonly #statements;
   #closed = false;
 
-  private constructor(reader: Database.Database, writer: SqliteWriter, checkpointer: Worker) {
+  private constructor(reader: Database.Database, writer: SqliteWriter, checkpointer: Checkpointer, incidents: Incidents) {
     this.#reader = reader;
     this.#writer = writer;
     this.#checkpointer = checkpointer;
-    this.#checkpointerExited = once(checkpointer, 'exit').catch(() => undefined);
+    this.#incidents = incidents;
     this.#statements = {
       getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
       listAll: reader.prepare<[bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listAll).safeIntegers(true),
@@ -114,11 +110,12 @@ export class SqliteStore implements Store {
     };
   }
 
-  static open(file: string): SqliteStore {
+  /** `checkpointerOptions` exist for tests, which cannot wait the real restart delays out. */
+  static open(file: string, checkpointerOptions: Partial<CheckpointerOptions> = {}): SqliteStore {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     let reader: Database.Database | undefined;
     let writer: Database.Database | undefined;
-    let checkpointer: Worker | undefined;
+    let checkpointer: Checkpointer | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
       migrate(reader);
@@ -129,12 +126,11 @@ export class SqliteStore implements Store {
       // Checkpoints run on their own thread, never inside a commit.
       writer.pragma('wal_autocheckpoint = 0');
       const sqliteWriter = new SqliteWriter(writer);
-      checkpointer = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
-        workerData: { file, intervalMs: CHECKPOINT_INTERVAL_MS },
-      });
-      return new SqliteStore(reader, sqliteWriter, checkpointer);
+      const incidents = new Incidents();
+      checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...checkpointerOptions }, (incident) => incidents.report(incident));
+      return new SqliteStore(reader, sqliteWriter, checkpointer, incidents);
     } catch (error) {
-      void checkpointer?.terminate();
+      void checkpointer?.stop();
       writer?.close();
       reader?.close();
       throw translate(error);
@@ -187,7 +183,10 @@ export class SqliteStore implements Store {
     return this.#unlocked(() => this.#writer.deletePlant(id));
   }
 
+  /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
   checkWritable(): Promise<void> {
+    const problem = this.#checkpointer.problem;
+    if (problem) return Promise.reject(Object.assign(new ServiceUnavailableError('storage is unavailable; retry shortly'), { cause: problem }));
     return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
@@ -227,11 +226,19 @@ export class SqliteStore implements Store {
     await this.#unlocked(() => this.#writer.recordTokenUse(entries));
   }
 
+  onIncident(listener: (incident: StorageIncident) => void): () => void {
+    return this.#incidents.listen(listener);
+  }
+
+  /** The thread checkpointing the WAL; for tests, which make it crash or fail. */
+  get checkpointer(): Checkpointer {
+    return this.#checkpointer;
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#checkpointer.postMessage('stop');
-    await this.#checkpointerExited;
+    await this.#checkpointer.stop();
     this.#writer.close();
     if (this.#reader.open) this.#reader.close();
   }
