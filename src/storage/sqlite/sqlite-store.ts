@@ -1,6 +1,4 @@
 import { once } from 'node:events';
-import fs from 'node:fs';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
@@ -18,6 +16,7 @@ import {
 } from '../store.js';
 import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection.js';
 import { migrate } from './migrations.js';
+import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteWriter } from './writer.js';
 
 interface PlantRow {
@@ -115,7 +114,7 @@ export class SqliteStore implements Store {
   }
 
   static open(file: string): SqliteStore {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
+    prepareDatabaseFiles(file);
     let reader: Database.Database | undefined;
     let writer: Database.Database | undefined;
     let checkpointer: Worker | undefined;
