@@ -1,12 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type HTTPMethods } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
 import { TokenAuthenticator, readBearerToken } from './auth/bearer.js';
 import type { Config } from './config.js';
 import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { buildOpenApi } from './http/openapi.js';
+import { redactCredentialHeaders } from './http/redact-headers.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
@@ -32,7 +33,8 @@ const METHODS: readonly HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 
 
 /**
  * Per-request lines at info would cost more than a create itself; they are logged at debug instead, with the
- * request's headers (what an operator debugging a client needs), the Authorization header redacted.
+ * request's headers (what an operator debugging a client needs), every credential-bearing one redacted by the
+ * logger's `headers` serializer (redactCredentialHeaders).
  */
 class DebugRequestLog extends LogController {
   override incomingRequest(request: FastifyRequest): void {
@@ -45,8 +47,8 @@ class DebugRequestLog extends LogController {
 }
 
 export interface AppOptions {
-  /** Pino options or an existing logger; defaults to pino on stdout at config.logLevel. */
-  readonly logger?: FastifyServerOptions['logger'];
+  /** Where log lines go (default stdout) and from which level (default config.logLevel); credentials are redacted either way. */
+  readonly logger?: { readonly level?: string; readonly stream?: { write(line: string): void } };
 }
 
 /** Builds the whole HTTP application on a store. It never listens: src/server.ts does that. */
@@ -59,10 +61,12 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     return reply.code(status).headers(headers).type('application/json').send(body);
   };
   const app = Fastify({
-    logger: options.logger ?? {
+    logger: {
       level: config.logLevel,
-      // Debug request lines carry the headers; the bearer token in them must never reach a log.
-      redact: { paths: ['headers.authorization', 'req.headers.authorization'], censor: '[redacted]' },
+      ...options.logger,
+      // Debug request lines carry the headers; no credential in them (a bearer token, a cookie, a proxy's API key)
+      // may reach a log. Pino's redact paths name fixed keys, and a proxy may add any header, so a serializer decides.
+      serializers: { headers: redactCredentialHeaders },
     },
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },

@@ -1,5 +1,3 @@
-import fs from 'node:fs';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
 import { ServiceUnavailableError } from '../../errors.js';
@@ -19,6 +17,7 @@ import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
 import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection.js';
 import { migrate } from './migrations.js';
+import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteWriter } from './writer.js';
 
 interface PlantRow {
@@ -112,7 +111,7 @@ export class SqliteStore implements Store {
 
   /** `checkpointerOptions` exist for tests, which cannot wait the real restart delays out. */
   static open(file: string, checkpointerOptions: Partial<CheckpointerOptions> = {}): SqliteStore {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
+    prepareDatabaseFiles(file);
     let reader: Database.Database | undefined;
     let writer: Database.Database | undefined;
     let checkpointer: Checkpointer | undefined;
