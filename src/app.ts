@@ -1,30 +1,23 @@
 import type { IncomingMessage } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type HTTPMethods } from 'fastify';
-import { TokenAuthenticator, readBearerToken } from './auth/bearer.js';
-import type { Config } from './config.js';
-import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './errors.js';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
+import { readBearerToken } from './http/bearer.js';
+import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { buildOpenApi } from './http/openapi.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
-import { PlantService } from './plants/service.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { ErrorRecord, plantSchemas } from './schemas.js';
-import { GroupCommitter } from './storage/group-commit.js';
-import type { Store } from './storage/store.js';
+import type { Services } from './services.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Name of the token that authenticated this request; '' before authentication. */
     tokenName: string;
-  }
-  interface FastifyInstance {
-    /** Creates accepted but not yet answered; the server waits for them on shutdown. */
-    writes: GroupCommitter;
   }
 }
 
@@ -44,13 +37,12 @@ class DebugRequestLog extends LogController {
   }
 }
 
-export interface AppOptions {
-  /** Pino options or an existing logger; defaults to pino on stdout at config.logLevel. */
-  readonly logger?: FastifyServerOptions['logger'];
-}
-
-/** Builds the whole HTTP application on a store. It never listens: src/server.ts does that. */
-export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
+/**
+ * Builds the whole HTTP application on the services (src/services.ts), logging with their logger. It never
+ * listens (src/server.ts does that) and owns nothing it must close: the services' owner closes them.
+ */
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const { config } = services;
   const replyWithError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const { status, headers, body } = toErrorReply(error, request.log, config.limits.bodyBytes);
     // Answered before its body was read (401, 404, 405, 429 at onRequest; 413 part-way): kept alive, the connection
@@ -59,11 +51,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     return reply.code(status).headers(headers).type('application/json').send(body);
   };
   const app = Fastify({
-    logger: options.logger ?? {
-      level: config.logLevel,
-      // Debug request lines carry the headers; the bearer token in them must never reach a log.
-      redact: { paths: ['headers.authorization', 'req.headers.authorization'], censor: '[redacted]' },
-    },
+    loggerInstance: services.log as FastifyBaseLogger,
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },
     logController: new DebugRequestLog(),
@@ -88,18 +76,6 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record.
     frameworkErrors: replyWithError,
   });
-
-  const log = app.log;
-  const writes = new GroupCommitter(store, {
-    queueLimit: config.writes.queueLimit,
-    batchLimit: config.writes.batchLimit,
-    // SQLite has one writer; on PostgreSQL a few batches commit at once, leaving a connection for reads and tokens.
-    concurrency: config.database.kind === 'postgres' ? Math.max(1, Math.min(4, config.database.poolSize - 1)) : 1,
-  });
-  app.decorate('writes', writes);
-  const auth = new TokenAuthenticator(store, config.tokenCacheMs, log);
-  await auth.start();
-  app.addHook('onClose', () => auth.stop());
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
@@ -137,15 +113,15 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
 
   const schemas = plantSchemas(config.limits);
   const routes: RouteSpec[] = [
-    ...plantRoutes(schemas, new PlantService(writes, store)),
+    ...plantRoutes(schemas, services.plants),
     // The document describes every route, itself included, so it is built after the list and read lazily.
-    ...systemRoutes(store, writes, () => openApi),
+    ...systemRoutes(services.readiness, () => openApi),
   ];
   const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord });
 
   const authenticate = async (request: { headers: { authorization?: string }; tokenName: string }) => {
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation.
-    request.tokenName = await auth.authenticate(readBearerToken(request.headers.authorization));
+    request.tokenName = await services.tokens.authenticate(readBearerToken(request.headers.authorization));
   };
   // Per-token rate limiting, off unless RATE_LIMIT_MAX is set: it runs after authentication (keyed by the token's
   // name) and before the body is read, so a limited client costs no parsing; 429 is an Error record with Retry-After.

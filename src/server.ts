@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type AppOptions } from './app.js';
+import { buildApp } from './app.js';
 import type { Config } from './config.js';
+import { createLogger } from './log.js';
+import { startServices, type Services } from './services.js';
 import { openStore } from './storage/open.js';
 
 export interface RunningServer {
@@ -11,11 +13,15 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function startServer(config: Config, options: AppOptions = {}): Promise<RunningServer> {
+/** Opens storage, starts the services on it, builds the app on them and listens: the order a process comes up in. */
+export async function startServer(config: Config): Promise<RunningServer> {
+  const log = createLogger(config);
   const store = await openStore(config.database);
+  let services: Services;
   let app: FastifyInstance;
   try {
-    app = await buildApp(config, store, options);
+    services = await startServices(config, store, log);
+    app = await buildApp(services);
   } catch (error) {
     await store.close();
     throw error;
@@ -36,7 +42,8 @@ export async function startServer(config: Config, options: AppOptions = {}): Pro
       await app.close().catch((error: unknown) => {
         appFailure = { error };
       });
-      await app.writes.idle();
+      // Every accepted write answered and the last token uses written, then storage let go.
+      await services.close();
       await store.close();
       if (appFailure) throw appFailure.error;
     })());
