@@ -20,7 +20,7 @@ const types = {
  * Also invalid authorization (class 28, e.g. 28P01 once the role's password is rotated under running instances)
  * and a database that does not exist (3D000, dropped or being restored): no request and no code path of this
  * service causes them, a retry succeeds once the operator has put credentials or database right, and meanwhile
- * the instance should be taken out of rotation (503 also turns /readyz unready), not counted as a bug (500).
+ * the instance should be taken out of rotation (unavailable storage also fails readiness), not counted as a bug.
  * The cause is still logged with every 5xx, and the CLI prints it.
  */
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|58|28|3D000$|40001$|40P01$|55P03$|25006$)/;
@@ -99,7 +99,7 @@ function toToken(row: StoredToken): StoredToken {
   return { name: row.name, hash: row.hash };
 }
 
-/** Bounds every wait on the database, so an unreachable or stuck server is a prompt 503 and never a hung request. */
+/** Bounds every wait on the database, so an unreachable or stuck server is a prompt StorageUnavailableError, never a hang. */
 export const POSTGRES_TIMEOUTS = {
   /** Getting a connection: opening a new one, or waiting for a free one when the pool is busy. */
   connectMs: 2000,
@@ -231,7 +231,7 @@ export class PostgresStore implements Store {
       }
     } catch (error) {
       // Nothing answered yet: the batch is refused as a whole. Otherwise rows already committed keep their answer
-      // (a 200 now, not a 503 the client would retry into a replay), and only the rest fail with this error.
+      // (created now, rather than refused and retried by the client into a replay), and only the rest fail with this error.
       if (outcomes.size === 0) throw error;
       cutShort = error;
     }

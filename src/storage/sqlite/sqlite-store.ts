@@ -34,7 +34,7 @@ interface TokenInfoRow {
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
  * past the end of the database in SQLite's page cache, and the next commit then scans the cache's whole hash
  * table to drop it: a cost per commit that grows with the cache, more than the extra page reads a smaller cache
- * causes (they come from the OS page cache). The sizes measured are in BENCHMARKS.md ("Where the time goes").
+ * causes (they come from the OS page cache). The sizes measured are in BENCHMARKS.md ("Random ids at 5 million rows").
  */
 const WRITER_CACHE_MIB = 16;
 const READER_CACHE_MIB = 16;
