@@ -1,6 +1,37 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * The layers of docs/design.md, held by lint: a folder may not import from the folders (or packages) named here.
+ * Imports go one way, entry → app/routes/http → services → domain (plants, auth, health) → storage.
+ */
+const layers = [
+  {
+    folder: 'src/storage',
+    forbidden: ['http', 'routes', 'auth', 'plants', 'health'],
+    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    why: 'storage knows nothing above it: it raises storage errors (src/storage/errors.ts), never HTTP ones',
+  },
+  {
+    folder: 'src/plants',
+    forbidden: ['http', 'routes'],
+    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    why: 'the domain knows no HTTP: routes turn requests into plain input, and the edge maps domain errors',
+  },
+  {
+    folder: 'src/auth',
+    forbidden: ['http', 'routes', 'plants'],
+    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    why: 'token checks know no HTTP: the Authorization header is parsed in src/http/bearer.ts',
+  },
+  {
+    folder: 'src/health',
+    forbidden: ['http', 'routes'],
+    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    why: 'readiness knows no HTTP: /readyz is a route over it',
+  },
+];
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'data/'] },
   js.configs.recommended,
@@ -12,6 +43,24 @@ export default tseslint.config(
       'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration once in src/config.ts and pass it in.' }],
     },
   },
+  ...layers.map(({ folder, forbidden, packages, why }) => ({
+    files: [`${folder}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              // Relative imports that climb out of the folder into a forbidden one, or into the app or the schemas.
+              regex: `^(\\.\\./)+(${forbidden.join('|')})/|^(\\.\\./)+(app|schemas|server|cli|services)\\.js$`,
+              message: `${folder} may not import from ${forbidden.join(', ')}, the app or the HTTP schemas: ${why}.`,
+            },
+            { group: packages, message: `${folder} may not use the HTTP framework: ${why}.` },
+          ],
+        },
+      ],
+    },
+  })),
   {
     files: ['src/config.ts', 'src/cli.ts', 'test/**/*.ts', 'bench/**/*.ts'],
     rules: { 'no-restricted-properties': 'off' },

@@ -9,6 +9,8 @@
 import { buildApp } from '../src/app.js';
 import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { startServices } from '../src/services.js';
 import type { CreateOutcome, PlantToCreate, Store, StoredToken } from '../src/storage/store.js';
 
 const token = process.env.BENCH_TOKEN;
@@ -22,6 +24,7 @@ const unsupported = () => Promise.reject(new Error('the app-only bench server on
 /** Answers creates at once and stores nothing; everything but creates and token checks is refused. */
 const nothingStore: Store = {
   kind: 'sqlite',
+  writeConcurrency: 1,
   createPlants: (plants: readonly PlantToCreate[]) => Promise.resolve(plants.map((): CreateOutcome => ({ status: 'created' }))),
   getPlant: unsupported,
   listPlants: unsupported,
@@ -39,7 +42,8 @@ const nothingStore: Store = {
 
 // The same configuration plantstore runs with by default; DATABASE_URL is required by the loader but never opened.
 const config = loadConfig({ PORT: process.env.PORT ?? '0', DATABASE_URL: 'sqlite:./unused-by-app-only.db' });
-const app = await buildApp(config, nothingStore);
+const services = await startServices(config, nothingStore, createLogger(config));
+const app = await buildApp(services);
 await app.listen({ host: config.host, port: config.port });
 const address = app.server.address();
 process.stdout.write(`listening ${typeof address === 'object' && address ? address.port : config.port}\n`);

@@ -1,31 +1,23 @@
 import type { IncomingMessage } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
-import { TokenAuthenticator, readBearerToken } from './auth/bearer.js';
-import type { Config } from './config.js';
-import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './errors.js';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
+import { readBearerToken } from './http/bearer.js';
+import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { buildOpenApi } from './http/openapi.js';
-import { redactCredentialHeaders } from './http/redact-headers.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
-import { PlantService } from './plants/service.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { ErrorRecord, plantSchemas } from './schemas.js';
-import { GroupCommitter } from './storage/group-commit.js';
-import type { Store } from './storage/store.js';
+import type { Services } from './services.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Name of the token that authenticated this request; '' before authentication. */
     tokenName: string;
-  }
-  interface FastifyInstance {
-    /** Creates accepted but not yet answered; the server waits for them on shutdown. */
-    writes: GroupCommitter;
   }
 }
 
@@ -46,13 +38,12 @@ class DebugRequestLog extends LogController {
   }
 }
 
-export interface AppOptions {
-  /** Where log lines go (default stdout) and from which level (default config.logLevel); credentials are redacted either way. */
-  readonly logger?: { readonly level?: string; readonly stream?: { write(line: string): void } };
-}
-
-/** Builds the whole HTTP application on a store. It never listens: src/server.ts does that. */
-export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
+/**
+ * Builds the whole HTTP application on the services (src/services.ts), logging with their logger. It never
+ * listens (src/server.ts does that) and owns nothing it must close: the services' owner closes them.
+ */
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const { config } = services;
   const replyWithError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const { status, headers, body } = toErrorReply(error, request.log, config.limits.bodyBytes);
     // Answered before its body was read (401, 404, 405, 429 at onRequest; 413 part-way): kept alive, the connection
@@ -61,13 +52,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     return reply.code(status).headers(headers).type('application/json').send(body);
   };
   const app = Fastify({
-    logger: {
-      level: config.logLevel,
-      ...options.logger,
-      // Debug request lines carry the headers; no credential in them (a bearer token, a cookie, a proxy's API key)
-      // may reach a log. Pino's redact paths name fixed keys, and a proxy may add any header, so a serializer decides.
-      serializers: { headers: redactCredentialHeaders },
-    },
+    loggerInstance: services.log as FastifyBaseLogger,
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },
     logController: new DebugRequestLog(),
@@ -92,21 +77,6 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record.
     frameworkErrors: replyWithError,
   });
-
-  const log = app.log;
-  // Storage has no logger of its own; what it notices outside requests (a background thread dying) is logged here.
-  const stopHearingStorage = store.onIncident(({ level, message, error }) => log[level](error ? { err: error } : {}, message));
-  app.addHook('onClose', async () => stopHearingStorage());
-  const writes = new GroupCommitter(store, {
-    queueLimit: config.writes.queueLimit,
-    batchLimit: config.writes.batchLimit,
-    // SQLite has one writer; on PostgreSQL a few batches commit at once, leaving a connection for reads and tokens.
-    concurrency: config.database.kind === 'postgres' ? Math.max(1, Math.min(4, config.database.poolSize - 1)) : 1,
-  });
-  app.decorate('writes', writes);
-  const auth = new TokenAuthenticator(store, config.tokenCacheMs, log);
-  await auth.start();
-  app.addHook('onClose', () => auth.stop());
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
@@ -144,15 +114,15 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
 
   const schemas = plantSchemas(config.limits);
   const routes: RouteSpec[] = [
-    ...plantRoutes(schemas, new PlantService(writes, store)),
+    ...plantRoutes(schemas, services.plants),
     // The document describes every route, itself included, so it is built after the list and read lazily.
-    ...systemRoutes(store, writes, () => openApi),
+    ...systemRoutes(services.readiness, () => openApi),
   ];
   const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord });
 
   const authenticate = async (request: { headers: { authorization?: string }; tokenName: string }) => {
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation.
-    request.tokenName = await auth.authenticate(readBearerToken(request.headers.authorization));
+    request.tokenName = await services.tokens.authenticate(readBearerToken(request.headers.authorization));
   };
   // Per-token rate limiting, off unless RATE_LIMIT_MAX is set: it runs after authentication (keyed by the token's
   // name) and before the body is read, so a limited client costs no parsing; 429 is an Error record with Retry-After.

@@ -2,10 +2,11 @@
 import { parseArgs } from 'node:util';
 import { generateToken, hashToken } from './auth/tokens.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { plantRecordJson } from './plants/service.js';
+import { plantJson } from './plant-json.js';
 import { serveUntilSignalled } from './server.js';
+import { DuplicateTokenNameError } from './storage/errors.js';
 import { openStore } from './storage/open.js';
-import { DuplicateTokenNameError, type Store } from './storage/store.js';
+import type { Store } from './storage/store.js';
 
 const USAGE = `Usage: plantstore <command>
 
@@ -104,7 +105,7 @@ async function plantsCommand(config: Config, args: string[]): Promise<void> {
         ...(tag === undefined ? {} : { tag }),
       });
       if (rows.length === 0) return;
-      const text = rows.map((row) => `${plantRecordJson(row)}\n`).join('');
+      const text = rows.map((row) => `${plantJson(row)}\n`).join('');
       // A reader that stops early (`| head`) ends the listing quietly.
       if (!(await writeOut(text))) return;
       remaining -= rows.length;

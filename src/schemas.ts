@@ -108,5 +108,7 @@ export type PlantSchemas = ReturnType<typeof plantSchemas>;
 export type PlantBody = Static<PlantSchemas['Plant']>;
 export type PlantListQuery = Static<PlantSchemas['PlantListQuery']>;
 export type PlantIdParams = Static<PlantSchemas['PlantIdParams']>;
-/** A NewPlant as JSON decodes it; the exact id travels beside it (see json-body.ts). */
+/** A NewPlant as JSON decodes it; the exact id travels beside it (see http/json-body.ts). */
 export type NewPlantBody = Static<PlantSchemas['NewPlant']>;
+/** A stored plant as the read operations answer it; its id is a bigint, written exactly by the serializer. */
+export type StoredPlantBody = Omit<Static<PlantSchemas['StoredPlant']>, 'id'> & { readonly id: bigint };

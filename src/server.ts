@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { buildApp, type AppOptions } from './app.js';
+import { buildApp } from './app.js';
 import type { Config } from './config.js';
+import { createLogger } from './log.js';
+import { startServices, type Services } from './services.js';
 import { openStore } from './storage/open.js';
 import type { Store } from './storage/store.js';
 
@@ -12,11 +14,15 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function startServer(config: Config, options: AppOptions = {}): Promise<RunningServer> {
+/** Opens storage, starts the services on it, builds the app on them and listens: the order a process comes up in. */
+export async function startServer(config: Config): Promise<RunningServer> {
+  const log = createLogger(config);
   const store = await openStore(config.database);
+  let services: Services | undefined;
   let app: FastifyInstance | undefined;
   try {
-    app = await buildApp(config, store, options);
+    services = await startServices(config, store, log);
+    app = await buildApp(services);
     if ((await store.listTokens()).length === 0) {
       process.stderr.write(
         'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
@@ -24,19 +30,23 @@ export async function startServer(config: Config, options: AppOptions = {}): Pro
       );
     }
     const url = await app.listen({ host: config.host, port: config.port });
-    return { app, url, close: closer(app, store) };
+    return { app, url, close: closer(app, services, store) };
   } catch (error) {
     // A server that cannot start must not linger: what was opened (SQLite's checkpointer thread, PostgreSQL's
     // pooled connections, the token cache's timer) would keep the process alive serving nothing, and a supervisor
     // would see a live process. The start failure is what the caller reports; closing cannot add to it.
     await app?.close().catch(() => undefined);
+    await services?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw error;
   }
 }
 
-/** Stops accepting, answers every request in flight, then closes storage; once, however often it is called. */
-function closer(app: FastifyInstance, store: Store): () => Promise<void> {
+/**
+ * Stops accepting, answers every request in flight, drains the services (every accepted write answered, the last
+ * token uses written), then closes storage; once, however often it is called.
+ */
+function closer(app: FastifyInstance, services: Services, store: Store): () => Promise<void> {
   let closing: Promise<void> | undefined;
   return () =>
     (closing ??= (async () => {
@@ -46,7 +56,7 @@ function closer(app: FastifyInstance, store: Store): () => Promise<void> {
       await app.close().catch((error: unknown) => {
         appFailure = { error };
       });
-      await app.writes.idle();
+      await services.close();
       await store.close();
       if (appFailure) throw appFailure.error;
     })());

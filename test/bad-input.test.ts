@@ -330,6 +330,6 @@ describe('bad input', () => {
 
   it('leaves the app healthy', async () => {
     assert.equal((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
-    assert.equal(t.app.writes.backlog, 0);
+    assert.equal(t.services.writes.backlog, 0);
   });
 });

@@ -15,8 +15,10 @@ import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
+import { createLogger } from '../src/log.js';
+import { startServices } from '../src/services.js';
 import { loadConfig } from '../src/config.js';
-import { READY_REUSE_MS } from '../src/routes/system.js';
+import { READY_REUSE_MS } from '../src/health/readiness.js';
 import { CHECKPOINTER_DEFAULTS } from '../src/storage/sqlite/checkpointer.js';
 import { SqliteStore } from '../src/storage/sqlite/sqlite-store.js';
 import type { StorageIncident } from '../src/storage/store.js';
@@ -72,9 +74,9 @@ async function fixture(restartDelayMs: number): Promise<Fixture> {
   store.onIncident((incident) => incidents.push(incident));
   const logLines: Fixture['logLines'] = [];
   const config = loadConfig({ DATABASE_URL: `sqlite:${file}`, LOG_LEVEL: 'info' });
-  const app = await buildApp(config, store, {
-    logger: { level: 'info', stream: { write: (line: string) => void logLines.push(JSON.parse(line) as Fixture['logLines'][number]) } },
-  });
+  const log = createLogger(config, { write: (line: string) => void logLines.push(JSON.parse(line) as Fixture['logLines'][number]) });
+  const services = await startServices(config, store, log);
+  const app = await buildApp(services);
   await app.ready();
   return {
     dir,
@@ -85,6 +87,7 @@ async function fixture(restartDelayMs: number): Promise<Fixture> {
     incidents,
     close: async () => {
       await app.close();
+      await services.close();
       await store.close();
       fs.rmSync(dir, { recursive: true, force: true });
     },

@@ -4,10 +4,12 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { buildApp } from '../src/app.js';
+import { createLogger } from '../src/log.js';
+import { startServices } from '../src/services.js';
 import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
-import { ServiceUnavailableError } from '../src/errors.js';
-import { READY_REUSE_MS } from '../src/routes/system.js';
+import { StorageUnavailableError } from '../src/storage/errors.js';
+import { READY_REUSE_MS } from '../src/health/readiness.js';
 import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -419,9 +421,9 @@ for (const database of DATABASES) {
         const store = await openStore(config.database);
         const token = generateToken();
         await store.addToken(`broken-${randomUUID()}`, hashToken(token), new Date());
-        const app = await buildApp(config, store, {
-          logger: { level: 'info', stream: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } },
-        });
+        const log = createLogger({ logLevel: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+        const services = await startServices(config, store, log);
+        const app = await buildApp(services);
         try {
           // The store failing in a way it never should: the client learns nothing of it.
           store.createPlants = async () => {
@@ -440,6 +442,7 @@ for (const database of DATABASES) {
           assert.ok((logged[0]?.reqId as string).length > 0);
         } finally {
           await app.close();
+          await services.close();
           await store.close();
         }
       });
@@ -455,7 +458,7 @@ for (const database of DATABASES) {
         const probed = await startTestApp(db.url);
         try {
           const checkWritable = probed.store.checkWritable.bind(probed.store);
-          probed.store.checkWritable = () => Promise.reject(new ServiceUnavailableError('storage is unavailable; retry shortly'));
+          probed.store.checkWritable = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
           const unready = await probed.app.inject({ method: 'GET', url: '/readyz' });
           assertErrorRecord(unready, 503, /^storage is unavailable; retry shortly$/);
           assert.equal(unready.headers['retry-after'], '1');
@@ -497,7 +500,7 @@ for (const database of DATABASES) {
         try {
           const createPlants = refusing.store.createPlants.bind(refusing.store);
           // A full disk can refuse a batch while a one-row heartbeat still fits in space already allocated.
-          refusing.store.createPlants = () => Promise.reject(new ServiceUnavailableError('storage is unavailable; retry shortly'));
+          refusing.store.createPlants = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
           const refused = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
           assertErrorRecord(refused, 503, /^storage is unavailable; retry shortly$/);
           assertErrorRecord(await refusing.app.inject({ method: 'GET', url: '/readyz' }), 503, /^storage is unavailable; retry shortly$/);

@@ -7,8 +7,7 @@ import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { ServiceUnavailableError } from '../src/errors.js';
-import { GroupCommitter } from '../src/storage/group-commit.js';
+import { WriteQueue, WriteQueueFullError } from '../src/storage/write-queue.js';
 import type { CreateOutcome, PlantToCreate, Store } from '../src/storage/store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -84,7 +83,7 @@ for (const database of DATABASES) {
       );
       // Storage is held: exactly LIMIT deletes are admitted, every other one is refused at once, before any commits.
       await until(() => answered === FLOOD - LIMIT, 'the refused deletes to be answered');
-      assert.equal(t.app.writes.backlog, LIMIT);
+      assert.equal(t.services.writes.backlog, LIMIT);
       // Creates see the deletes in the count, and further deletes are still refused.
       assertQueueFull(await post(1000));
       assertQueueFull(await del(1));
@@ -111,7 +110,7 @@ for (const database of DATABASES) {
           assertErrorRecord(response, 404, new RegExp(`^no plant with id ${id}$`));
         }
       }
-      assert.equal(t.app.writes.backlog, 0, 'nothing is left queued');
+      assert.equal(t.services.writes.backlog, 0, 'nothing is left queued');
 
       // After the flood, deletes and creates are taken again.
       t.store.deletePlant = deletePlant;
@@ -143,67 +142,66 @@ for (const database of DATABASES) {
       assert.deepEqual([...statuses].filter((status) => ![200, 204, 404, 503].includes(status)), [], JSON.stringify([...statuses]));
       assert.ok(statuses.has(503), 'some writes are refused');
       for (const response of responses) if (response.statusCode === 503) assertQueueFull(response);
-      assert.equal(t.app.writes.backlog, 0);
+      assert.equal(t.services.writes.backlog, 0);
     });
 
-    it('app.writes.idle() (graceful shutdown) waits for a delete in flight, committed before the 204', async () => {
+    it('services.writes.drain() (graceful shutdown) waits for a delete in flight, committed before the 204', async () => {
       assert.equal((await post(5000)).statusCode, 200);
       const held = slowDeletes();
       const pending = del(5000);
-      await until(() => t.app.writes.backlog === 1, 'the delete to be admitted');
+      await until(() => t.services.writes.backlog === 1, 'the delete to be admitted');
       let idle = false;
-      const idled = t.app.writes.idle().then(() => (idle = true));
+      const idled = t.services.writes.drain().then(() => (idle = true));
       await new Promise((resolve) => setTimeout(resolve, 50));
       assert.equal(idle, false, 'idle() waits while the delete is held');
       held.open();
       await idled;
       assert.equal(await t.store.getPlant(5000n), undefined, 'committed by the time idle() resolves');
       assert.equal((await pending).statusCode, 204);
-      assert.equal(t.app.writes.backlog, 0);
+      assert.equal(t.services.writes.backlog, 0);
     });
   });
 }
 
-describe('GroupCommitter counts single writes and queued creates against one bound', () => {
-  it('refuses creates and single writes once queued creates plus single writes reach queueLimit', async () => {
+describe('WriteQueue counts deletes and queued creates against one bound', () => {
+  it('refuses creates and deletes once queued creates plus deletes reach queueLimit', async () => {
     const commit = gate();
+    const write = gate();
+    /** Deletes of id 10 wait for the gate; id 13 fails; the rest succeed at once. */
     const store = {
       createPlants: async (plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> => {
         await commit.opened;
         return plants.map(() => ({ status: 'created' }));
       },
+      deletePlant: async (id: bigint): Promise<boolean> => {
+        if (id === 10n) await write.opened;
+        if (id === 13n) throw new Error('boom');
+        return true;
+      },
     } as unknown as Store;
-    const writes = new GroupCommitter(store, { queueLimit: 3, batchLimit: 100, concurrency: 1 });
+    const writes = new WriteQueue(store, { queueLimit: 3, batchLimit: 100, concurrency: 1 });
     const plant = (id: bigint): PlantToCreate => ({ id, name: 'p', tag: null });
-    const write = gate();
-    // Two creates queued (nothing flushes before setImmediate) and one single write running: the bound is reached.
+    // Two creates queued (nothing flushes before setImmediate) and one delete running: the bound is reached.
     const created = [writes.create(plant(1n)), writes.create(plant(2n))];
-    const single = writes.run(async () => {
-      await write.opened;
-      return 'done';
-    });
+    const single = writes.delete(10n);
     assert.equal(writes.backlog, 3);
-    await assert.rejects(writes.create(plant(3n)), (error) => error instanceof ServiceUnavailableError && error.status === 503);
-    await assert.rejects(
-      writes.run(async () => 'never'),
-      (error) => error instanceof ServiceUnavailableError && /write queue is full/.test(error.message),
-    );
+    await assert.rejects(writes.create(plant(3n)), (error) => error instanceof WriteQueueFullError);
+    await assert.rejects(writes.delete(11n), (error) => error instanceof WriteQueueFullError && /write queue is full/.test(error.message));
     let idle = false;
-    const idled = writes.idle().then(() => (idle = true));
+    const idled = writes.drain().then(() => (idle = true));
     // Once the queued creates are in a committing batch they no longer wait, as before: the bound has room again.
     await new Promise((resolve) => setImmediate(resolve));
-    const room = writes.run(async () => 'room');
-    assert.equal(await room, 'room');
+    assert.equal(await writes.delete(12n), true);
     commit.open();
     assert.deepEqual(await Promise.all(created), [{ status: 'created' }, { status: 'created' }]);
     await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(idle, false, 'idle() still waits for the single write');
+    assert.equal(idle, false, 'drain() still waits for the delete');
     write.open();
-    assert.equal(await single, 'done');
+    assert.equal(await single, true);
     await idled;
     assert.equal(writes.backlog, 0);
-    // A failing single write is released from the count and its error passed on.
-    await assert.rejects(writes.run(() => Promise.reject(new Error('boom'))), /boom/);
+    // A failing delete is released from the count and its error passed on.
+    await assert.rejects(writes.delete(13n), /boom/);
     assert.equal(writes.backlog, 0);
   });
 });

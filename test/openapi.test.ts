@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { ServiceUnavailableError } from '../src/errors.js';
+import { StorageUnavailableError } from '../src/storage/errors.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 
@@ -169,7 +169,7 @@ describe('/openapi.json', () => {
 
     // Storage refusing the batch: a 503 with Retry-After, as documented.
     const createPlants = t.store.createPlants.bind(t.store);
-    t.store.createPlants = () => Promise.reject(new ServiceUnavailableError('storage is unavailable; retry shortly'));
+    t.store.createPlants = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
     try {
       const refused = await request('POST', '/plants', t.headers, '{"id":12,"name":"p12"}');
       assert.equal(refused.statusCode, 503);

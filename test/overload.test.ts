@@ -64,7 +64,7 @@ describe('the bounded write queue', () => {
     assert.equal(retry.statusCode, 200);
     assert.equal((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
     assert.equal((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
-    assert.equal(t.app.writes.backlog, 0, 'nothing is left queued');
+    assert.equal(t.services.writes.backlog, 0, 'nothing is left queued');
   });
 });
 

@@ -6,8 +6,8 @@
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ServiceUnavailableError } from '../src/errors.js';
-import { GroupCommitter } from '../src/storage/group-commit.js';
+import { StorageUnavailableError } from '../src/storage/errors.js';
+import { WriteQueue } from '../src/storage/write-queue.js';
 import type { CreateOutcome, PlantToCreate, Store } from '../src/storage/store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -20,11 +20,11 @@ function storeAnswering(answer: (plants: readonly PlantToCreate[]) => CreateOutc
   return { createPlants: async (plants: readonly PlantToCreate[]) => answer(plants) } as unknown as Store;
 }
 
-const cutShort = (): CreateOutcome => ({ status: 'failed', error: new ServiceUnavailableError('storage is unavailable; retry shortly') });
+const cutShort = (): CreateOutcome => ({ status: 'failed', error: new StorageUnavailableError('storage is unavailable; retry shortly') });
 
-describe('GroupCommitter: a batch refused in part', () => {
+describe('WriteQueue: a batch refused in part', () => {
   it('a batch whose first rows committed and whose rest were refused with 503 marks storage as refusing', async () => {
-    const writes = new GroupCommitter(
+    const writes = new WriteQueue(
       storeAnswering((plants) => plants.map((_, index) => (index === 0 ? { status: 'created' } : cutShort()))),
       { queueLimit: 10, batchLimit: 10, concurrency: 1 },
     );
@@ -39,14 +39,14 @@ describe('GroupCommitter: a batch refused in part', () => {
 
   it('a partly refused batch after a wholly refused one keeps the refusal; a batch committed whole clears it', async () => {
     let answer: 'refuse' | 'cut short' | 'commit' = 'refuse';
-    const writes = new GroupCommitter(
+    const writes = new WriteQueue(
       storeAnswering((plants) => {
-        if (answer === 'refuse') throw new ServiceUnavailableError('storage is unavailable; retry shortly');
+        if (answer === 'refuse') throw new StorageUnavailableError('storage is unavailable; retry shortly');
         return plants.map((_, index) => (answer === 'cut short' && index > 0 ? cutShort() : { status: 'created' }));
       }),
       { queueLimit: 10, batchLimit: 10, concurrency: 1 },
     );
-    await assert.rejects(writes.create(plant(1n)), ServiceUnavailableError);
+    await assert.rejects(writes.create(plant(1n)), StorageUnavailableError);
     assert.equal(writes.refusedByStorageRecently, true);
     answer = 'cut short';
     await Promise.all([writes.create(plant(2n)), writes.create(plant(3n))]);
@@ -57,7 +57,7 @@ describe('GroupCommitter: a batch refused in part', () => {
   });
 
   it('a row failing on its own (a constraint, not storage) does not mark storage as refusing', async () => {
-    const writes = new GroupCommitter(
+    const writes = new WriteQueue(
       storeAnswering((plants) => plants.map((_, index) => (index === 0 ? { status: 'created' } : { status: 'failed', error: new Error('CHECK constraint failed') }))),
       { queueLimit: 10, batchLimit: 10, concurrency: 1 },
     );

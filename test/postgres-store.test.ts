@@ -6,7 +6,9 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { loadConfig } from '../src/config.js';
-import { ServiceUnavailableError } from '../src/errors.js';
+import { StorageUnavailableError } from '../src/storage/errors.js';
+import { toErrorReply } from '../src/http/error-reply.js';
+import { pino } from 'pino';
 import { openStore } from '../src/storage/open.js';
 import { MIGRATION_LOCK } from '../src/storage/postgres/migrations.js';
 import { PostgresStore, translate } from '../src/storage/postgres/postgres-store.js';
@@ -44,14 +46,14 @@ describe('PostgreSQL errors', () => {
       if (expected === 'as is') {
         assert.equal(translated, error);
       } else {
-        assert.ok(translated instanceof ServiceUnavailableError, `${name} was not translated`);
-        assert.equal(translated.status, 503);
+        assert.ok(translated instanceof StorageUnavailableError, `${name} was not translated`);
+        assert.equal(toErrorReply(translated, pino({ level: 'silent' }), 0).status, 503);
         assert.equal(translated.cause, error);
       }
     });
   }
 
-  it('refuses with ServiceUnavailableError a Unix socket with no server, a wrong password and a missing database', async () => {
+  it('refuses with StorageUnavailableError a Unix socket with no server, a wrong password and a missing database', async () => {
     // The embedded server even when TEST_DATABASE_URL is set: its password authentication is known.
     const server = await sharedPostgres();
     const noServer = await fs.mkdtemp(path.join(os.tmpdir(), 'plantstore-no-socket-'));
@@ -63,7 +65,7 @@ describe('PostgreSQL errors', () => {
       ];
       for (const [url, code] of attempts) {
         await assert.rejects(openStore(loadConfig({ DATABASE_URL: url }).database), (error: unknown) => {
-          assert.ok(error instanceof ServiceUnavailableError, `${code}: ${String(error)}`);
+          assert.ok(error instanceof StorageUnavailableError, `${code}: ${String(error)}`);
           assert.equal((error.cause as { code?: unknown }).code, code);
           return true;
         });
@@ -138,7 +140,7 @@ describe('PostgreSQL creates cut short', () => {
       ]);
       pg.Pool.prototype.query = query;
       assert.equal(outcomes[0]?.status, 'failed');
-      assert.ok(outcomes[0]?.status === 'failed' && outcomes[0].error instanceof ServiceUnavailableError);
+      assert.ok(outcomes[0]?.status === 'failed' && outcomes[0].error instanceof StorageUnavailableError);
       assert.deepEqual(outcomes[1], { status: 'created' });
       assert.deepEqual(await store.getPlant(2n), { id: 2n, name: 'new', tag: null });
     } finally {
@@ -174,7 +176,7 @@ describe('PostgreSQL migrations', () => {
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM plants WHERE id = 1 FOR UPDATE');
       const started = performance.now();
-      await assert.rejects(store.deletePlant(1n), ServiceUnavailableError);
+      await assert.rejects(store.deletePlant(1n), StorageUnavailableError);
       assert.ok(performance.now() - started < 10 * timeouts.queryMs, `took ${Math.round(performance.now() - started)} ms`);
       await holder.query('ROLLBACK');
     } finally {

@@ -3,10 +3,11 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { loadConfig, type DatabaseConfig } from '../src/config.js';
-import { ServiceUnavailableError } from '../src/errors.js';
+import { StorageUnavailableError } from '../src/storage/errors.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { openStore } from '../src/storage/open.js';
-import { DuplicateTokenNameError, type CreateOutcome, type PlantToCreate, type Store, type StoredPlant } from '../src/storage/store.js';
+import { DuplicateTokenNameError } from '../src/storage/errors.js';
+import type { CreateOutcome, PlantToCreate, Store, StoredPlant } from '../src/storage/store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { freePort } from './helpers/process.js';
 
@@ -315,10 +316,10 @@ for (const database of DATABASES) {
         }
       });
 
-      it('refuses promptly with ServiceUnavailableError when the server cannot be reached', async () => {
+      it('refuses promptly with StorageUnavailableError when the server cannot be reached', async () => {
         const port = await freePort();
         const started = performance.now();
-        await assert.rejects(openStore(configFor(`postgres://postgres:postgres@127.0.0.1:${port}/none`)), ServiceUnavailableError);
+        await assert.rejects(openStore(configFor(`postgres://postgres:postgres@127.0.0.1:${port}/none`)), StorageUnavailableError);
         assert.ok(performance.now() - started < 5000);
       });
     }

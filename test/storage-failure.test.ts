@@ -13,8 +13,8 @@ import path from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import type { LightMyRequestResponse } from 'fastify';
-import { ServiceUnavailableError } from '../src/errors.js';
-import { REFUSAL_MEMORY_MS } from '../src/storage/group-commit.js';
+import { StorageUnavailableError } from '../src/storage/errors.js';
+import { REFUSAL_MEMORY_MS } from '../src/storage/write-queue.js';
 import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -266,7 +266,7 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
       execFileSync('mount', ['-o', 'remount,rw', fsOrReason.dir], { stdio: 'pipe' });
     });
     await assert.rejects(openStore({ kind: 'sqlite', path: file }), (error: unknown) => {
-      assert.ok(error instanceof ServiceUnavailableError);
+      assert.ok(error instanceof StorageUnavailableError);
       return true;
     });
     const serve = spawnSync(process.execPath, [CLI, 'serve'], {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { generateToken, hashToken } from '../src/auth/tokens.js';
-import { ServiceUnavailableError } from '../src/errors.js';
+import { StorageUnavailableError } from '../src/storage/errors.js';
 import type { Store } from '../src/storage/store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -116,7 +116,7 @@ for (const database of DATABASES) {
         let reads = 0;
         t.store.allTokens = () => {
           reads += 1;
-          return Promise.reject(new ServiceUnavailableError('storage is unavailable; retry shortly'));
+          return Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
         };
         const responses = await Promise.all(Array.from({ length: 100 }, () => post(t, `Bearer ${generateToken()}`)));
         for (const response of responses) assertErrorRecord(response, 503, /^storage is unavailable; retry shortly$/);

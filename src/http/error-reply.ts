@@ -1,8 +1,21 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
-import { ApiError, BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors.js';
+import { InvalidTokenError } from '../auth/authenticator.js';
+import { PlantConflictError, PlantNotFoundError } from '../plants/errors.js';
 import { NO_NUL, type ErrorRecord } from '../schemas.js';
+import { StorageUnavailableError } from '../storage/errors.js';
+import { WriteQueueFullError } from '../storage/write-queue.js';
+import {
+  ApiError,
+  BadRequestError,
+  ConflictError,
+  NotFoundError,
+  PayloadTooLargeError,
+  ServiceUnavailableError,
+  UnauthorizedError,
+  UnsupportedMediaTypeError,
+} from './errors.js';
 
 export interface ErrorReply {
   readonly status: number;
@@ -32,16 +45,26 @@ function fromFrameworkError(error: { code?: string; statusCode?: number; message
   return undefined;
 }
 
+/** The domain's, authentication's and storage's own errors, as what a client is told. */
+function fromServiceError(error: Error): ApiError | undefined {
+  if (error instanceof PlantNotFoundError) return new NotFoundError(error.message);
+  if (error instanceof PlantConflictError) return new ConflictError(error.message);
+  if (error instanceof InvalidTokenError) return new UnauthorizedError(error.message, 'invalid_token');
+  // Storage that cannot serve now, or a queue in front of it that is full: a retry later may work.
+  if (error instanceof StorageUnavailableError || error instanceof WriteQueueFullError) return new ServiceUnavailableError(error.message);
+  return undefined;
+}
+
 /**
- * The one mapping from anything thrown to the Error record: ApiErrors keep their status, framework errors are
- * translated, and anything else is a 500 whose detail goes to the log, never to the client.
+ * The one mapping from anything thrown to the Error record: ApiErrors keep their status, the services' errors and
+ * framework errors are translated, and anything else is a 500 whose detail goes to the log, never to the client.
  */
 export function toErrorReply(error: unknown, log: FastifyBaseLogger, bodyLimit: number): ErrorReply {
   const known =
     error instanceof ApiError
       ? error
       : error instanceof Error
-        ? fromFrameworkError(error as Error & { code?: string; statusCode?: number }, bodyLimit)
+        ? (fromServiceError(error) ?? fromFrameworkError(error as Error & { code?: string; statusCode?: number }, bodyLimit))
         : undefined;
   if (known) {
     if (known.status >= 500) log.error({ err: error }, known.message);

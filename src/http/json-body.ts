@@ -1,10 +1,12 @@
 import { isUtf8 } from 'node:buffer';
 import { parse as parseLossless } from 'lossless-json';
-import { exactInteger } from '../int64.js';
-import { BadRequestError, UnsupportedMediaTypeError } from '../errors.js';
+import { INT64_MAX, INT64_MIN, exactInteger, isInt64 } from '../int64.js';
+import type { Plant } from '../plants/service.js';
+import type { NewPlantBody } from '../schemas.js';
+import { BadRequestError, UnsupportedMediaTypeError } from './errors.js';
 
 /** Where the exact value of a top-level `id` travels when its JSON number does not fit a double exactly. */
-export const EXACT_ID = Symbol('exactId');
+const EXACT_ID = Symbol('exactId');
 
 export type ParsedJson = unknown;
 
@@ -120,4 +122,17 @@ function toPlainNumbers(value: unknown): unknown {
     for (const key of Object.keys(record)) record[key] = toPlainNumbers(record[key]);
   }
   return value;
+}
+
+/**
+ * The plant a schema-valid NewPlant body asks for, with its exact int64 id. The schema validator sees ids as doubles,
+ * so it cannot tell 2^63 - 1 from 2^63; the exact value (kept beside the body by the parser) decides the range here.
+ */
+export function plantFromBody(body: NewPlantBody): Plant {
+  const exact = (body as { [EXACT_ID]?: bigint })[EXACT_ID];
+  const id = exact ?? (Number.isSafeInteger(body.id) ? BigInt(body.id) : undefined);
+  if (id === undefined || !isInt64(id)) {
+    throw new BadRequestError(`id must be an integer from ${INT64_MIN} to ${INT64_MAX} (int64)`);
+  }
+  return { id, name: body.name, tag: body.tag ?? null };
 }

@@ -1,4 +1,4 @@
-import { BadRequestError } from '../errors.js';
+import { BadRequestError } from './errors.js';
 
 /** Where parseQueryString leaves the error for a query string that is not valid percent-encoded UTF-8. */
 export const QUERY_ERROR = Symbol('queryError');

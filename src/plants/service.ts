@@ -1,121 +1,74 @@
-import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
-import { INT64_MAX, INT64_MIN, isInt64 } from '../int64.js';
-import { EXACT_ID } from '../http/json-body.js';
-import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type NewPlantBody, type PlantBody } from '../schemas.js';
-import type { GroupCommitter } from '../storage/group-commit.js';
-import type { Store, StoredPlant } from '../storage/store.js';
+import type { PlantStore, StoredPlant } from '../storage/store.js';
+import type { WriteQueue } from '../storage/write-queue.js';
+import { PlantConflictError, PlantNotFoundError } from './errors.js';
 
-/** The API's Plant: `tag` only when the plant has one, and never the id. */
-export function toPlant(stored: StoredPlant): PlantBody {
-  return stored.tag === null ? { name: stored.name } : { name: stored.name, tag: stored.tag };
-}
+/** A plant as the domain handles it: the exact int64 id, the name, and the tag or null when it has none. */
+export type Plant = StoredPlant;
 
-/** A plant as the read operations answer it; the bigint id is written with all its digits by the serializer. */
-export interface PlantRecord {
-  readonly id: bigint;
-  readonly name: string;
+export interface PlantListQuery {
+  /** Plants per page, already validated by the caller. */
+  readonly limit: number;
+  /** Only plants whose id is greater (the keyset cursor). */
+  readonly after?: bigint;
+  /** Only plants whose tag is exactly this. */
   readonly tag?: string;
 }
 
-export function toPlantRecord(stored: StoredPlant): PlantRecord {
-  return stored.tag === null ? { id: stored.id, name: stored.name } : { id: stored.id, name: stored.name, tag: stored.tag };
-}
-
-/** One JSON object with the id as an exact JSON integer (JSON.stringify cannot write a bigint). */
-export function plantRecordJson(stored: StoredPlant): string {
-  const tag = stored.tag === null ? '' : `,"tag":${JSON.stringify(stored.tag)}`;
-  return `{"id":${stored.id},"name":${JSON.stringify(stored.name)}${tag}}`;
-}
-
-/** Canonical decimal: one spelling per integer (no plus sign, no leading zeros, no -0). */
-const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]*)$/;
-
-/**
- * The exact int64 a path or query parameter spells, or a 400 naming the parameter. Parameters arrive as text
- * and are never coerced by the validator, so the whole check is here.
- */
-export function parseInt64Parameter(text: string, parameter: string): bigint {
-  if (text.length <= 20 && CANONICAL_INTEGER.test(text)) {
-    const value = BigInt(text);
-    if (isInt64(value)) return value;
-  }
-  throw new BadRequestError(`${parameter} must be an integer from ${INT64_MIN} to ${INT64_MAX} (int64) in canonical decimal`);
-}
-
-/** A page size from 1 to MAX_PAGE_LIMIT, or a 400 naming the parameter. */
-export function parseLimitParameter(text: string | undefined, parameter: string): number {
-  if (text === undefined) return DEFAULT_PAGE_LIMIT;
-  if (text.length <= 4 && CANONICAL_INTEGER.test(text)) {
-    const value = Number(text);
-    if (value >= 1 && value <= MAX_PAGE_LIMIT) return value;
-  }
-  throw new BadRequestError(`${parameter} must be an integer from 1 to ${MAX_PAGE_LIMIT} in canonical decimal (default ${DEFAULT_PAGE_LIMIT})`);
-}
-
 export interface PlantPage {
-  readonly plants: PlantRecord[];
+  readonly plants: Plant[];
   /** The cursor of the next page, when more plants remain. */
   readonly nextAfter?: bigint;
 }
 
-/**
- * The exact int64 id of a schema-valid NewPlant. The schema validator sees ids as doubles, so it cannot tell
- * 2^63 - 1 from 2^63; the exact value decides the range here.
- */
-export function exactId(body: NewPlantBody): bigint {
-  const exact = (body as { [EXACT_ID]?: bigint })[EXACT_ID];
-  const id = exact ?? (Number.isSafeInteger(body.id) ? BigInt(body.id) : undefined);
-  if (id === undefined || !isInt64(id)) {
-    throw new BadRequestError(`id must be an integer from ${INT64_MIN} to ${INT64_MAX} (int64)`);
-  }
-  return id;
-}
-
+/** What plants may do: create (idempotently), read, list by keyset, delete. It knows no transport. */
 export class PlantService {
-  readonly #writes: GroupCommitter;
-  readonly #store: Store;
+  readonly #writes: WriteQueue;
+  readonly #plants: Pick<PlantStore, 'getPlant' | 'listPlants'>;
 
-  constructor(writes: GroupCommitter, store: Store) {
+  /** Every write goes through the queue, which admits and batches it; reads go straight to the store. */
+  constructor(writes: WriteQueue, plants: Pick<PlantStore, 'getPlant' | 'listPlants'>) {
     this.#writes = writes;
-    this.#store = store;
+    this.#plants = plants;
   }
 
-  async get(id: bigint): Promise<PlantRecord> {
-    const stored = await this.#store.getPlant(id);
-    if (!stored) throw new NotFoundError(`no plant with id ${id}`);
-    return toPlantRecord(stored);
+  async get(id: bigint): Promise<Plant> {
+    const stored = await this.#plants.getPlant(id);
+    if (!stored) throw new PlantNotFoundError(id);
+    return stored;
   }
 
   /** One keyset page: one row more than asked for tells whether another page follows, without counting. */
-  async list(query: { readonly limit: number; readonly after?: bigint; readonly tag?: string }): Promise<PlantPage> {
-    const rows = await this.#store.listPlants({
+  async list(query: PlantListQuery): Promise<PlantPage> {
+    const rows = await this.#plants.listPlants({
       limit: query.limit + 1,
       ...(query.after === undefined ? {} : { after: query.after }),
       ...(query.tag === undefined ? {} : { tag: query.tag }),
     });
-    const plants = rows.slice(0, query.limit).map(toPlantRecord);
+    const plants = rows.slice(0, query.limit);
     const last = plants.at(-1);
     return rows.length > query.limit && last ? { plants, nextAfter: last.id } : { plants };
   }
 
   /**
    * Deleted durably (the store commits before resolving); the id is free to be created again. The delete counts
-   * against the write queue's bound, like a create: 503 at once when it is full.
+   * against the write queue's bound, like a create.
    */
   async delete(id: bigint): Promise<void> {
-    if (!(await this.#writes.run(() => this.#store.deletePlant(id)))) throw new NotFoundError(`no plant with id ${id}`);
+    if (!(await this.#writes.delete(id))) throw new PlantNotFoundError(id);
   }
 
-  /** Creating what is already stored, identically, is a replay and succeeds, so clients may retry safely. */
-  async create(body: NewPlantBody): Promise<PlantBody> {
-    const plant: StoredPlant = { id: exactId(body), name: body.name, tag: body.tag ?? null };
+  /**
+   * Creating what is already stored, identically, is a replay and succeeds with the stored plant, so clients may
+   * retry safely; the same id with another name or tag is a conflict.
+   */
+  async create(plant: Plant): Promise<Plant> {
     const outcome = await this.#writes.create(plant);
     switch (outcome.status) {
       case 'created':
-        return toPlant(plant);
+        return plant;
       case 'exists':
-        if (outcome.stored.name === plant.name && outcome.stored.tag === plant.tag) return toPlant(outcome.stored);
-        throw new ConflictError(`a plant with id ${plant.id} already exists with a different name or tag`);
+        if (outcome.stored.name === plant.name && outcome.stored.tag === plant.tag) return outcome.stored;
+        throw new PlantConflictError(plant.id);
       case 'failed':
         throw outcome.error;
     }

@@ -1,7 +1,27 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { plantFromBody } from '../http/json-body.js';
+import { parseInt64Parameter, parseLimitParameter } from '../http/params.js';
 import type { RouteSpec } from '../http/route-spec.js';
-import { parseInt64Parameter, parseLimitParameter, type PlantService } from '../plants/service.js';
-import { ErrorRecord, type NewPlantBody, type PlantIdParams, type PlantListQuery, type PlantSchemas } from '../schemas.js';
+import type { Plant, PlantService } from '../plants/service.js';
+import {
+  ErrorRecord,
+  type NewPlantBody,
+  type PlantBody,
+  type PlantIdParams,
+  type PlantListQuery,
+  type PlantSchemas,
+  type StoredPlantBody,
+} from '../schemas.js';
+
+/** The API's Plant: `tag` only when the plant has one, and never the id. */
+export function toPlantBody(plant: Plant): PlantBody {
+  return plant.tag === null ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+}
+
+/** A plant as the read operations answer it; the bigint id is written with all its digits by the serializer. */
+export function toStoredPlantBody(plant: Plant): StoredPlantBody {
+  return plant.tag === null ? { id: plant.id, name: plant.name } : { id: plant.id, name: plant.name, tag: plant.tag };
+}
 
 /**
  * RFC 8288 link to the next keyset page. It is a URI reference relative to this server (resolved against the
@@ -37,7 +57,7 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
           503: ErrorRecord,
         },
       },
-      handler: (request: FastifyRequest) => plants.create(request.body as NewPlantBody),
+      handler: async (request: FastifyRequest) => toPlantBody(await plants.create(plantFromBody(request.body as NewPlantBody))),
     },
     {
       method: 'GET',
@@ -74,7 +94,7 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
           ...(query.tag === undefined ? {} : { tag: query.tag }),
         });
         if (page.nextAfter !== undefined) reply.header('link', nextPageLink(limit, page.nextAfter, query.tag));
-        return page.plants;
+        return page.plants.map(toStoredPlantBody);
       },
     },
     {
@@ -88,7 +108,8 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
         params: schemas.PlantIdParams,
         response: { 200: schemas.StoredPlant, 400: ErrorRecord, 401: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
       },
-      handler: (request: FastifyRequest) => plants.get(parseInt64Parameter((request.params as PlantIdParams).id, 'params.id')),
+      handler: async (request: FastifyRequest) =>
+        toStoredPlantBody(await plants.get(parseInt64Parameter((request.params as PlantIdParams).id, 'params.id'))),
     },
     {
       method: 'DELETE',

@@ -1,31 +1,11 @@
 import { Type } from 'typebox';
-import { ServiceUnavailableError } from '../errors.js';
+import type { Readiness } from '../health/readiness.js';
 import type { RouteSpec } from '../http/route-spec.js';
 import { ErrorRecord } from '../schemas.js';
-import type { GroupCommitter } from '../storage/group-commit.js';
-import type { Store } from '../storage/store.js';
 
 const Status = Type.Object({ status: Type.String() }, { additionalProperties: false });
 
-/**
- * A successful heartbeat answers every readiness probe for this long. /readyz needs no token and each heartbeat is
- * a durable commit, so however often it is polled, storage sees at most one heartbeat per interval; a failure is
- * never reused, so recovery shows at the next probe.
- */
-export const READY_REUSE_MS = 250;
-
-export function systemRoutes(store: Store, writes: GroupCommitter, openApiDocument: () => unknown): RouteSpec[] {
-  let readyAt = -Infinity;
-  let heartbeat: Promise<void> | undefined;
-  const checkWritable = () =>
-    (heartbeat ??= store
-      .checkWritable()
-      .then(() => {
-        readyAt = performance.now();
-      })
-      .finally(() => {
-        heartbeat = undefined;
-      }));
+export function systemRoutes(readiness: Readiness, openApiDocument: () => unknown): RouteSpec[] {
   return [
     {
       method: 'GET',
@@ -49,8 +29,7 @@ export function systemRoutes(store: Store, writes: GroupCommitter, openApiDocume
       authenticated: false,
       schema: { response: { 200: Status, 503: ErrorRecord } },
       handler: async () => {
-        if (writes.refusedByStorageRecently) throw new ServiceUnavailableError('storage is unavailable; retry shortly');
-        if (performance.now() - readyAt >= READY_REUSE_MS) await checkWritable();
+        await readiness.check();
         return { status: 'ready' };
       },
     },

@@ -4,12 +4,16 @@ import { buildApp } from '../../src/app.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
+import { createLogger } from '../../src/log.js';
+import { startServices, type Services } from '../../src/services.js';
 import type { Store } from '../../src/storage/store.js';
 
 export interface TestApp {
   readonly app: FastifyInstance;
   readonly store: Store;
   readonly config: Config;
+  /** What the app is built on: the write queue, the plant service, the token cache, readiness. */
+  readonly services: Services;
   /** A valid token, and its name (unique, so several apps can share one database). */
   readonly token: string;
   readonly tokenName: string;
@@ -25,17 +29,20 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
   const token = generateToken();
   const tokenName = `test-${randomUUID()}`;
   await store.addToken(tokenName, hashToken(token), new Date());
-  const app = await buildApp(config, store);
+  const services = await startServices(config, store, createLogger(config));
+  const app = await buildApp(services);
   await app.ready();
   return {
     app,
     store,
     config,
+    services,
     token,
     tokenName,
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     close: async () => {
       await app.close();
+      await services.close();
       await store.close();
     },
   };

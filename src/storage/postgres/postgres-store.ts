@@ -1,27 +1,11 @@
 import pg from 'pg';
 import type { DatabaseConfig } from '../../config.js';
-import { ServiceUnavailableError } from '../../errors.js';
-import { INT64_MAX, INT64_MIN } from '../../int64.js';
-import {
-  DuplicateTokenNameError,
-  type CreateOutcome,
-  type PlantQuery,
-  type PlantToCreate,
-  type Store,
-  type StorageIncident,
-  type StoredPlant,
-  type StoredToken,
-  type TokenInfo,
-} from '../store.js';
+import { StorageUnavailableError, unavailableIf } from '../errors.js';
+import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
+import type { CreateOutcome, PlantQuery, PlantToCreate, Store, StorageIncident, StoredPlant, StoredToken, TokenInfo } from '../store.js';
 import { migrate } from './migrations.js';
 
 type PostgresConfig = Extract<DatabaseConfig, { kind: 'postgres' }>;
-
-interface PlantRow {
-  id: bigint;
-  name: string;
-  tag: string | null;
-}
 
 /** int8 as bigint, on this pool's connections only (never the process-wide pg.types). */
 const types = {
@@ -36,7 +20,7 @@ const types = {
  * Also invalid authorization (class 28, e.g. 28P01 once the role's password is rotated under running instances)
  * and a database that does not exist (3D000, dropped or being restored): no request and no code path of this
  * service causes them, a retry succeeds once the operator has put credentials or database right, and meanwhile
- * the instance should be taken out of rotation (503 also turns /readyz unready), not counted as a bug (500).
+ * the instance should be taken out of rotation (unavailable storage also fails readiness), not counted as a bug.
  * The cause is still logged with every 5xx, and the CLI prints it.
  */
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|58|28|3D000$|40001$|40P01$|55P03$|25006$)/;
@@ -64,19 +48,17 @@ function isUnavailable(error: unknown): boolean {
   return typeof message === 'string' && UNAVAILABLE_MESSAGE.test(message);
 }
 
-/** A pg or socket error meaning "not now" as ServiceUnavailableError (503) with the original as its cause; anything else as it is. */
+/** A pg or socket error meaning "not now" as StorageUnavailableError with the original as its cause; anything else as it is. */
 export function translate(error: unknown): unknown {
-  if (isUnavailable(error)) return Object.assign(new ServiceUnavailableError('storage is unavailable; retry shortly'), { cause: error });
-  return error;
+  return unavailableIf(error, isUnavailable);
 }
 
 /**
  * Inserts what is new in one autocommit statement and returns the ids it inserted. Rows go in ascending id order, so
  * two batches sharing ids (from this instance or another) wait on each other in one direction only and never
- * deadlock. It is a named (prepared) statement: parsed and planned once per connection, which measured 11 µs of
- * server CPU per row against 20 unnamed (4 batches of 12 in flight), and +13% creates/s in `npm run bench -- --store
- * postgres`, where the database shares a core with the load generator. A single statement that also read back the
- * rows that were already there (a CTE joined to plants) cost 30 µs per row, and its generic plan was slower still.
+ * deadlock. It is a named (prepared) statement, parsed and planned once per connection: cheaper per row than an
+ * unnamed one, and than a single statement that also read back the rows already there (a CTE joined to plants);
+ * the figures are in BENCHMARKS.md ("PostgreSQL").
  */
 const INSERT_PLANTS: pg.QueryConfig = {
   name: 'plantstore_insert_plants',
@@ -102,8 +84,8 @@ const READ_PLANTS = 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[
 const CREATE_ATTEMPTS = 3;
 
 /**
- * The first copy of each id, in input order. Ids within one call should be distinct (GroupCommitter dedupes), but
- * a repeat must not be reported created twice: like SQLite, later copies are answered as the first one left them.
+ * The first copy of each id, in input order. The write queue passes a turn's creates as they came, repeats
+ * included; a repeat must not be reported created twice: like SQLite, later copies are answered as the first one left them.
  */
 function firstCopies(plants: readonly PlantToCreate[]): Map<bigint, { readonly index: number; readonly plant: PlantToCreate }> {
   const first = new Map<bigint, { index: number; plant: PlantToCreate }>();
@@ -113,15 +95,11 @@ function firstCopies(plants: readonly PlantToCreate[]): Map<bigint, { readonly i
   return first;
 }
 
-function toPlant(row: PlantRow): StoredPlant {
-  return { id: row.id, name: row.name, tag: row.tag };
-}
-
 function toToken(row: StoredToken): StoredToken {
   return { name: row.name, hash: row.hash };
 }
 
-/** Bounds every wait on the database, so an unreachable or stuck server is a prompt 503 and never a hung request. */
+/** Bounds every wait on the database, so an unreachable or stuck server is a prompt StorageUnavailableError, never a hang. */
 export const POSTGRES_TIMEOUTS = {
   /** Getting a connection: opening a new one, or waiting for a free one when the pool is busy. */
   connectMs: 2000,
@@ -180,10 +158,16 @@ export function poolConfig(config: PostgresConfig, timeouts: PostgresTimeouts = 
  */
 export class PostgresStore implements Store {
   readonly kind = 'postgres';
+  /**
+   * A few batches commit at once, each on its own connection, leaving at least one connection of the pool for reads
+   * and tokens; more than four buys nothing, since every batch waits for the same WAL flush.
+   */
+  readonly writeConcurrency: number;
   readonly #pool: pg.Pool;
 
-  private constructor(pool: pg.Pool) {
+  private constructor(pool: pg.Pool, poolSize: number) {
     this.#pool = pool;
+    this.writeConcurrency = Math.max(1, Math.min(4, poolSize - 1));
   }
 
   /** `timeouts` exist for tests, which cannot wait the real ones out. */
@@ -208,7 +192,7 @@ export class PostgresStore implements Store {
     // process. The failing query (if any) rejects on its own, and the pool replaces the connection on next use.
     pool.on('error', () => undefined);
     pool.on('connect', (client) => client.on('error', () => undefined));
-    return new PostgresStore(pool);
+    return new PostgresStore(pool, config.poolSize);
   }
 
   async #query<R extends pg.QueryResultRow>(text: string | pg.QueryConfig, values: unknown[] = []): Promise<pg.QueryResult<R>> {
@@ -240,23 +224,23 @@ export class PostgresStore implements Store {
         if (others.length === 0) break;
         // A second round trip only when some ids were already there: their stored content decides replay or conflict.
         const stored = await this.#query<PlantRow>(READ_PLANTS, [others.map((plant) => plant.id.toString())]);
-        for (const row of stored.rows) outcomes.set(row.id, { status: 'exists', stored: toPlant(row) });
+        for (const row of stored.rows) outcomes.set(row.id, { status: 'exists', stored: toStoredPlant(row) });
         // Neither inserted nor found: the row that stood in the way was deleted between the two statements, so the
         // next attempt inserts ours.
         pending = others.filter((plant) => !outcomes.has(plant.id));
       }
     } catch (error) {
       // Nothing answered yet: the batch is refused as a whole. Otherwise rows already committed keep their answer
-      // (a 200 now, not a 503 the client would retry into a replay), and only the rest fail with this error.
+      // (created now, rather than refused and retried by the client into a replay), and only the rest fail with this error.
       if (outcomes.size === 0) throw error;
       cutShort = error;
     }
-    const unanswered = cutShort ?? new ServiceUnavailableError('the plant changed concurrently; retry');
+    const unanswered = cutShort ?? new StorageUnavailableError('the plant changed concurrently; retry');
     return plants.map((plant, index): CreateOutcome => {
       const outcome: CreateOutcome = outcomes.get(plant.id) ?? { status: 'failed', error: unanswered as Error };
       const firstCopy = first.get(plant.id);
       if (outcome.status === 'created' && firstCopy !== undefined && firstCopy.index !== index) {
-        return { status: 'exists', stored: toPlant(firstCopy.plant) };
+        return { status: 'exists', stored: toStoredPlant(firstCopy.plant) };
       }
       return outcome;
     });
@@ -265,22 +249,17 @@ export class PostgresStore implements Store {
   async getPlant(id: bigint): Promise<StoredPlant | undefined> {
     const result = await this.#query<PlantRow>('SELECT id, name, tag FROM plants WHERE id = $1', [id.toString()]);
     const row = result.rows[0];
-    return row && toPlant(row);
+    return row && toStoredPlant(row);
   }
 
   async listPlants(query: PlantQuery): Promise<StoredPlant[]> {
-    // "id >= from" keeps every page, the first included, one index range scan without leaving int64.
-    if (query.after === INT64_MAX) return [];
-    const from = (query.after === undefined ? INT64_MIN : query.after + 1n).toString();
+    const from = keysetFrom(query.after)?.toString();
+    if (from === undefined) return [];
     const result =
       query.tag === undefined
         ? await this.#query<PlantRow>(POSTGRES_LIST_QUERIES.listAll, [from, query.limit])
-        : await this.#query<PlantRow>(POSTGRES_LIST_QUERIES.listByTag, [
-            from,
-            query.limit,
-            query.tag,
-          ]);
-    return result.rows.map(toPlant);
+        : await this.#query<PlantRow>(POSTGRES_LIST_QUERIES.listByTag, [from, query.limit, query.tag]);
+    return result.rows.map(toStoredPlant);
   }
 
   async deletePlant(id: bigint): Promise<boolean> {
@@ -294,15 +273,18 @@ export class PostgresStore implements Store {
     );
   }
 
-  async addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
-    try {
-      await this.#query('INSERT INTO tokens (name, hash, created_at) VALUES ($1, $2, $3)', [name, hash, createdAt]);
-    } catch (error) {
+  addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
+    return insertTokenOnce(
+      name,
+      async () => {
+        await this.#query('INSERT INTO tokens (name, hash, created_at) VALUES ($1, $2, $3)', [name, hash, createdAt]);
+      },
       // The name's primary key, as on SQLite; a clash of hashes (never in practice) is not a naming mistake.
-      const { code, constraint } = error as { code?: unknown; constraint?: unknown };
-      if (code === '23505' && constraint === 'tokens_pkey') throw new DuplicateTokenNameError(name);
-      throw error;
-    }
+      (error) => {
+        const { code, constraint } = error as { code?: unknown; constraint?: unknown };
+        return code === '23505' && constraint === 'tokens_pkey';
+      },
+    );
   }
 
   async listTokens(): Promise<TokenInfo[]> {

@@ -1,17 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
-import { ServiceUnavailableError } from '../../errors.js';
-import { INT64_MAX, INT64_MIN } from '../../int64.js';
-import {
-  DuplicateTokenNameError,
-  type CreateOutcome,
-  type PlantQuery,
-  type PlantToCreate,
-  type Store,
-  type StorageIncident,
-  type StoredPlant,
-  type StoredToken,
-  type TokenInfo,
+import { StorageUnavailableError, unavailableIf } from '../errors.js';
+import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
+import type {
+  CreateOutcome,
+  PlantQuery,
+  PlantToCreate,
+  Store,
+  StorageIncident,
+  StoredPlant,
+  StoredToken,
+  TokenInfo,
 } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
@@ -19,12 +18,6 @@ import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteWriter } from './writer.js';
-
-interface PlantRow {
-  id: bigint;
-  name: string;
-  tag: string | null;
-}
 
 interface TokenRow {
   name: string;
@@ -40,9 +33,8 @@ interface TokenInfoRow {
 /**
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
  * past the end of the database in SQLite's page cache, and the next commit then scans the cache's whole hash
- * table to drop it: a cost per commit that grows with the cache. Measured on 5M random-id rows, 25-row commits:
- * 64 MiB spent 56 µs of CPU per row in SQLite, 16 MiB 21 µs (8 MiB the same, 32 MiB 32 µs); the extra page reads
- * a smaller cache causes come from the OS page cache and cost less than the scan.
+ * table to drop it: a cost per commit that grows with the cache, more than the extra page reads a smaller cache
+ * causes (they come from the OS page cache). The sizes measured are in BENCHMARKS.md ("Random ids at 5 million rows").
  */
 const WRITER_CACHE_MIB = 16;
 const READER_CACHE_MIB = 16;
@@ -58,20 +50,17 @@ export const SQLITE_LIST_QUERIES = {
   listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
 } as const;
 
-function translate(error: unknown): unknown {
+function isUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && UNAVAILABLE_CODES.test(code)) {
-    return Object.assign(new ServiceUnavailableError('storage is unavailable; retry shortly'), { cause: error });
-  }
-  return error;
+  return typeof code === 'string' && UNAVAILABLE_CODES.test(code);
+}
+
+function translate(error: unknown): unknown {
+  return unavailableIf(error, isUnavailable);
 }
 
 function isBusy(error: unknown): boolean {
   return String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY');
-}
-
-function toPlant(row: PlantRow): StoredPlant {
-  return { id: row.id, name: row.name, tag: row.tag };
 }
 
 /**
@@ -87,6 +76,8 @@ function toPlant(row: PlantRow): StoredPlant {
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
+  /** One writer: SQLite commits one transaction at a time. */
+  readonly writeConcurrency = 1;
   readonly #reader: Database.Database;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
@@ -144,7 +135,7 @@ export class SqliteStore implements Store {
   async #unlocked<T>(work: () => T, lockWaitMs = BUSY_TIMEOUT_MS): Promise<T> {
     const deadline = performance.now() + lockWaitMs;
     for (let delay = 1; ; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
-      if (this.#closed) throw new ServiceUnavailableError('storage is closed');
+      if (this.#closed) throw new StorageUnavailableError('storage is closed');
       try {
         return work();
       } catch (error) {
@@ -161,20 +152,19 @@ export class SqliteStore implements Store {
   getPlant(id: bigint): Promise<StoredPlant | undefined> {
     return this.#unlocked(() => {
       const row = this.#statements.getPlant.get(id);
-      return row && toPlant(row);
+      return row && toStoredPlant(row);
     });
   }
 
   listPlants(query: PlantQuery): Promise<StoredPlant[]> {
-    // "id >= from" keeps the first page the same keyset query as any later one without leaving int64.
-    if (query.after === INT64_MAX) return Promise.resolve([]);
-    const from = query.after === undefined ? INT64_MIN : query.after + 1n;
+    const from = keysetFrom(query.after);
+    if (from === undefined) return Promise.resolve([]);
     return this.#unlocked(() => {
       const rows =
         query.tag === undefined
           ? this.#statements.listAll.all(from, query.limit)
           : this.#statements.listByTag.all(query.tag, from, query.limit);
-      return rows.map(toPlant);
+      return rows.map(toStoredPlant);
     });
   }
 
@@ -185,17 +175,17 @@ export class SqliteStore implements Store {
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
   checkWritable(): Promise<void> {
     const problem = this.#checkpointer.problem;
-    if (problem) return Promise.reject(Object.assign(new ServiceUnavailableError('storage is unavailable; retry shortly'), { cause: problem }));
+    if (problem) return Promise.reject(new StorageUnavailableError(undefined, { cause: problem }));
     return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
-  async addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
-    try {
-      await this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime()));
-    } catch (error) {
-      if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateTokenNameError(name);
-      throw error;
-    }
+  addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
+    return insertTokenOnce(
+      name,
+      () => this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime())),
+      // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
+      (error) => (error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY',
+    );
   }
 
   listTokens(): Promise<TokenInfo[]> {

@@ -1,11 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { CreateOutcome, PlantToCreate, StoredPlant } from '../store.js';
-
-interface PlantRow {
-  id: bigint;
-  name: string;
-  tag: string | null;
-}
+import { toStoredPlant, type PlantRow } from '../rows.js';
+import type { CreateOutcome, PlantToCreate } from '../store.js';
 
 /**
  * Every write of the SQLite store, on the one connection that writes. Each method is one durable commit that
@@ -43,9 +38,7 @@ export class SqliteWriter {
           if (String((error as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT')) return { status: 'failed', error: error as Error };
           throw error;
         }
-        const row = getPlant.get(plant.id) as PlantRow;
-        const stored: StoredPlant = { id: row.id, name: row.name, tag: row.tag };
-        return { status: 'exists', stored };
+        return { status: 'exists', stored: toStoredPlant(getPlant.get(plant.id) as PlantRow) };
       }),
     );
     this.#touchTokens = db.transaction((uses: ReadonlyArray<readonly [string, number]>) => {

@@ -1,7 +1,8 @@
 /**
- * Every failure the service answers with is one of these classes. The HTTP status doubles as the stable
- * numeric `error` code of the Error record (see README, "Errors"); src/http/error-reply.ts is the one place
- * that turns them, and everything else that can be thrown, into that record.
+ * The HTTP edge's errors: what a client is told. The HTTP status doubles as the stable numeric `error` code of the
+ * Error record (see README, "Errors"). The edge raises these itself (parsing, authentication headers, routing);
+ * the domain, auth and storage raise their own errors, and src/http/error-reply.ts, the one place that builds
+ * Error records, maps those to these.
  */
 export class ApiError extends Error {
   constructor(
@@ -72,7 +73,7 @@ export class TooManyRequestsError extends ApiError {
   }
 }
 
-/** The store cannot take or answer the request now (overloaded, unreachable, disk full, locked); retrying later may work. */
+/** Storage cannot take or answer the request now (overloaded, unreachable, disk full, locked); retrying later may work. */
 export class ServiceUnavailableError extends ApiError {
   constructor(message: string, retryAfterSeconds = 1) {
     super(503, message, { 'retry-after': String(retryAfterSeconds) });

@@ -1,36 +1,17 @@
 import { timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { FastifyBaseLogger } from 'fastify';
-import { MalformedCredentialsError, UnauthorizedError } from '../errors.js';
-import type { Store, StoredToken } from '../storage/store.js';
+import type { Logger } from 'pino';
+import type { StoredToken, TokenStore } from '../storage/store.js';
 import { tokenHashHex } from './tokens.js';
 
-/** RFC 6750 §2.1 b64token. */
-const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
-/** RFC 7235 §2.1 auth-scheme: a token. */
-const SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+/;
-/** RFC 7235 §2.1 separates the scheme from its credentials with 1*SP: SP only, so a TAB makes the header malformed. */
-const SEPARATED_TOKEN = /^ +(.*)$/s;
-
-const AUTHENTICATION_REQUIRED = 'authentication required: send Authorization: Bearer <token>';
-
-/** The token of an `Authorization: Bearer <token>` header; the scheme name is case-insensitive (RFC 7235). */
-export function readBearerToken(header: string | undefined): string {
-  const credentials = header?.trim() ?? '';
-  if (credentials === '') throw new UnauthorizedError(AUTHENTICATION_REQUIRED);
-  const scheme = SCHEME.exec(credentials)?.[0] ?? '';
-  // The rejected credentials are never echoed: under another scheme they may be a password.
-  if (scheme.toLowerCase() !== 'bearer') throw new UnauthorizedError('authentication scheme is not Bearer: send Authorization: Bearer <token>');
-  const rest = credentials.slice(scheme.length);
-  // RFC 6750 §3.1: a request that lacks authentication information gets the bare challenge, without an error code;
-  // `Bearer` with no token carries none.
-  if (rest === '') throw new UnauthorizedError(AUTHENTICATION_REQUIRED);
-  const token = SEPARATED_TOKEN.exec(rest)?.[1];
-  if (token === undefined || !B64TOKEN.test(token)) {
-    throw new MalformedCredentialsError('malformed Authorization header: expected Bearer, a space, and one token');
+/** The token is not one of the valid tokens: unknown, or revoked. */
+export class InvalidTokenError extends Error {
+  constructor() {
+    super('invalid or revoked token');
+    this.name = 'InvalidTokenError';
   }
-  return token;
 }
+
 
 type ReloadOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
 
@@ -50,10 +31,10 @@ const RELOAD_SPACING_MS = 100;
  * the store, as the operator chose.
  */
 export class TokenAuthenticator {
-  readonly #store: Store;
+  readonly #store: TokenStore;
   readonly #refreshMs: number;
   readonly #spacingMs: number;
-  readonly #log: FastifyBaseLogger;
+  readonly #log: Logger;
   #byHash = new Map<string, StoredToken>();
   #uses = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
@@ -63,7 +44,7 @@ export class TokenAuthenticator {
   #lastReloadStart = -Infinity;
   #stopped = false;
 
-  constructor(store: Store, refreshMs: number, log: FastifyBaseLogger) {
+  constructor(store: TokenStore, refreshMs: number, log: Logger) {
     this.#store = store;
     this.#refreshMs = refreshMs;
     this.#spacingMs = Math.min(RELOAD_SPACING_MS, refreshMs);
@@ -101,7 +82,10 @@ export class TokenAuthenticator {
     }
   }
 
-  /** Resolves to the token's name; rejects with UnauthorizedError when it is unknown or revoked. */
+  /**
+   * Resolves to the token's name; rejects with InvalidTokenError when it is unknown or revoked, or with the store's
+   * error when it cannot be told (the tokens cannot be read and it is not in the cache).
+   */
   async authenticate(token: string): Promise<string> {
     const key = tokenHashHex(token);
     const hash = Buffer.from(key, 'hex');
@@ -114,12 +98,12 @@ export class TokenAuthenticator {
         // Created since the last reload, or not a token at all: one shared, rate-limited reload decides.
         const outcome = await this.#reload();
         stored = this.#byHash.get(key);
-        // Unverifiable, not invalid, while the store cannot be read: its error (a 503) is the answer.
+        // Unverifiable, not invalid, while the store cannot be read: its error is the answer.
         if (stored === undefined && !outcome.ok) throw outcome.error;
       }
     }
     if (stored === undefined || !timingSafeEqual(stored.hash, hash)) {
-      throw new UnauthorizedError('invalid or revoked token', 'invalid_token');
+      throw new InvalidTokenError();
     }
     this.#uses.set(stored.name, Date.now());
     return stored.name;

@@ -1,7 +1,15 @@
-import { ServiceUnavailableError } from '../errors.js';
-import type { CreateOutcome, PlantToCreate, Store } from './store.js';
+import { StorageUnavailableError } from './errors.js';
+import type { CreateOutcome, PlantStore, PlantToCreate } from './store.js';
 
-export interface GroupCommitOptions {
+/** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
+export class WriteQueueFullError extends Error {
+  constructor() {
+    super('the write queue is full; retry shortly');
+    this.name = 'WriteQueueFullError';
+  }
+}
+
+export interface WriteQueueOptions {
   /** Writes waiting for storage (creates queued, single writes waiting or running) before new ones are refused. */
   readonly queueLimit: number;
   /** Rows per transaction at most. */
@@ -24,43 +32,45 @@ interface Pending {
 }
 
 /**
- * Group commit: every create that arrives in one event-loop turn joins one transaction and one fsync, and each
- * caller is answered only after that commit. One durable commit per request would cap throughput at the disk's
- * fsync rate; per turn it is paid once for the whole batch.
+ * Admission and batching of every write to plants: the one path a create or a delete takes to storage.
  *
- * It is also the one bound on writes waiting for storage: single writes (deletes) are admitted through `run` under
- * the same queueLimit, counted alongside queued creates, so neither kind can grow a queue in front of storage
- * without limit, and `idle()` waits for both.
+ * Batching (group commit): every create that arrives in one event-loop turn joins one transaction and one fsync,
+ * and each caller is answered only after that commit. One durable commit per request would cap throughput at the
+ * disk's fsync rate; per turn it is paid once for the whole batch.
+ *
+ * Admission: it is the one bound on writes waiting for storage. Deletes are admitted under the same queueLimit,
+ * counted alongside queued creates, so neither kind can grow a queue in front of storage without limit, and
+ * `drain()` waits for both. Whoever creates the queue (src/services.ts) drains it before storage is closed.
  */
-export class GroupCommitter {
-  readonly #store: Store;
-  readonly #options: GroupCommitOptions;
+export class WriteQueue {
+  readonly #store: PlantStore;
+  readonly #options: WriteQueueOptions;
   #queue: Pending[] = [];
   #inFlight = 0;
-  /** Single writes admitted by `run` and not yet answered (waiting for the store or running). */
+  /** Deletes admitted and not yet answered (waiting for the store or running). */
   #operations = 0;
   #scheduled = false;
   #idleWaiters: Array<() => void> = [];
   /** When the latest batch to finish was refused by storage, whole or in part; undefined once one commits whole. */
   #refusedAt: number | undefined;
 
-  constructor(store: Store, options: GroupCommitOptions) {
+  constructor(store: PlantStore, options: WriteQueueOptions) {
     this.#store = store;
     this.#options = options;
   }
 
-  /** Creates waiting or committing now (batches count once each), plus single writes not yet answered. */
+  /** Creates waiting or committing now (batches count once each), plus deletes not yet answered. */
   get backlog(): number {
     return this.#queue.length + this.#inFlight + this.#operations;
   }
 
-  /** Writes waiting for storage have reached the bound: creates queued plus single writes waiting or running. */
+  /** Writes waiting for storage have reached the bound: creates queued plus deletes waiting or running. */
   get #full(): boolean {
     return this.#queue.length + this.#operations >= this.#options.queueLimit;
   }
 
   create(plant: PlantToCreate): Promise<CreateOutcome> {
-    if (this.#full) return Promise.reject(queueFull());
+    if (this.#full) return Promise.reject(new WriteQueueFullError());
     return new Promise((resolve, reject) => {
       this.#queue.push({ plant, resolve, reject });
       this.#schedule();
@@ -68,15 +78,15 @@ export class GroupCommitter {
   }
 
   /**
-   * One write that is not a create (a delete), admitted under the same bound as creates: refused at once with 503
-   * when the writes waiting for storage have reached queueLimit, otherwise counted until `write` settles. It is not
-   * batched; the store commits it durably before it resolves.
+   * A delete, admitted under the same bound as creates: refused at once with WriteQueueFullError when the writes
+   * waiting for storage have reached queueLimit, otherwise counted until it settles. It is not batched; the store
+   * commits it durably before it resolves. Resolves false when no plant had that id.
    */
-  async run<T>(write: () => Promise<T>): Promise<T> {
-    if (this.#full) throw queueFull();
+  async delete(id: bigint): Promise<boolean> {
+    if (this.#full) throw new WriteQueueFullError();
     this.#operations += 1;
     try {
-      return await write();
+      return await this.#store.deletePlant(id);
     } finally {
       this.#operations -= 1;
       this.#wakeIfIdle();
@@ -93,8 +103,8 @@ export class GroupCommitter {
     return this.#refusedAt !== undefined && Date.now() - this.#refusedAt < REFUSAL_MEMORY_MS;
   }
 
-  /** Resolves once every write accepted so far (creates and single writes) has been answered. */
-  idle(): Promise<void> {
+  /** Resolves once every write accepted so far (creates and deletes) has been answered. */
+  drain(): Promise<void> {
     if (this.backlog === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
@@ -130,18 +140,14 @@ export class GroupCommitter {
       // first left it (test/storage-contract.test.ts holds both to that).
       outcomes = await this.#store.createPlants(batch.map((pending) => pending.plant));
     } catch (error) {
-      if (error instanceof ServiceUnavailableError) this.#refusedAt = Date.now();
+      if (error instanceof StorageUnavailableError) this.#refusedAt = Date.now();
       for (const pending of batch) pending.reject(error);
       return;
     }
     // A batch storage cut short (PostgreSQL: a later statement failed after earlier rows committed, and the rest were
     // answered 503) is refused as much as one refused whole: its committed first part does not make storage healthy.
-    const cutShort = outcomes.some((outcome) => outcome.status === 'failed' && outcome.error instanceof ServiceUnavailableError);
+    const cutShort = outcomes.some((outcome) => outcome.status === 'failed' && outcome.error instanceof StorageUnavailableError);
     this.#refusedAt = cutShort ? Date.now() : undefined;
     batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
   }
-}
-
-function queueFull(): ServiceUnavailableError {
-  return new ServiceUnavailableError('the write queue is full; retry shortly');
 }

@@ -1,0 +1,41 @@
+import { StorageUnavailableError } from '../storage/errors.js';
+import type { WritableCheck } from '../storage/store.js';
+import type { WriteQueue } from '../storage/write-queue.js';
+
+/**
+ * A successful heartbeat answers every readiness check for this long. Readiness is public (/readyz needs no token)
+ * and each heartbeat is a durable commit, so however often it is polled, storage sees at most one heartbeat per
+ * interval; a failure is never reused, so recovery shows at the next check.
+ */
+export const READY_REUSE_MS = 250;
+
+/** Whether this instance can take writes now: storage takes a durable heartbeat, and has not just refused creates. */
+export class Readiness {
+  readonly #store: WritableCheck;
+  readonly #writes: Pick<WriteQueue, 'refusedByStorageRecently'>;
+  #readyAt = -Infinity;
+  #heartbeat: Promise<void> | undefined;
+
+  constructor(store: WritableCheck, writes: Pick<WriteQueue, 'refusedByStorageRecently'>) {
+    this.#store = store;
+    this.#writes = writes;
+  }
+
+  /** Resolves when ready; rejects with StorageUnavailableError (or the heartbeat's own error) when not. */
+  async check(): Promise<void> {
+    if (this.#writes.refusedByStorageRecently) throw new StorageUnavailableError();
+    if (performance.now() - this.#readyAt >= READY_REUSE_MS) await this.#checkWritable();
+  }
+
+  /** One heartbeat in flight at most, shared by every check that arrives meanwhile. */
+  #checkWritable(): Promise<void> {
+    return (this.#heartbeat ??= this.#store
+      .checkWritable()
+      .then(() => {
+        this.#readyAt = performance.now();
+      })
+      .finally(() => {
+        this.#heartbeat = undefined;
+      }));
+  }
+}
