@@ -6,11 +6,18 @@ const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
   204: 'Success, no content',
 };
 
+/** Documentation outside the document that it links to: OpenAPI's `externalDocs`. */
+export interface ExternalDocs {
+  readonly description: string;
+  /** A URI reference; relative ones resolve against the document's own URL (OpenAPI 3.1, "Relative References"). */
+  readonly url: string;
+}
+
 /**
  * The OpenAPI 3.1 document, generated from the same route specs and schema objects the server validates and
  * serializes with. Schemas named in `components` are referenced by identity.
  */
-export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<Record<string, TSchema>>): object {
+export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<Record<string, TSchema>>, externalDocs?: ExternalDocs): object {
   const names = new Map<unknown, string>(Object.entries(components).map(([name, schema]) => [schema, name]));
   const ref = (schema: TSchema): unknown => {
     const name = names.get(schema);
@@ -56,6 +63,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
       description:
         'Every non-2xx response is an Error record whose `error` is the HTTP status code. Ids are int64 and are kept exact over the whole range.',
     },
+    ...(externalDocs ? { externalDocs: { ...externalDocs } } : {}),
     paths,
     components: {
       schemas: Object.fromEntries(Object.entries(components).map(([name, schema]) => [name, plain(schema)])),
