@@ -15,6 +15,7 @@ import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { createToken, errorRecordProblem, rawRequest, startServer, type ServerProcess } from './helpers/process.js';
+import { waitFor } from './helpers/wait.js';
 
 function assertErrorRecord(response: LightMyRequestResponse, status: number, message?: RegExp): void {
   assert.equal(response.statusCode, status, response.body);
@@ -233,8 +234,7 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
     const closed = once(socket, 'close');
     await once(socket, 'connect');
     socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
-    const deadline = Date.now() + 15_000;
-    while (!received.includes('{"status":"ok"}') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    await waitFor('the answer to GET /healthz', () => received.includes('{"status":"ok"}'), { timeoutMs: 15_000 });
     assert.match(received, /^HTTP\/1\.1 200 /);
     assert.match(received, /\r\nKeep-Alive: timeout=\d+/i);
     const answered = Date.now();

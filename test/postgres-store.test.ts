@@ -14,6 +14,7 @@ import { MIGRATION_LOCK } from '../src/storage/postgres/migrations.js';
 import { PostgresStore, translate } from '../src/storage/postgres/postgres-store.js';
 import { postgresDatabase } from './helpers/databases.js';
 import { sharedPostgres, stopPostgres } from './helpers/postgres.js';
+import { waitFor } from './helpers/wait.js';
 
 /** PostgreSQL-only behaviour of the store that the shared storage contract cannot express. */
 
@@ -76,15 +77,6 @@ describe('PostgreSQL errors', () => {
   });
 });
 
-/** Polls until `check` holds, failing after 10 s. */
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  const started = performance.now();
-  while (!(await check())) {
-    if (performance.now() - started > 10_000) throw new Error(`${what}: not within 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 describe('PostgreSQL creates racing other transactions', () => {
   it('answers ids committed by others while its statement ran: the stored row, or created if deleted meanwhile', async () => {
     const db = await postgresDatabase();
@@ -105,9 +97,9 @@ describe('PostgreSQL creates racing other transactions', () => {
         { id: 20n, name: 'ours', tag: null },
         { id: 10n, name: 'ours', tag: null },
       ]);
-      await until('the store waits for b', blockedBy(await pidOf(b)));
+      await waitFor('the store to wait for b', blockedBy(await pidOf(b)));
       await b.query('COMMIT');
-      await until('the store waits for a', blockedBy(await pidOf(a)));
+      await waitFor('the store to wait for a', blockedBy(await pidOf(a)));
       // 10 was committed by b after the store's snapshot and is gone again before the store looks a second time.
       await admin.query('DELETE FROM plants WHERE id = 10');
       await a.query('COMMIT');
@@ -165,7 +157,7 @@ describe('PostgreSQL migrations', () => {
       await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
       const opening = PostgresStore.open(config, timeouts);
       opening.catch(() => undefined);
-      await until('open waits for the migration lock', async () =>
+      await waitFor('open to wait for the migration lock', async () =>
         (await holder.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rowCount === 1,
       );
       await new Promise((resolve) => setTimeout(resolve, 3 * timeouts.queryMs));
