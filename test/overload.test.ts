@@ -10,18 +10,12 @@ import { readFileSync } from 'node:fs';
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { LightMyRequestResponse } from 'fastify';
 import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { assertErrorRecord, assertRawErrorRecord } from './helpers/assertions.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { createToken, errorRecordProblem, rawRequest, startServer, type ServerProcess } from './helpers/process.js';
 import { waitFor } from './helpers/wait.js';
-
-function assertErrorRecord(response: LightMyRequestResponse, status: number, message?: RegExp): void {
-  assert.equal(response.statusCode, status, response.body);
-  assert.equal(errorRecordProblem(status, response.headers['content-type'] as string | undefined, response.body), undefined);
-  if (message) assert.match((response.json() as { message: string }).message, message);
-}
 
 let nextId = 1;
 const plant = () => `{"id":${nextId++},"name":"Burst","tag":"load"}`;
@@ -159,11 +153,6 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
 
   const requestHead = (extra = '') =>
     `POST /plants HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n${extra}`;
-
-  function assertRawErrorRecord(response: { status: number; headers: Record<string, string>; body: string }, status: number): void {
-    assert.equal(response.status, status, JSON.stringify(response));
-    assert.equal(errorRecordProblem(status, response.headers['content-type'], response.body), undefined);
-  }
 
   it('cuts off slow-loris clients about a second after HEADERS_TIMEOUT_MS with 408, and serves others meanwhile', async (t) => {
     const head = `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ${'a'.repeat(500)}\r\n\r\n`;

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { assertErrorRecord } from './helpers/assertions.js';
+import { assertErrorRecord, idsOf } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 
 const run = promisify(execFile);
@@ -21,11 +21,6 @@ const PAST_DOUBLE = '9007199254740993';
 /** The plant JSON the service must write: ids spelled exactly, tag only when present. */
 function plantJson(id: string, name: string, tag?: string): string {
   return `{"id":${id},"name":${JSON.stringify(name)}${tag === undefined ? '' : `,"tag":${JSON.stringify(tag)}`}}`;
-}
-
-/** The ids of a list body, read from the text so nothing is rounded through a double. */
-function idsOf(body: string): bigint[] {
-  return [...body.matchAll(/"id":(-?\d+)/g)].map((match) => BigInt(match[1] as string));
 }
 
 /** `after` and the rest of a Link rel="next" header, or undefined when there is none. */
