@@ -14,6 +14,9 @@ import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 const INT64_MAX = '9223372036854775807';
 const INT64_MIN = '-9223372036854775808';

@@ -13,8 +13,11 @@ import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
 import type { StoredPlant } from '../src/storage/store.js';
 import { DATABASES } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { createToken, startServer, type ServerProcess } from './helpers/process.js';
 import { waitFor } from './helpers/wait.js';
+
+stopPostgresAfterAll();
 
 const CLIENTS = 32;
 const KILL_ROUNDS = 5;

@@ -12,7 +12,10 @@ import type { CreateOutcome, PlantToCreate, Store } from '../src/storage/store.j
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { waitFor } from './helpers/wait.js';
+
+stopPostgresAfterAll();
 
 const LIMIT = 5;
 

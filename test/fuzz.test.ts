@@ -11,7 +11,10 @@ import fc from 'fast-check';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { DATABASES, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { errorRecordProblem, rawRequest } from './helpers/process.js';
+
+stopPostgresAfterAll();
 
 /** Fixed seeds would hide new cases; the seed of a failure is printed by fast-check, so it can be replayed. */
 const RUNS = { json: 600, plantLike: 800, bytes: 600, inject: 400, raw: 300, int64: 300, byId: 500, list: 500, rawTarget: 200 };

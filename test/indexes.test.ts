@@ -16,6 +16,9 @@ import { SQLITE_LIST_QUERIES } from '../src/storage/sqlite/sqlite-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { idsOf } from './helpers/assertions.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 /** The list queries the stores prepare, the very texts. */
 const SQL = { sqlite: SQLITE_LIST_QUERIES, postgres: POSTGRES_LIST_QUERIES } as const;

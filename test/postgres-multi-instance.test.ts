@@ -7,7 +7,10 @@ import { openStore } from '../src/storage/open.js';
 import { POSTGRES_SCHEMA_VERSION } from '../src/storage/postgres/migrations.js';
 import type { Store } from '../src/storage/store.js';
 import { postgresDatabase, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { createToken, errorRecordProblem, runCli, startServer, type ServerProcess } from './helpers/process.js';
+
+stopPostgresAfterAll();
 
 /**
  * Several stateless instances on one PostgreSQL: two real `plantstore serve` processes share a database, and

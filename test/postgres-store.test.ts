@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
@@ -13,12 +13,12 @@ import { openStore } from '../src/storage/open.js';
 import { MIGRATION_LOCK } from '../src/storage/postgres/migrations.js';
 import { PostgresStore, translate } from '../src/storage/postgres/postgres-store.js';
 import { postgresDatabase } from './helpers/databases.js';
-import { sharedPostgres, stopPostgres } from './helpers/postgres.js';
+import { sharedPostgres, stopPostgresAfterAll } from './helpers/postgres.js';
 import { waitFor } from './helpers/wait.js';
 
 /** PostgreSQL-only behaviour of the store that the shared storage contract cannot express. */
 
-after(stopPostgres);
+stopPostgresAfterAll();
 
 function failure(message: string, code?: string): Error {
   return code === undefined ? new Error(message) : Object.assign(new Error(message), { code });

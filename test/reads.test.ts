@@ -9,6 +9,9 @@ import type { LightMyRequestResponse } from 'fastify';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord, idsOf } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 const run = promisify(execFile);
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');

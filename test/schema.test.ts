@@ -6,6 +6,9 @@ import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 /** What each store records as its schema version, read and written behind the store's back. */
 const schemaVersion = {

@@ -8,6 +8,9 @@ import type { Store } from '../src/storage/store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 /**
  * The token cache bounds the database work unknown tokens can cause: misses share one rate-limited reload of the
