@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { startTestApp, type TestApp } from './helpers/app.js';
+import { buildTestApp, startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord, assertRawErrorRecord } from './helpers/assertions.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { parseResponse, rawRequest, type RawResponse } from './helpers/process.js';
@@ -73,14 +73,10 @@ describe('bad input', () => {
       const body = `{"id":1234567890123456,"name":"a","tag":${'['.repeat(DEPTH)}${']'.repeat(DEPTH)}}`;
       assertErrorRecord(await post(body), 400, 'request body is nested too deeply');
     });
-    it('is refused at the default body limit long before parsing', async () => {
-      const small = await startTestApp(db.url);
-      try {
-        const response = await small.app.inject({ method: 'POST', url: '/plants', headers: small.headers, payload: '['.repeat(DEPTH) });
-        assertErrorRecord(response, 413, 'request body is larger than the limit of 16384 bytes');
-      } finally {
-        await small.close();
-      }
+    it('is refused at the default body limit long before parsing', async (context) => {
+      const small = await buildTestApp(context, db.url);
+      const response = await small.app.inject({ method: 'POST', url: '/plants', headers: small.headers, payload: '['.repeat(DEPTH) });
+      assertErrorRecord(response, 413, 'request body is larger than the limit of 16384 bytes');
     });
   });
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { TestContext } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
@@ -22,7 +23,10 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** The app, in-process, on the given database, with one token; `env` overrides configuration variables. */
+/**
+ * The app, in-process, on the given database, with one token; `env` overrides configuration variables. The caller
+ * closes it; a test that needs it for its own length only takes buildTestApp instead.
+ */
 export async function startTestApp(databaseUrl: string, env: Record<string, string> = {}): Promise<TestApp> {
   const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, ...env });
   const store = await openStore(config.database);
@@ -46,4 +50,14 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
       await store.close();
     },
   };
+}
+
+/**
+ * startTestApp for one test, closed by the test itself once it is done, passed or failed (as fastify/demo's
+ * `build(t)`): `const t = await buildTestApp(context, db.url)` in `it('...', async (context) => ...)`.
+ */
+export async function buildTestApp(context: Pick<TestContext, 'after'>, databaseUrl: string, env: Record<string, string> = {}): Promise<TestApp> {
+  const t = await startTestApp(databaseUrl, env);
+  context.after(() => t.close());
+  return t;
 }
