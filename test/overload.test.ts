@@ -13,6 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { buildTestApp, startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord, assertRawErrorRecord } from './helpers/assertions.js';
+import { FakeClock } from './helpers/clock.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { createToken, errorRecordProblem, rawRequest, startServer, type ServerProcess } from './helpers/process.js';
 import { waitFor } from './helpers/wait.js';
@@ -96,12 +97,13 @@ describe('per-token rate limiting', () => {
   });
 
   it('lets the token through again once the window has passed', async (context) => {
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '300' });
+    const clock = new FakeClock();
+    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '300' }, { now: clock.now });
     const post = () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() });
     assert.equal((await post()).statusCode, 200);
     assert.equal((await post()).statusCode, 200);
     assertErrorRecord(await post(), 429);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    clock.advance(1000);
     assert.equal((await post()).statusCode, 200);
   });
 

@@ -1,14 +1,14 @@
 /**
  * Per-token rate limiting as a token bucket: RATE_LIMIT_BURST requests at once, then RATE_LIMIT_MAX per
  * RATE_LIMIT_WINDOW_MS. (test/overload.test.ts covers what any limiter must do: per token, after authentication,
- * before the body.)
+ * before the body.) The buckets run on a FakeClock: a test moves time on by hand instead of sleeping through it.
  */
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { buildTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
+import { FakeClock } from './helpers/clock.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 
 describe('per-token rate limiting as a token bucket', () => {
@@ -23,7 +23,8 @@ describe('per-token rate limiting as a token bucket', () => {
 
   it('allows a burst of RATE_LIMIT_BURST at once, then one request per token interval, with Retry-After until the next', async (context) => {
     // Sustained 2 per 2 s (a token each second), burst 4: neither a fixed window of 2 nor one of 4 answers this way.
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '2000', RATE_LIMIT_BURST: '4' });
+    const clock = new FakeClock();
+    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '2000', RATE_LIMIT_BURST: '4' }, { now: clock.now });
     const burst = await Promise.all(Array.from({ length: 4 }, () => create(t)));
     assert.deepEqual(burst.map((response) => response.statusCode), [200, 200, 200, 200]);
     assert.deepEqual(burst.map((response) => response.headers['x-ratelimit-remaining']).sort(), ['0', '1', '2', '3']);
@@ -34,7 +35,7 @@ describe('per-token rate limiting as a token bucket', () => {
     // The next token is due within a second, not at the end of a 2 s window.
     assert.equal(refused.headers['retry-after'], '1');
 
-    await sleep(1100);
+    clock.advance(1100);
     const earned = await create(t);
     assert.equal(earned.statusCode, 200, earned.body);
     // One interval earns one token, not a new burst.
@@ -42,15 +43,17 @@ describe('per-token rate limiting as a token bucket', () => {
   });
 
   it('refills a drained bucket to the burst, never beyond it', async (context) => {
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '10', RATE_LIMIT_WINDOW_MS: '100', RATE_LIMIT_BURST: '2' });
+    const clock = new FakeClock();
+    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '10', RATE_LIMIT_WINDOW_MS: '100', RATE_LIMIT_BURST: '2' }, { now: clock.now });
     // 10 per 100 ms: after 300 ms a bucket without a cap would hold 30 tokens.
-    await sleep(300);
+    clock.advance(300);
     const responses = await Promise.all(Array.from({ length: 3 }, () => create(t)));
     assert.deepEqual(responses.map((response) => response.statusCode).sort(), [200, 200, 429]);
   });
 
   it('defaults the burst to RATE_LIMIT_MAX', async (context) => {
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' });
+    const clock = new FakeClock();
+    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' }, { now: clock.now });
     assert.equal(t.config.rateLimit?.burst, 3);
     const responses = await Promise.all(Array.from({ length: 4 }, () => create(t)));
     assert.deepEqual(responses.map((response) => response.statusCode).sort(), [200, 200, 200, 429]);
