@@ -1,7 +1,6 @@
 /**
  * Specific hostile inputs, each with its exact answer: never a 5xx, never a hang, never prototype pollution.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect } from 'node:net';

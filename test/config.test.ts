@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';

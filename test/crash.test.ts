@@ -4,7 +4,6 @@
  * be stored with exactly the name and tag sent. SIGTERM instead: requests in flight are answered, their writes
  * kept, and the process exits 0.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { randomBytes, randomInt } from 'node:crypto';
 import { connect, type Socket } from 'node:net';

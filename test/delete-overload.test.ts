@@ -3,7 +3,6 @@
  * with 503 + Retry-After past the bound instead of queueing in front of storage without limit, creates see the
  * deletes in the count (and deletes see the creates), and graceful shutdown's idle() waits for a delete in flight.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';

@@ -4,7 +4,6 @@
  * and deletes. Every answer is a 2xx, or a 4xx Error record with a JSON content type; never a 5xx, a crash or a
  * hang. And ids across the whole int64 range are kept exactly.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';

@@ -5,7 +5,6 @@
  * slowly, so no behavioural test would notice. Each check is also run against a database whose index was dropped,
  * to show it fails then.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';

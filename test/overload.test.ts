@@ -3,7 +3,6 @@
  * past its bound, optional per-token rate limiting answers 429, and the HTTP layer's timeouts and size limits hold
  * on a real process (a slow-loris client cannot hold the server).
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';

@@ -3,7 +3,6 @@
  * RATE_LIMIT_WINDOW_MS. (test/overload.test.ts covers what any limiter must do: per token, after authentication,
  * before the body.) The buckets run on a FakeClock: a test moves time on by hand instead of sleeping through it.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { buildTestApp, type TestApp } from './helpers/app.js';
