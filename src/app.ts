@@ -39,11 +39,16 @@ class DebugRequestLog extends LogController {
   }
 }
 
+export interface AppOptions {
+  /** The clock, in milliseconds, that rate-limit buckets refill by (performance.now); tests pass one they advance by hand. */
+  readonly now?: () => number;
+}
+
 /**
  * Builds the whole HTTP application on the services (src/services.ts), logging with their logger. It never
  * listens (src/server.ts does that) and owns nothing it must close: the services' owner closes them.
  */
-export async function buildApp(services: Services): Promise<FastifyInstance> {
+export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
   const { config } = services;
   const replyWithError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const { status, headers, body } = toErrorReply(error, request.log, config.limits.bodyBytes);
@@ -138,7 +143,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     await app.register(rateLimit, {
       global: false,
       // The bucket decides; the plugin compares its answer with the burst and sends the headers and the 429.
-      store: tokenBucketStore(config.rateLimit),
+      store: tokenBucketStore(config.rateLimit, options.now),
       max: config.rateLimit.burst,
       timeWindow: config.rateLimit.windowMs,
       keyGenerator: (request) => request.tokenName,

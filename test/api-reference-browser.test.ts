@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { accessSync, constants } from 'node:fs';
 import fs from 'node:fs/promises';

@@ -1,33 +1,16 @@
 /**
  * Specific hostile inputs, each with its exact answer: never a 5xx, never a hang, never prototype pollution.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { LightMyRequestResponse } from 'fastify';
-import { startTestApp, type TestApp } from './helpers/app.js';
+import { buildTestApp, startTestApp, type TestApp } from './helpers/app.js';
+import { assertErrorRecord, assertRawErrorRecord } from './helpers/assertions.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
-import { errorRecordProblem, parseResponse, rawRequest, type RawResponse } from './helpers/process.js';
+import { parseResponse, rawRequest, type RawResponse } from './helpers/process.js';
 
 const INT64_RANGE = 'id must be an integer from -9223372036854775808 to 9223372036854775807 (int64)';
-
-function assertError(response: LightMyRequestResponse, status: number, message: string | RegExp): void {
-  assert.equal(response.statusCode, status, response.body);
-  assert.equal(errorRecordProblem(status, response.headers['content-type'] as string | undefined, response.body), undefined);
-  const actual = (response.json() as { message: string }).message;
-  if (typeof message === 'string') assert.equal(actual, message);
-  else assert.match(actual, message);
-}
-
-function assertRawError(response: RawResponse, status: number, message: string | RegExp): void {
-  assert.equal(response.status, status, JSON.stringify(response));
-  assert.equal(errorRecordProblem(status, response.headers['content-type'], response.body), undefined);
-  const actual = (JSON.parse(response.body) as { message: string }).message;
-  if (typeof message === 'string') assert.equal(actual, message);
-  else assert.match(actual, message);
-}
 
 /** Sends `bytes` on one connection and parses every response the server writes until it closes the connection. */
 async function allResponses(port: number, bytes: string): Promise<RawResponse[]> {
@@ -78,49 +61,45 @@ describe('bad input', () => {
   describe('deeply nested JSON', () => {
     const DEPTH = 100_000;
     it('100k nested arrays as the body → 400 body must be an object', async () => {
-      assertError(await post('['.repeat(DEPTH) + ']'.repeat(DEPTH)), 400, 'body must be of type object');
+      assertErrorRecord(await post('['.repeat(DEPTH) + ']'.repeat(DEPTH)), 400, 'body must be of type object');
     });
     it('100k nested objects in tag → 400 naming the field', async () => {
       const body = `{"id":1,"name":"a","tag":${'{"a":'.repeat(DEPTH)}1${'}'.repeat(DEPTH)}}`;
-      assertError(await post(body), 400, 'body.tag must be of type string');
+      assertErrorRecord(await post(body), 400, 'body.tag must be of type string');
     });
     it('100k nested arrays on the exact (int64) parser → 400 nested too deeply, not a stack overflow 500', async () => {
       // A 16-digit id sends the body through lossless-json, which recurses.
       const body = `{"id":1234567890123456,"name":"a","tag":${'['.repeat(DEPTH)}${']'.repeat(DEPTH)}}`;
-      assertError(await post(body), 400, 'request body is nested too deeply');
+      assertErrorRecord(await post(body), 400, 'request body is nested too deeply');
     });
-    it('is refused at the default body limit long before parsing', async () => {
-      const small = await startTestApp(db.url);
-      try {
-        const response = await small.app.inject({ method: 'POST', url: '/plants', headers: small.headers, payload: '['.repeat(DEPTH) });
-        assertError(response, 413, 'request body is larger than the limit of 16384 bytes');
-      } finally {
-        await small.close();
-      }
+    it('is refused at the default body limit long before parsing', async (context) => {
+      const small = await buildTestApp(context, db.url);
+      const response = await small.app.inject({ method: 'POST', url: '/plants', headers: small.headers, payload: '['.repeat(DEPTH) });
+      assertErrorRecord(response, 413, 'request body is larger than the limit of 16384 bytes');
     });
   });
 
   describe('huge numbers', () => {
     it('1e400 → 400 out of the int64 range', async () => {
-      assertError(await post('{"id":1e400,"name":"a"}'), 400, INT64_RANGE);
-      assertError(await post('{"id":-1e400,"name":"a"}'), 400, INT64_RANGE);
+      assertErrorRecord(await post('{"id":1e400,"name":"a"}'), 400, INT64_RANGE);
+      assertErrorRecord(await post('{"id":-1e400,"name":"a"}'), 400, INT64_RANGE);
     });
     it('1e-400 → 400 not an integer', async () => {
-      assertError(await post('{"id":1e-400,"name":"a"}'), 400, 'body.id must be an integer');
+      assertErrorRecord(await post('{"id":1e-400,"name":"a"}'), 400, 'body.id must be an integer');
     });
     it('an exponent with 11 digits → 400 out of range, answered at once', async () => {
-      assertError(await post('{"id":1e99999999999,"name":"a"}'), 400, INT64_RANGE);
+      assertErrorRecord(await post('{"id":1e99999999999,"name":"a"}'), 400, INT64_RANGE);
     });
     it('500-digit integers → 400 out of the int64 range', async () => {
-      assertError(await post(`{"id":${'9'.repeat(500)},"name":"a"}`), 400, INT64_RANGE);
-      assertError(await post(`{"id":-${'1'.repeat(500)},"name":"a"}`), 400, INT64_RANGE);
+      assertErrorRecord(await post(`{"id":${'9'.repeat(500)},"name":"a"}`), 400, INT64_RANGE);
+      assertErrorRecord(await post(`{"id":-${'1'.repeat(500)},"name":"a"}`), 400, INT64_RANGE);
     });
     it('a 500-digit fraction → 400 not an integer', async () => {
-      assertError(await post(`{"id":1.${'1'.repeat(500)},"name":"a"}`), 400, 'body.id must be an integer');
+      assertErrorRecord(await post(`{"id":1.${'1'.repeat(500)},"name":"a"}`), 400, 'body.id must be an integer');
     });
     it('the first integers outside int64 → 400; the ends of the range → 200', async () => {
-      assertError(await post('{"id":9223372036854775808,"name":"a"}'), 400, INT64_RANGE);
-      assertError(await post('{"id":-9223372036854775809,"name":"a"}'), 400, INT64_RANGE);
+      assertErrorRecord(await post('{"id":9223372036854775808,"name":"a"}'), 400, INT64_RANGE);
+      assertErrorRecord(await post('{"id":-9223372036854775809,"name":"a"}'), 400, INT64_RANGE);
       assert.equal((await post('{"id":9223372036854775807,"name":"max"}')).statusCode, 200);
       assert.equal((await post('{"id":-9223372036854775808,"name":"min"}')).statusCode, 200);
     });
@@ -132,14 +111,14 @@ describe('bad input', () => {
       ['exact', '{"id":1234567890123431,"name":"a","__proto__":{"polluted":true,"tag":"x"}}'],
     ] as const) {
       it(`__proto__ on the ${path} parser → 400 unknown property, nothing stored, no pollution`, async () => {
-        assertError(await post(body), 400, "body has unknown property '__proto__'");
+        assertErrorRecord(await post(body), 400, "body has unknown property '__proto__'");
         assert.equal(({} as Record<string, unknown>).polluted, undefined);
         assert.equal(await t.store.getPlant(BigInt(JSON.parse(body.replace(/"__proto__":\{[^}]*\}/, '"x":0')).id as number)), undefined);
       });
     }
     it('constructor.prototype → 400 unknown property, no pollution', async () => {
-      assertError(await post('{"id":32,"name":"a","constructor":{"prototype":{"polluted":true}}}'), 400, "body has unknown property 'constructor'");
-      assertError(
+      assertErrorRecord(await post('{"id":32,"name":"a","constructor":{"prototype":{"polluted":true}}}'), 400, "body has unknown property 'constructor'");
+      assertErrorRecord(
         await post('{"id":1234567890123432,"name":"a","constructor":{"prototype":{"polluted":true}}}'),
         400,
         "body has unknown property 'constructor'",
@@ -147,20 +126,20 @@ describe('bad input', () => {
       assert.equal(({} as Record<string, unknown>).polluted, undefined);
     });
     it('__proto__ nested in a field → 400 for that field', async () => {
-      assertError(await post('{"id":33,"name":"a","tag":{"__proto__":{"polluted":true}}}'), 400, 'body.tag must be of type string');
+      assertErrorRecord(await post('{"id":33,"name":"a","tag":{"__proto__":{"polluted":true}}}'), 400, 'body.tag must be of type string');
       assert.equal(({} as Record<string, unknown>).polluted, undefined);
     });
   });
 
   describe('duplicate keys', () => {
     it('a repeated name → 400 naming the key', async () => {
-      assertError(await post('{"id":41,"name":"a","name":"b"}'), 400, /^request body is not valid JSON: Duplicate key 'name'/);
+      assertErrorRecord(await post('{"id":41,"name":"a","name":"b"}'), 400, /^request body is not valid JSON: Duplicate key 'name'/);
     });
     it('a repeated id → 400 naming the key', async () => {
-      assertError(await post('{"id":41,"id":42,"name":"a"}'), 400, /^request body is not valid JSON: Duplicate key 'id'/);
+      assertErrorRecord(await post('{"id":41,"id":42,"name":"a"}'), 400, /^request body is not valid JSON: Duplicate key 'id'/);
     });
     it('a key repeated through an escape (n\\u0061me) → 400', async () => {
-      assertError(await post('{"id":43,"name":"a","n\\u0061me":"b"}'), 400, /^request body is not valid JSON: Duplicate key 'name'/);
+      assertErrorRecord(await post('{"id":43,"name":"a","n\\u0061me":"b"}'), 400, /^request body is not valid JSON: Duplicate key 'name'/);
       assert.equal(await t.store.getPlant(43n), undefined);
     });
   });
@@ -174,7 +153,7 @@ describe('bad input', () => {
     ] as const) {
       it(`${what} in a string → 400`, async () => {
         const body = Buffer.concat([Buffer.from('{"id":51,"name":"a'), Buffer.from(bytes), Buffer.from('"}')]);
-        assertError(await post(body), 400, 'request body is not valid UTF-8');
+        assertErrorRecord(await post(body), 400, 'request body is not valid UTF-8');
       });
     }
     it('a charset other than UTF-8 → 415', async () => {
@@ -184,19 +163,19 @@ describe('bad input', () => {
         headers: { ...t.headers, 'content-type': 'application/json; charset=latin1' },
         payload: '{"id":52,"name":"a"}',
       });
-      assertError(response, 415, 'charset latin1 is not supported; send JSON as UTF-8');
+      assertErrorRecord(response, 415, 'charset latin1 is not supported; send JSON as UTF-8');
     });
   });
 
   describe('lone surrogates', () => {
     for (const escape of ['\\ud800', '\\udfff', '\\ud83c', '\\udc00\\ud800']) {
       it(`"${escape}" in name → 400`, async () => {
-        assertError(await post(`{"id":61,"name":"a${escape}b"}`), 400, 'request body contains a lone UTF-16 surrogate escape, which is not valid Unicode');
+        assertErrorRecord(await post(`{"id":61,"name":"a${escape}b"}`), 400, 'request body contains a lone UTF-16 surrogate escape, which is not valid Unicode');
       });
     }
     it('in tag, and in an unknown key → 400', async () => {
-      assertError(await post('{"id":62,"name":"a","tag":"\\ud800"}'), 400, /lone UTF-16 surrogate/);
-      assertError(await post('{"id":62,"name":"a","\\udfff":1}'), 400, /lone UTF-16 surrogate/);
+      assertErrorRecord(await post('{"id":62,"name":"a","tag":"\\ud800"}'), 400, /lone UTF-16 surrogate/);
+      assertErrorRecord(await post('{"id":62,"name":"a","\\udfff":1}'), 400, /lone UTF-16 surrogate/);
     });
     it('a proper surrogate pair (🌱 as \\ud83c\\udf31) → 200, stored as the character', async () => {
       assert.equal((await post('{"id":63,"name":"\\ud83c\\udf31"}')).statusCode, 200);
@@ -206,32 +185,32 @@ describe('bad input', () => {
 
   describe('NUL bytes', () => {
     it('an escaped NUL in name → 400', async () => {
-      assertError(await post('{"id":71,"name":"a\\u0000b"}'), 400, 'body.name must not contain NUL characters');
+      assertErrorRecord(await post('{"id":71,"name":"a\\u0000b"}'), 400, 'body.name must not contain NUL characters');
     });
     it('an escaped NUL in tag → 400', async () => {
-      assertError(await post('{"id":71,"name":"a","tag":"\\u0000"}'), 400, 'body.tag must not contain NUL characters');
+      assertErrorRecord(await post('{"id":71,"name":"a","tag":"\\u0000"}'), 400, 'body.tag must not contain NUL characters');
     });
     it('a raw NUL byte in a string → 400 invalid JSON', async () => {
       const body = Buffer.concat([Buffer.from('{"id":71,"name":"a'), Buffer.from([0]), Buffer.from('"}')]);
-      assertError(await post(body), 400, /^request body is not valid JSON: Bad control character/);
+      assertErrorRecord(await post(body), 400, /^request body is not valid JSON: Bad control character/);
       assert.equal(await t.store.getPlant(71n), undefined);
     });
   });
 
   describe('empty and non-object bodies', () => {
     it('an empty body → 400', async () => {
-      assertError(await post(''), 400, 'request body is empty; a JSON NewPlant is required');
+      assertErrorRecord(await post(''), 400, 'request body is empty; a JSON NewPlant is required');
     });
     it('a body of whitespace → 400 invalid JSON', async () => {
-      assertError(await post('   '), 400, /^request body is not valid JSON/);
+      assertErrorRecord(await post('   '), 400, /^request body is not valid JSON/);
     });
     it('a JSON array → 400', async () => {
-      assertError(await post('[]'), 400, 'body must be of type object');
-      assertError(await post('[{"id":81,"name":"a"}]'), 400, 'body must be of type object');
+      assertErrorRecord(await post('[]'), 400, 'body must be of type object');
+      assertErrorRecord(await post('[{"id":81,"name":"a"}]'), 400, 'body must be of type object');
     });
     for (const scalar of ['42', '"plant"', 'true', 'null', '-0', '1e400']) {
       it(`the scalar ${scalar} → 400`, async () => {
-        assertError(await post(scalar), 400, 'body must be of type object');
+        assertErrorRecord(await post(scalar), 400, 'body must be of type object');
       });
     }
   });
@@ -244,7 +223,7 @@ describe('bad input', () => {
       // closes the connection, so the rest is never read as a request of its own.
       assert.equal(responses.length, 1, JSON.stringify(responses));
       const [truncated] = responses as [RawResponse];
-      assertRawError(truncated, 400, /^request body is not valid JSON/);
+      assertRawErrorRecord(truncated, 400, /^request body is not valid JSON/);
       assert.equal(truncated.headers.connection, 'close');
       assert.equal(await t.store.getPlant(91n), undefined);
     });
@@ -258,7 +237,7 @@ describe('bad input', () => {
       const [created, refused] = responses as [RawResponse, RawResponse];
       assert.equal(created.status, 200, JSON.stringify(created));
       assert.deepEqual(JSON.parse(created.body), { name: 'exact' });
-      assertRawError(refused, 400, 'malformed HTTP request');
+      assertRawErrorRecord(refused, 400, 'malformed HTTP request');
       assert.equal(refused.headers.connection, 'close');
       assert.deepEqual(await t.store.getPlant(92n), { id: 92n, name: 'exact', tag: null });
     });
@@ -295,7 +274,7 @@ describe('bad input', () => {
     it('a body shorter than its Content-Length → 408 once REQUEST_TIMEOUT_MS passes, nothing stored', async () => {
       const body = '{"id":93,"name":"short"}';
       const response = await rawRequest(port, { parts: [head(`Content-Length: ${body.length + 20}\r\n`), body], timeoutMs: 20_000 });
-      assertRawError(response, 408, 'request timed out');
+      assertRawErrorRecord(response, 408, 'request timed out');
       assert.equal(await t.store.getPlant(93n), undefined);
     });
 
@@ -310,7 +289,7 @@ describe('bad input', () => {
 
     it('a chunked body with a bad chunk size → 400 malformed request', async () => {
       const response = await rawRequest(port, { parts: [head('Transfer-Encoding: chunked\r\n'), 'zz\r\n{"id":95}\r\n0\r\n\r\n'] });
-      assertRawError(response, 400, 'malformed HTTP request');
+      assertRawErrorRecord(response, 400, 'malformed HTTP request');
     });
 
     it('both Content-Length and chunked (a smuggling attempt) → 400 malformed request', async () => {
@@ -318,13 +297,13 @@ describe('bad input', () => {
       const response = await rawRequest(port, {
         parts: [head(`Content-Length: 4\r\nTransfer-Encoding: chunked\r\n`), `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`],
       });
-      assertRawError(response, 400, 'malformed HTTP request');
+      assertRawErrorRecord(response, 400, 'malformed HTTP request');
       assert.equal(await t.store.getPlant(96n), undefined);
     });
 
     it('a Content-Length that is not a number → 400 malformed request', async () => {
       const response = await rawRequest(port, { parts: [head('Content-Length: 1x\r\n'), '{}'] });
-      assertRawError(response, 400, 'malformed HTTP request');
+      assertRawErrorRecord(response, 400, 'malformed HTTP request');
     });
   });
 

@@ -2,7 +2,6 @@
  * Smoke run of the benchmark script itself (`--quick`: one pair of 1 s runs). It checks that the script works
  * end to end and that plantstore answered every request with a 2xx; it asserts nothing about speed.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';

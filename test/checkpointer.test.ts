@@ -5,7 +5,6 @@
  * checkpointed, 200 again once it can. Whether a checkpoint happened is read from the database file itself: rows
  * committed to the WAL appear in a copy of the file (without its WAL) only once they have been checkpointed.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';

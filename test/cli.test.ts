@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';

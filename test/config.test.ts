@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';

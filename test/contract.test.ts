@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
@@ -11,9 +10,12 @@ import { loadConfig } from '../src/config.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import { READY_REUSE_MS } from '../src/health/readiness.js';
 import { openStore } from '../src/storage/open.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
+import { buildTestApp, startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 const INT64_MAX = '9223372036854775807';
 const INT64_MIN = '-9223372036854775808';
@@ -98,17 +100,13 @@ for (const database of DATABASES) {
         assertErrorRecord(await post(`{"id":${freshId()},"name":"a","tag":"${'t'.repeat(tagLength + 1)}"}`), 400, /body\.tag must be at most/);
       });
 
-      it('takes the length limits from NAME_MAX_LENGTH and TAG_MAX_LENGTH', async () => {
-        const strict = await startTestApp(db.url, { NAME_MAX_LENGTH: '5', TAG_MAX_LENGTH: '3' });
-        try {
-          const create = (body: object) =>
-            strict.app.inject({ method: 'POST', url: '/plants', headers: strict.headers, payload: JSON.stringify({ id: Number(freshId()), ...body }) });
-          assert.equal((await create({ name: 'Ficus', tag: 'fig' })).statusCode, 200);
-          assertErrorRecord(await create({ name: 'Ficus!' }), 400, /^body\.name must be at most 5 characters long$/);
-          assertErrorRecord(await create({ name: 'Ficus', tag: 'figs' }), 400, /^body\.tag must be at most 3 characters long$/);
-        } finally {
-          await strict.close();
-        }
+      it('takes the length limits from NAME_MAX_LENGTH and TAG_MAX_LENGTH', async (context) => {
+        const strict = await buildTestApp(context, db.url, { NAME_MAX_LENGTH: '5', TAG_MAX_LENGTH: '3' });
+        const create = (body: object) =>
+          strict.app.inject({ method: 'POST', url: '/plants', headers: strict.headers, payload: JSON.stringify({ id: Number(freshId()), ...body }) });
+        assert.equal((await create({ name: 'Ficus', tag: 'fig' })).statusCode, 200);
+        assertErrorRecord(await create({ name: 'Ficus!' }), 400, /^body\.name must be at most 5 characters long$/);
+        assertErrorRecord(await create({ name: 'Ficus', tag: 'figs' }), 400, /^body\.tag must be at most 3 characters long$/);
       });
 
       it('refuses a body over the limit with 413', async () => {
@@ -225,19 +223,15 @@ for (const database of DATABASES) {
         assert.equal(response.headers['www-authenticate'], `${challenge}, error="invalid_token"`);
       });
 
-      it('answers 401 invalid_token for a revoked token, within the cache period', async () => {
-        const local = await startTestApp(db.url, { TOKEN_CACHE_MS: '100' });
-        try {
-          const headers = local.headers;
-          assert.equal((await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() })).statusCode, 200);
-          assert.equal(await local.store.revokeToken(local.tokenName), true);
-          await new Promise((resolve) => setTimeout(resolve, 400));
-          const response = await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() });
-          assertErrorRecord(response, 401);
-          assert.equal(response.headers['www-authenticate'], `${challenge}, error="invalid_token"`);
-        } finally {
-          await local.close();
-        }
+      it('answers 401 invalid_token for a revoked token, within the cache period', async (context) => {
+        const local = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '100' });
+        const headers = local.headers;
+        assert.equal((await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() })).statusCode, 200);
+        assert.equal(await local.store.revokeToken(local.tokenName), true);
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        const response = await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() });
+        assertErrorRecord(response, 401);
+        assert.equal(response.headers['www-authenticate'], `${challenge}, error="invalid_token"`);
       });
 
       it('accepts the scheme name in any case', async () => {
@@ -454,64 +448,52 @@ for (const database of DATABASES) {
         assert.deepEqual((await t.app.inject({ method: 'GET', url: '/readyz' })).json(), { status: 'ready' });
       });
 
-      it('answers /readyz 503 when the heartbeat write fails, and 200 once it succeeds', async () => {
-        const probed = await startTestApp(db.url);
-        try {
-          const checkWritable = probed.store.checkWritable.bind(probed.store);
-          probed.store.checkWritable = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
-          const unready = await probed.app.inject({ method: 'GET', url: '/readyz' });
-          assertErrorRecord(unready, 503, /^storage is unavailable; retry shortly$/);
-          assert.equal(unready.headers['retry-after'], '1');
-          probed.store.checkWritable = checkWritable;
-          assert.equal((await probed.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
-        } finally {
-          await probed.close();
-        }
+      it('answers /readyz 503 when the heartbeat write fails, and 200 once it succeeds', async (context) => {
+        const probed = await buildTestApp(context, db.url);
+        const checkWritable = probed.store.checkWritable.bind(probed.store);
+        probed.store.checkWritable = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
+        const unready = await probed.app.inject({ method: 'GET', url: '/readyz' });
+        assertErrorRecord(unready, 503, /^storage is unavailable; retry shortly$/);
+        assert.equal(unready.headers['retry-after'], '1');
+        probed.store.checkWritable = checkWritable;
+        assert.equal((await probed.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
       });
 
-      it('answers a flood of /readyz probes with one heartbeat write per interval', async () => {
-        const probed = await startTestApp(db.url);
-        try {
-          let heartbeats = 0;
-          const checkWritable = probed.store.checkWritable.bind(probed.store);
-          probed.store.checkWritable = () => {
-            heartbeats += 1;
-            return checkWritable();
-          };
-          const started = performance.now();
-          const probe = () => probed.app.inject({ method: 'GET', url: '/readyz' });
-          const concurrent = await Promise.all(Array.from({ length: 20 }, probe));
-          const sequential = [];
-          for (let i = 0; i < 20; i += 1) sequential.push(await probe());
-          const elapsed = performance.now() - started;
-          for (const response of [...concurrent, ...sequential]) assert.equal(response.statusCode, 200, response.body);
-          assert.ok(heartbeats <= 1 + Math.floor(elapsed / READY_REUSE_MS), `${heartbeats} heartbeats for 40 probes in ${elapsed} ms`);
-          const counted = heartbeats;
-          await new Promise((resolve) => setTimeout(resolve, READY_REUSE_MS));
-          assert.equal((await probe()).statusCode, 200);
-          assert.equal(heartbeats, counted + 1, 'a probe after the interval writes a heartbeat again');
-        } finally {
-          await probed.close();
-        }
+      it('answers a flood of /readyz probes with one heartbeat write per interval', async (context) => {
+        const probed = await buildTestApp(context, db.url);
+        let heartbeats = 0;
+        const checkWritable = probed.store.checkWritable.bind(probed.store);
+        probed.store.checkWritable = () => {
+          heartbeats += 1;
+          return checkWritable();
+        };
+        const started = performance.now();
+        const probe = () => probed.app.inject({ method: 'GET', url: '/readyz' });
+        const concurrent = await Promise.all(Array.from({ length: 20 }, probe));
+        const sequential = [];
+        for (let i = 0; i < 20; i += 1) sequential.push(await probe());
+        const elapsed = performance.now() - started;
+        for (const response of [...concurrent, ...sequential]) assert.equal(response.statusCode, 200, response.body);
+        assert.ok(heartbeats <= 1 + Math.floor(elapsed / READY_REUSE_MS), `${heartbeats} heartbeats for 40 probes in ${elapsed} ms`);
+        const counted = heartbeats;
+        await new Promise((resolve) => setTimeout(resolve, READY_REUSE_MS));
+        assert.equal((await probe()).statusCode, 200);
+        assert.equal(heartbeats, counted + 1, 'a probe after the interval writes a heartbeat again');
       });
 
-      it('answers /readyz 503 while storage refused the latest batch of creates, even if the heartbeat succeeds', async () => {
-        const refusing = await startTestApp(db.url);
-        try {
-          const createPlants = refusing.store.createPlants.bind(refusing.store);
-          // A full disk can refuse a batch while a one-row heartbeat still fits in space already allocated.
-          refusing.store.createPlants = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
-          const refused = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
-          assertErrorRecord(refused, 503, /^storage is unavailable; retry shortly$/);
-          assertErrorRecord(await refusing.app.inject({ method: 'GET', url: '/readyz' }), 503, /^storage is unavailable; retry shortly$/);
-          // Once a batch commits, the service is ready again at once.
-          refusing.store.createPlants = createPlants;
-          const created = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
-          assert.equal(created.statusCode, 200, created.body);
-          assert.equal((await refusing.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
-        } finally {
-          await refusing.close();
-        }
+      it('answers /readyz 503 while storage refused the latest batch of creates, even if the heartbeat succeeds', async (context) => {
+        const refusing = await buildTestApp(context, db.url);
+        const createPlants = refusing.store.createPlants.bind(refusing.store);
+        // A full disk can refuse a batch while a one-row heartbeat still fits in space already allocated.
+        refusing.store.createPlants = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
+        const refused = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
+        assertErrorRecord(refused, 503, /^storage is unavailable; retry shortly$/);
+        assertErrorRecord(await refusing.app.inject({ method: 'GET', url: '/readyz' }), 503, /^storage is unavailable; retry shortly$/);
+        // Once a batch commits, the service is ready again at once.
+        refusing.store.createPlants = createPlants;
+        const created = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
+        assert.equal(created.statusCode, 200, created.body);
+        assert.equal((await refusing.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
       });
     });
   });

@@ -4,7 +4,6 @@
  * be stored with exactly the name and tag sent. SIGTERM instead: requests in flight are answered, their writes
  * kept, and the process exits 0.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { randomBytes, randomInt } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
@@ -13,7 +12,11 @@ import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
 import type { StoredPlant } from '../src/storage/store.js';
 import { DATABASES } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { createToken, startServer, type ServerProcess } from './helpers/process.js';
+import { waitFor } from './helpers/wait.js';
+
+stopPostgresAfterAll();
 
 const CLIENTS = 32;
 const KILL_ROUNDS = 5;
@@ -143,15 +146,6 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Waits until `check` holds, or fails after `timeoutMs`. */
-async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
 /** A raw socket with an HTTP request whose body is only half sent: certainly in flight once 100 Continue arrives. */
 async function halfSentCreate(port: number, token: string, id: bigint, plant: Sent) {
   const payload = Buffer.from(body(id, plant));
@@ -167,7 +161,7 @@ async function halfSentCreate(port: number, token: string, id: bigint, plant: Se
       `Content-Length: ${payload.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
   );
   socket.write(payload.subarray(0, half));
-  await until(() => received.includes('100 Continue'), 30_000, 'the server to start reading the request');
+  await waitFor('the server to start reading the request', () => received.includes('100 Continue'), { timeoutMs: 30_000 });
   return {
     async finish(): Promise<{ status: number; body: string }> {
       // write, not end: a client's FIN makes Node's HTTP server abort the request it is reading (no half-open).
@@ -197,7 +191,7 @@ for (const { kind, create } of DATABASES) {
           servers.push(server);
           const clients = load(server, token, used);
           // Let some creates be acknowledged, then kill at a random moment in the stream.
-          await until(() => clients.acknowledgedSoFar() >= 20, 60_000, 'the first acknowledged creates');
+          await waitFor('the first acknowledged creates', () => clients.acknowledgedSoFar() >= 20, { timeoutMs: 60_000 });
           await sleep(randomInt(50, 1200));
           const exit = await server.stop('SIGKILL');
           assert.equal(exit.signal, 'SIGKILL');
@@ -259,7 +253,7 @@ for (const { kind, create } of DATABASES) {
             }),
           );
           const clients = load(server, token, used);
-          await until(() => clients.acknowledgedSoFar() >= 20, 60_000, 'the first acknowledged creates');
+          await waitFor('the first acknowledged creates', () => clients.acknowledgedSoFar() >= 20, { timeoutMs: 60_000 });
           await sleep(randomInt(50, 800));
           const exit = server.stop('SIGTERM');
           // The listener closes at once; the half-sent requests are finished after the signal.

@@ -3,7 +3,6 @@
  * with 503 + Retry-After past the bound instead of queueing in front of storage without limit, creates see the
  * deletes in the count (and deletes see the creates), and graceful shutdown's idle() waits for a delete in flight.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
@@ -12,6 +11,10 @@ import type { CreateOutcome, PlantToCreate, Store } from '../src/storage/store.j
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { waitFor } from './helpers/wait.js';
+
+stopPostgresAfterAll();
 
 const LIMIT = 5;
 
@@ -20,14 +23,6 @@ function gate(): { readonly opened: Promise<void>; open(): void } {
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
   return { opened, open };
-}
-
-async function until(condition: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
 }
 
 function assertQueueFull(response: LightMyRequestResponse): void {
@@ -82,7 +77,7 @@ for (const database of DATABASES) {
         }),
       );
       // Storage is held: exactly LIMIT deletes are admitted, every other one is refused at once, before any commits.
-      await until(() => answered === FLOOD - LIMIT, 'the refused deletes to be answered');
+      await waitFor('the refused deletes to be answered', () => answered === FLOOD - LIMIT, { intervalMs: 2 });
       assert.equal(t.services.writes.backlog, LIMIT);
       // Creates see the deletes in the count, and further deletes are still refused.
       assertQueueFull(await post(1000));
@@ -149,7 +144,7 @@ for (const database of DATABASES) {
       assert.equal((await post(5000)).statusCode, 200);
       const held = slowDeletes();
       const pending = del(5000);
-      await until(() => t.services.writes.backlog === 1, 'the delete to be admitted');
+      await waitFor('the delete to be admitted', () => t.services.writes.backlog === 1, { intervalMs: 2 });
       let idle = false;
       const idled = t.services.writes.drain().then(() => (idle = true));
       await new Promise((resolve) => setTimeout(resolve, 50));

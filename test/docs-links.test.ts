@@ -3,7 +3,6 @@
  * repository, so a fresh clone has everything its documents point to (README.md once linked the interface
  * document at ../shared/interface.md, outside the repository).
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';

@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pg from 'pg';
@@ -6,6 +5,9 @@ import { loadConfig } from '../src/config.js';
 import { openConnection } from '../src/storage/sqlite/connection.js';
 import { poolConfig } from '../src/storage/postgres/postgres-store.js';
 import { postgresDatabase, sqliteDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 /**
  * "200 means durable" rests on two settings that no crash test can see (a SIGKILL leaves the OS page cache, and so

@@ -4,14 +4,16 @@
  * and deletes. Every answer is a 2xx, or a 4xx Error record with a JSON content type; never a 5xx, a crash or a
  * hang. And ids across the whole int64 range are kept exactly.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { DATABASES, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { errorRecordProblem, rawRequest } from './helpers/process.js';
+
+stopPostgresAfterAll();
 
 /** Fixed seeds would hide new cases; the seed of a failure is printed by fast-check, so it can be replayed. */
 const RUNS = { json: 600, plantLike: 800, bytes: 600, inject: 400, raw: 300, int64: 300, byId: 500, list: 500, rawTarget: 200 };

@@ -5,7 +5,6 @@
  * slowly, so no behavioural test would notice. Each check is also run against a database whose index was dropped,
  * to show it fails then.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -14,7 +13,11 @@ import { INT64_MIN } from '../src/int64.js';
 import { POSTGRES_LIST_QUERIES } from '../src/storage/postgres/postgres-store.js';
 import { SQLITE_LIST_QUERIES } from '../src/storage/sqlite/sqlite-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { idsOf } from './helpers/assertions.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 /** The list queries the stores prepare, the very texts. */
 const SQL = { sqlite: SQLITE_LIST_QUERIES, postgres: POSTGRES_LIST_QUERIES } as const;
@@ -29,13 +32,8 @@ const TAGS = 100;
 const LIMIT = 20;
 const TAG = 'tag-3';
 
-/** Ids of a GET /plants answer, read from the text so nothing is rounded through a double. */
-function idsOf(body: string): string[] {
-  return [...body.matchAll(/"id":(-?\d+)/g)].map((match) => match[1] as string);
-}
-
 /** Listing through HTTP answers what the query answers run directly, with the parameters in the same order. */
-async function assertQueryAnswersLikeTheApp(t: TestApp, direct: (tag: string | undefined, from: bigint) => Promise<string[]>): Promise<void> {
+async function assertQueryAnswersLikeTheApp(t: TestApp, direct: (tag: string | undefined, from: bigint) => Promise<bigint[]>): Promise<void> {
   for (const [tag, after] of [
     [undefined, undefined],
     [TAG, undefined],
@@ -116,7 +114,7 @@ describe('index use on SQLite', () => {
           tag === undefined
             ? reader.prepare(SQL.sqlite.listAll).safeIntegers(true).all(from, LIMIT)
             : reader.prepare(SQL.sqlite.listByTag).safeIntegers(true).all(tag, from, LIMIT);
-        return rows.map((row) => String((row as { id: bigint }).id));
+        return rows.map((row) => (row as { id: bigint }).id);
       });
     } finally {
       reader.close();
@@ -244,7 +242,7 @@ describe('index use on PostgreSQL', () => {
         tag === undefined
           ? await client.query<{ id: string }>(SQL.postgres.listAll, [String(from), LIMIT])
           : await client.query<{ id: string }>(SQL.postgres.listByTag, [String(from), LIMIT, tag]);
-      return result.rows.map((row) => String(row.id));
+      return result.rows.map((row) => BigInt(row.id));
     });
   });
 

@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest, type OutgoingHttpHeaders } from 'node:http';

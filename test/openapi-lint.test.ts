@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';

@@ -3,24 +3,19 @@
  * past its bound, optional per-token rate limiting answers 429, and the HTTP layer's timeouts and size limits hold
  * on a real process (a slow-loris client cannot hold the server).
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { LightMyRequestResponse } from 'fastify';
 import { generateToken, hashToken } from '../src/auth/tokens.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
+import { buildTestApp, startTestApp, type TestApp } from './helpers/app.js';
+import { assertErrorRecord, assertRawErrorRecord } from './helpers/assertions.js';
+import { FakeClock } from './helpers/clock.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { createToken, errorRecordProblem, rawRequest, startServer, type ServerProcess } from './helpers/process.js';
-
-function assertErrorRecord(response: LightMyRequestResponse, status: number, message?: RegExp): void {
-  assert.equal(response.statusCode, status, response.body);
-  assert.equal(errorRecordProblem(status, response.headers['content-type'] as string | undefined, response.body), undefined);
-  if (message) assert.match((response.json() as { message: string }).message, message);
-}
+import { waitFor } from './helpers/wait.js';
 
 let nextId = 1;
 const plant = () => `{"id":${nextId++},"name":"Burst","tag":"load"}`;
@@ -75,61 +70,50 @@ describe('per-token rate limiting', () => {
   });
   after(() => db?.cleanup());
 
-  it('answers 429 with Retry-After and an Error record past RATE_LIMIT_MAX, per token, before reading the body', async () => {
-    const t = await startTestApp(db.url, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' });
-    try {
-      const other = generateToken();
-      await t.store.addToken(`other-${nextId}`, hashToken(other), new Date());
-      const post = (headers: Record<string, string>, payload = plant()) =>
-        t.app.inject({ method: 'POST', url: '/plants', headers, payload });
-      for (let i = 0; i < 3; i += 1) assert.equal((await post(t.headers)).statusCode, 200);
-      const limited = await post(t.headers);
-      assertErrorRecord(limited, 429, /rate limit exceeded; retry after \d+ s/);
-      const retryAfter = Number(limited.headers['retry-after']);
-      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
-      // Limited before the body is parsed: an invalid body is still a 429, and reads are limited too.
-      assertErrorRecord(await post(t.headers, '{"id":'), 429);
-      assertErrorRecord(await t.app.inject({ method: 'GET', url: '/plants', headers: t.headers }), 429);
-      // Another token has its own allowance.
-      const otherHeaders = { ...t.headers, authorization: `Bearer ${other}` };
-      for (let i = 0; i < 3; i += 1) assert.equal((await post(otherHeaders)).statusCode, 200);
-      assertErrorRecord(await post(otherHeaders), 429);
-      // Authentication comes first: an unknown token is 401, never counted or limited.
-      const unknown = await post({ ...t.headers, authorization: `Bearer ${generateToken()}` });
-      assertErrorRecord(unknown, 401);
-      // Unauthenticated system routes are not limited.
-      for (let i = 0; i < 5; i += 1) assert.equal((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
-    } finally {
-      await t.close();
-    }
+  it('answers 429 with Retry-After and an Error record past RATE_LIMIT_MAX, per token, before reading the body', async (context) => {
+    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' });
+    const other = generateToken();
+    await t.store.addToken(`other-${nextId}`, hashToken(other), new Date());
+    const post = (headers: Record<string, string>, payload = plant()) =>
+      t.app.inject({ method: 'POST', url: '/plants', headers, payload });
+    for (let i = 0; i < 3; i += 1) assert.equal((await post(t.headers)).statusCode, 200);
+    const limited = await post(t.headers);
+    assertErrorRecord(limited, 429, /rate limit exceeded; retry after \d+ s/);
+    const retryAfter = Number(limited.headers['retry-after']);
+    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
+    // Limited before the body is parsed: an invalid body is still a 429, and reads are limited too.
+    assertErrorRecord(await post(t.headers, '{"id":'), 429);
+    assertErrorRecord(await t.app.inject({ method: 'GET', url: '/plants', headers: t.headers }), 429);
+    // Another token has its own allowance.
+    const otherHeaders = { ...t.headers, authorization: `Bearer ${other}` };
+    for (let i = 0; i < 3; i += 1) assert.equal((await post(otherHeaders)).statusCode, 200);
+    assertErrorRecord(await post(otherHeaders), 429);
+    // Authentication comes first: an unknown token is 401, never counted or limited.
+    const unknown = await post({ ...t.headers, authorization: `Bearer ${generateToken()}` });
+    assertErrorRecord(unknown, 401);
+    // Unauthenticated system routes are not limited.
+    for (let i = 0; i < 5; i += 1) assert.equal((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
   });
 
-  it('lets the token through again once the window has passed', async () => {
-    const t = await startTestApp(db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '300' });
-    try {
-      const post = () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() });
-      assert.equal((await post()).statusCode, 200);
-      assert.equal((await post()).statusCode, 200);
-      assertErrorRecord(await post(), 429);
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      assert.equal((await post()).statusCode, 200);
-    } finally {
-      await t.close();
-    }
+  it('lets the token through again once the window has passed', async (context) => {
+    const clock = new FakeClock();
+    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '300' }, { now: clock.now });
+    const post = () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() });
+    assert.equal((await post()).statusCode, 200);
+    assert.equal((await post()).statusCode, 200);
+    assertErrorRecord(await post(), 429);
+    clock.advance(1000);
+    assert.equal((await post()).statusCode, 200);
   });
 
-  it('is off by default', async () => {
-    const t = await startTestApp(db.url);
-    try {
-      assert.equal(t.config.rateLimit, null);
-      const responses = await Promise.all(
-        Array.from({ length: 50 }, () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() })),
-      );
-      assert.deepEqual(new Set(responses.map((response) => response.statusCode)), new Set([200]));
-      assert.equal(responses[0]?.headers['x-ratelimit-limit'], undefined);
-    } finally {
-      await t.close();
-    }
+  it('is off by default', async (context) => {
+    const t = await buildTestApp(context, db.url);
+    assert.equal(t.config.rateLimit, null);
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() })),
+    );
+    assert.deepEqual(new Set(responses.map((response) => response.statusCode)), new Set([200]));
+    assert.equal(responses[0]?.headers['x-ratelimit-limit'], undefined);
   });
 });
 
@@ -158,11 +142,6 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
 
   const requestHead = (extra = '') =>
     `POST /plants HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n${extra}`;
-
-  function assertRawErrorRecord(response: { status: number; headers: Record<string, string>; body: string }, status: number): void {
-    assert.equal(response.status, status, JSON.stringify(response));
-    assert.equal(errorRecordProblem(status, response.headers['content-type'], response.body), undefined);
-  }
 
   it('cuts off slow-loris clients about a second after HEADERS_TIMEOUT_MS with 408, and serves others meanwhile', async (t) => {
     const head = `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ${'a'.repeat(500)}\r\n\r\n`;
@@ -233,8 +212,7 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
     const closed = once(socket, 'close');
     await once(socket, 'connect');
     socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
-    const deadline = Date.now() + 15_000;
-    while (!received.includes('{"status":"ok"}') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    await waitFor('the answer to GET /healthz', () => received.includes('{"status":"ok"}'), { timeoutMs: 15_000 });
     assert.match(received, /^HTTP\/1\.1 200 /);
     assert.match(received, /\r\nKeep-Alive: timeout=\d+/i);
     const answered = Date.now();

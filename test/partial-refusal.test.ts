@@ -3,7 +3,6 @@
  * first committed, so the rest were answered 503) counts as refused for /readyz, just like a batch refused whole: the
  * rows committed first must not make the instance look healthy while storage is refusing the rest.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { StorageUnavailableError } from '../src/storage/errors.js';

@@ -3,7 +3,6 @@
  * clones into a `mktemp -d` folder; /root is 0700) without loosening any directory, even when the test process is
  * killed, and the copy of its binaries it runs from as root is made whole or not at all.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';

@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
@@ -7,7 +6,10 @@ import { openStore } from '../src/storage/open.js';
 import { POSTGRES_SCHEMA_VERSION } from '../src/storage/postgres/migrations.js';
 import type { Store } from '../src/storage/store.js';
 import { postgresDatabase, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { createToken, errorRecordProblem, runCli, startServer, type ServerProcess } from './helpers/process.js';
+
+stopPostgresAfterAll();
 
 /**
  * Several stateless instances on one PostgreSQL: two real `plantstore serve` processes share a database, and

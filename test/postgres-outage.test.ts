@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
@@ -6,6 +5,7 @@ import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
 import { TestPostgres, createDatabase } from './helpers/postgres.js';
 import { createToken, errorRecordProblem, startServer, type ServerProcess } from './helpers/process.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * PostgreSQL goes away under load and comes back: the service answers 503 Error records promptly meanwhile
@@ -33,14 +33,8 @@ interface Sent {
 
 type Phase = 'before' | 'outage' | 'after';
 
-async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<number> {
-  const started = performance.now();
-  for (;;) {
-    if (await check()) return performance.now() - started;
-    if (performance.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Between two checks of the server's state: each one is a request to it. */
+const POLL_MS = 50;
 
 async function readyStatus(base: string): Promise<number> {
   const response = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(HUNG_ANSWER_WITHIN_MS) });
@@ -248,13 +242,13 @@ describe('a PostgreSQL outage under load', () => {
   it('answers 503 while the database is stopped, recovers by itself, and keeps every create answered 200', async (t) => {
     const seeded = await seedPlants(server.base, token, 9_000_000_000n, 'stopped');
     const load = new Load(server.base, token, 1n, 8);
-    await waitFor('creates answered 200 before the outage', 10_000, async () => load.count('before', 200) >= 50);
+    await waitFor('creates answered 200 before the outage', async () => load.count('before', 200) >= 50, { timeoutMs: 10_000, intervalMs: POLL_MS });
 
     // Fast shutdown: sessions in flight are terminated, then the server is gone (connections refused).
     load.phase = 'outage';
     await postgres.pause();
-    const unreadyAfterMs = await waitFor('/readyz 503 during the outage', 5000, async () => (await readyStatus(server.base)) === 503);
-    await waitFor('creates answered 503 during the outage', 5000, async () => load.count('outage', 503) > 0);
+    const unreadyAfterMs = await waitFor('/readyz 503 during the outage', async () => (await readyStatus(server.base)) === 503, { timeoutMs: 5000, intervalMs: POLL_MS });
+    await waitFor('creates answered 503 during the outage', async () => load.count('outage', 503) > 0, { timeoutMs: 5000, intervalMs: POLL_MS });
     // Reads and deletes need the database as much as creates do.
     // With the server gone the delete of a seed cannot have run, so afterwards the seed must still be there.
     const readsWaitedMs = await assertReadsAndDeletesUnavailable(server.base, token, seeded, 'stopped', seeded[1] as bigint, ANSWER_WITHIN_MS);
@@ -264,8 +258,8 @@ describe('a PostgreSQL outage under load', () => {
 
     await postgres.resume();
     load.phase = 'after';
-    const readyAfterMs = await waitFor('/readyz 200 once the database is back', 15_000, async () => (await readyStatus(server.base)) === 200);
-    await waitFor('creates answered 200 after recovery', 15_000, async () => load.count('after', 200) >= 50);
+    const readyAfterMs = await waitFor('/readyz 200 once the database is back', async () => (await readyStatus(server.base)) === 200, { timeoutMs: 15_000, intervalMs: POLL_MS });
+    await waitFor('creates answered 200 after recovery', async () => load.count('after', 200) >= 50, { timeoutMs: 15_000, intervalMs: POLL_MS });
     await load.stop();
     await assertReadsAndDeletesRecovered(server.base, token, seeded, 'stopped');
 
@@ -282,7 +276,7 @@ describe('a PostgreSQL outage under load', () => {
   it('answers 503 within the timeouts while the database hangs without answering, then recovers', async (t) => {
     const seeded = await seedPlants(server.base, token, 9_100_000_000n, 'frozen');
     const load = new Load(server.base, token, 1_000_000n, 4);
-    await waitFor('creates answered 200 before the hang', 10_000, async () => load.count('before', 200) >= 20);
+    await waitFor('creates answered 200 before the hang', async () => load.count('before', 200) >= 20, { timeoutMs: 10_000, intervalMs: POLL_MS });
 
     // Frozen: connections open at the TCP level but nothing answers, so only the timeouts can end a wait.
     load.phase = 'outage';
@@ -294,15 +288,15 @@ describe('a PostgreSQL outage under load', () => {
       // "outcome unknown", as for a create), so deleting a seed here would leave nothing definite to check after.
       const readsAndDeletes = assertReadsAndDeletesUnavailable(server.base, token, seeded, 'frozen', 9_100_000_099n, HUNG_ANSWER_WITHIN_MS);
       readsAndDeletes.catch(() => undefined);
-      await waitFor('/readyz 503 during the hang', HUNG_ANSWER_WITHIN_MS, async () => (await readyStatus(server.base)) === 503);
-      await waitFor('creates answered 503 during the hang', HUNG_ANSWER_WITHIN_MS, async () => load.count('outage', 503) >= 4);
+      await waitFor('/readyz 503 during the hang', async () => (await readyStatus(server.base)) === 503, { timeoutMs: HUNG_ANSWER_WITHIN_MS, intervalMs: POLL_MS });
+      await waitFor('creates answered 503 during the hang', async () => load.count('outage', 503) >= 4, { timeoutMs: HUNG_ANSWER_WITHIN_MS, intervalMs: POLL_MS });
       readsWaitedMs = await readsAndDeletes;
     } finally {
       postgres.thaw();
     }
     load.phase = 'after';
-    await waitFor('/readyz 200 once the database answers again', 15_000, async () => (await readyStatus(server.base)) === 200);
-    await waitFor('creates answered 200 after the hang', 15_000, async () => load.count('after', 200) >= 20);
+    await waitFor('/readyz 200 once the database answers again', async () => (await readyStatus(server.base)) === 200, { timeoutMs: 15_000, intervalMs: POLL_MS });
+    await waitFor('creates answered 200 after the hang', async () => load.count('after', 200) >= 20, { timeoutMs: 15_000, intervalMs: POLL_MS });
     await load.stop();
     await assertReadsAndDeletesRecovered(server.base, token, seeded, 'frozen');
 
@@ -326,7 +320,7 @@ describe('a PostgreSQL outage under load', () => {
     };
     try {
       await setReadOnly(true);
-      const unreadyAfterMs = await waitFor('/readyz 503 while read-only', 5000, async () => (await readyStatus(server.base)) === 503);
+      const unreadyAfterMs = await waitFor('/readyz 503 while read-only', async () => (await readyStatus(server.base)) === 503, { timeoutMs: 5000, intervalMs: POLL_MS });
       // A few in a row: the first may meet a session ended above; later ones are refused by a read-only session.
       const refusedIds = [9_200_000_100n, 9_200_000_101n, 9_200_000_102n];
       for (const id of refusedIds) {
@@ -341,7 +335,7 @@ describe('a PostgreSQL outage under load', () => {
       assert.ok(!server.exited(), 'the server process stays up');
 
       await setReadOnly(false);
-      const readyAfterMs = await waitFor('/readyz 200 once writable', 15_000, async () => (await readyStatus(server.base)) === 200);
+      const readyAfterMs = await waitFor('/readyz 200 once writable', async () => (await readyStatus(server.base)) === 200, { timeoutMs: 15_000, intervalMs: POLL_MS });
       // Nothing refused was stored, so each is created now, not replayed.
       for (const id of refusedIds) {
         assert.equal((await call(server.base, token, 'GET', `/plants/${id}`)).status, 404, `refused create ${id} was not stored`);

@@ -1,9 +1,8 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
@@ -13,11 +12,12 @@ import { openStore } from '../src/storage/open.js';
 import { MIGRATION_LOCK } from '../src/storage/postgres/migrations.js';
 import { PostgresStore, translate } from '../src/storage/postgres/postgres-store.js';
 import { postgresDatabase } from './helpers/databases.js';
-import { sharedPostgres, stopPostgres } from './helpers/postgres.js';
+import { sharedPostgres, stopPostgresAfterAll } from './helpers/postgres.js';
+import { waitFor } from './helpers/wait.js';
 
 /** PostgreSQL-only behaviour of the store that the shared storage contract cannot express. */
 
-after(stopPostgres);
+stopPostgresAfterAll();
 
 function failure(message: string, code?: string): Error {
   return code === undefined ? new Error(message) : Object.assign(new Error(message), { code });
@@ -76,15 +76,6 @@ describe('PostgreSQL errors', () => {
   });
 });
 
-/** Polls until `check` holds, failing after 10 s. */
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  const started = performance.now();
-  while (!(await check())) {
-    if (performance.now() - started > 10_000) throw new Error(`${what}: not within 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 describe('PostgreSQL creates racing other transactions', () => {
   it('answers ids committed by others while its statement ran: the stored row, or created if deleted meanwhile', async () => {
     const db = await postgresDatabase();
@@ -105,9 +96,9 @@ describe('PostgreSQL creates racing other transactions', () => {
         { id: 20n, name: 'ours', tag: null },
         { id: 10n, name: 'ours', tag: null },
       ]);
-      await until('the store waits for b', blockedBy(await pidOf(b)));
+      await waitFor('the store to wait for b', blockedBy(await pidOf(b)));
       await b.query('COMMIT');
-      await until('the store waits for a', blockedBy(await pidOf(a)));
+      await waitFor('the store to wait for a', blockedBy(await pidOf(a)));
       // 10 was committed by b after the store's snapshot and is gone again before the store looks a second time.
       await admin.query('DELETE FROM plants WHERE id = 10');
       await a.query('COMMIT');
@@ -165,7 +156,7 @@ describe('PostgreSQL migrations', () => {
       await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
       const opening = PostgresStore.open(config, timeouts);
       opening.catch(() => undefined);
-      await until('open waits for the migration lock', async () =>
+      await waitFor('open to wait for the migration lock', async () =>
         (await holder.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rowCount === 1,
       );
       await new Promise((resolve) => setTimeout(resolve, 3 * timeouts.queryMs));

@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
@@ -7,8 +6,11 @@ import { promisify } from 'node:util';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { assertErrorRecord } from './helpers/assertions.js';
+import { assertErrorRecord, idsOf } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 const run = promisify(execFile);
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
@@ -21,11 +23,6 @@ const PAST_DOUBLE = '9007199254740993';
 /** The plant JSON the service must write: ids spelled exactly, tag only when present. */
 function plantJson(id: string, name: string, tag?: string): string {
   return `{"id":${id},"name":${JSON.stringify(name)}${tag === undefined ? '' : `,"tag":${JSON.stringify(tag)}`}}`;
-}
-
-/** The ids of a list body, read from the text so nothing is rounded through a double. */
-function idsOf(body: string): bigint[] {
-  return [...body.matchAll(/"id":(-?\d+)/g)].map((match) => BigInt(match[1] as string));
 }
 
 /** `after` and the rest of a Link rel="next" header, or undefined when there is none. */

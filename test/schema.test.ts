@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -6,6 +5,9 @@ import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 /** What each store records as its schema version, read and written behind the store's back. */
 const schemaVersion = {

@@ -3,7 +3,6 @@
  * opened: a process that lingers after its listener failed looks alive to systemd or Kubernetes while serving
  * nothing. Real child processes, since what is tested is the process's exit.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -11,7 +10,10 @@ import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { CLI, freePort } from './helpers/process.js';
+
+stopPostgresAfterAll();
 
 /** The brief for a supervisor: it must see the failure within a few seconds of starting the process. */
 const EXIT_WITHIN_MS = 3000;

@@ -1,4 +1,3 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
@@ -9,7 +8,10 @@ import { openStore } from '../src/storage/open.js';
 import { DuplicateTokenNameError } from '../src/storage/errors.js';
 import type { CreateOutcome, PlantToCreate, Store, StoredPlant } from '../src/storage/store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { freePort } from './helpers/process.js';
+
+stopPostgresAfterAll();
 
 /**
  * One storage contract, held by every store: what the service relies on from storage, checked through the Store

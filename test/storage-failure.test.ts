@@ -4,7 +4,6 @@
  * cause goes away. Reads need neither space nor the write lock (WAL), so they keep answering 200. Disk full and read-only use a small tmpfs mounted by the test (root only; skipped, and said so,
  * elsewhere). A write that finds the lock taken waits on a timer, so the event loop keeps serving meanwhile.
  */
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';

@@ -1,13 +1,15 @@
-import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import type { Store } from '../src/storage/store.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
+import { buildTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
 
 /**
  * The token cache bounds the database work unknown tokens can cause: misses share one rate-limited reload of the
@@ -48,102 +50,82 @@ for (const database of DATABASES) {
     });
 
     it('refuses 500 concurrent unknown tokens with 401 invalid_token after a bounded number of store reads', async (context) => {
-      const t = await startTestApp(db.url);
-      try {
-        const reads = countTokenReads(t.store);
-        const started = performance.now();
-        const [unknown, valid] = await Promise.all([
-          Promise.all(Array.from({ length: 500 }, () => post(t, `Bearer ${generateToken()}`))),
-          Promise.all(Array.from({ length: 20 }, () => post(t, `Bearer ${t.token}`))),
-        ]);
-        const elapsedMs = performance.now() - started;
-        for (const response of unknown) {
-          assertErrorRecord(response, 401, /invalid or revoked/);
-          assert.equal(response.headers['www-authenticate'], INVALID_TOKEN);
-        }
-        for (const response of valid) assert.equal(response.statusCode, 200, response.body);
-        context.diagnostic(`${reads.allTokens} reloads, ${reads.findToken} lookups for 500 unknown tokens in ${Math.round(elapsedMs)} ms`);
-        // No lookup per token: at most one reload per 100 ms, plus one in flight and one periodic refresh.
-        assert.equal(reads.findToken, 0);
-        assert.ok(reads.allTokens >= 1, 'an unknown token was refused without looking for a new token');
-        assert.ok(reads.allTokens <= 2 + Math.ceil(elapsedMs / 100), `${reads.allTokens} reloads in ${Math.round(elapsedMs)} ms`);
-      } finally {
-        await t.close();
-      }
-    });
-
-    it('accepts a token created after start on its first request, even right after a burst of unknown tokens', async () => {
-      // A long cache period: only the miss can have found the new token.
-      const t = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000' });
-      try {
-        const reads = countTokenReads(t.store);
-        const burst = Promise.all(Array.from({ length: 100 }, () => post(t, `Bearer ${generateToken()}`)));
-        const token = generateToken();
-        await t.store.addToken(`late-${randomUUID()}`, hashToken(token), new Date());
-        const [late, refused] = await Promise.all([post(t, `Bearer ${token}`), burst]);
-        assert.equal(late.statusCode, 200, late.body);
-        for (const response of refused) assertErrorRecord(response, 401, /invalid or revoked/);
-        // Known now: the next request is a map hit.
-        const before = reads.allTokens;
-        assert.equal((await post(t, `Bearer ${token}`)).statusCode, 200);
-        assert.equal(reads.allTokens, before);
-        assert.ok(reads.allTokens <= 3, `${reads.allTokens} reloads`);
-      } finally {
-        await t.close();
-      }
-    });
-
-    it('still refuses a revoked token within TOKEN_CACHE_MS while unknown tokens arrive', async () => {
-      const t = await startTestApp(db.url, { TOKEN_CACHE_MS: '200' });
-      try {
-        assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
-        assert.equal(await t.store.revokeToken(t.tokenName), true);
-        const flood = Promise.all(Array.from({ length: 50 }, () => post(t, `Bearer ${generateToken()}`)));
-        await new Promise((resolve) => setTimeout(resolve, 500));
-        const response = await post(t, `Bearer ${t.token}`);
+      const t = await buildTestApp(context, db.url);
+      const reads = countTokenReads(t.store);
+      const started = performance.now();
+      const [unknown, valid] = await Promise.all([
+        Promise.all(Array.from({ length: 500 }, () => post(t, `Bearer ${generateToken()}`))),
+        Promise.all(Array.from({ length: 20 }, () => post(t, `Bearer ${t.token}`))),
+      ]);
+      const elapsedMs = performance.now() - started;
+      for (const response of unknown) {
         assertErrorRecord(response, 401, /invalid or revoked/);
         assert.equal(response.headers['www-authenticate'], INVALID_TOKEN);
-        for (const refused of await flood) assertErrorRecord(refused, 401);
-      } finally {
-        await t.close();
       }
+      for (const response of valid) assert.equal(response.statusCode, 200, response.body);
+      context.diagnostic(`${reads.allTokens} reloads, ${reads.findToken} lookups for 500 unknown tokens in ${Math.round(elapsedMs)} ms`);
+      // No lookup per token: at most one reload per 100 ms, plus one in flight and one periodic refresh.
+      assert.equal(reads.findToken, 0);
+      assert.ok(reads.allTokens >= 1, 'an unknown token was refused without looking for a new token');
+      assert.ok(reads.allTokens <= 2 + Math.ceil(elapsedMs / 100), `${reads.allTokens} reloads in ${Math.round(elapsedMs)} ms`);
     });
 
-    it('answers 503 to an unknown token while the tokens cannot be read, and keeps accepting cached ones', async () => {
-      const t = await startTestApp(db.url);
-      try {
-        const allTokens = t.store.allTokens.bind(t.store);
-        let reads = 0;
-        t.store.allTokens = () => {
-          reads += 1;
-          return Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
-        };
-        const responses = await Promise.all(Array.from({ length: 100 }, () => post(t, `Bearer ${generateToken()}`)));
-        for (const response of responses) assertErrorRecord(response, 503, /^storage is unavailable; retry shortly$/);
-        assert.ok(reads >= 1 && reads <= 3, `${reads} reloads`);
-        assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
-        t.store.allTokens = allTokens;
-        assertErrorRecord(await post(t, `Bearer ${generateToken()}`), 401, /invalid or revoked/);
-      } finally {
-        await t.close();
-      }
+    it('accepts a token created after start on its first request, even right after a burst of unknown tokens', async (context) => {
+      // A long cache period: only the miss can have found the new token.
+      const t = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '60000' });
+      const reads = countTokenReads(t.store);
+      const burst = Promise.all(Array.from({ length: 100 }, () => post(t, `Bearer ${generateToken()}`)));
+      const token = generateToken();
+      await t.store.addToken(`late-${randomUUID()}`, hashToken(token), new Date());
+      const [late, refused] = await Promise.all([post(t, `Bearer ${token}`), burst]);
+      assert.equal(late.statusCode, 200, late.body);
+      for (const response of refused) assertErrorRecord(response, 401, /invalid or revoked/);
+      // Known now: the next request is a map hit.
+      const before = reads.allTokens;
+      assert.equal((await post(t, `Bearer ${token}`)).statusCode, 200);
+      assert.equal(reads.allTokens, before);
+      assert.ok(reads.allTokens <= 3, `${reads.allTokens} reloads`);
     });
 
-    it('asks the store on every request when TOKEN_CACHE_MS is 0', async () => {
-      const t = await startTestApp(db.url, { TOKEN_CACHE_MS: '0' });
-      try {
-        const reads = countTokenReads(t.store);
-        for (const response of await Promise.all(Array.from({ length: 10 }, () => post(t, `Bearer ${generateToken()}`)))) {
-          assertErrorRecord(response, 401, /invalid or revoked/);
-        }
-        assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
-        assert.deepEqual(reads, { findToken: 11, allTokens: 0 });
-        // Revocation is immediate.
-        assert.equal(await t.store.revokeToken(t.tokenName), true);
-        assertErrorRecord(await post(t, `Bearer ${t.token}`), 401);
-      } finally {
-        await t.close();
+    it('still refuses a revoked token within TOKEN_CACHE_MS while unknown tokens arrive', async (context) => {
+      const t = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '200' });
+      assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
+      assert.equal(await t.store.revokeToken(t.tokenName), true);
+      const flood = Promise.all(Array.from({ length: 50 }, () => post(t, `Bearer ${generateToken()}`)));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const response = await post(t, `Bearer ${t.token}`);
+      assertErrorRecord(response, 401, /invalid or revoked/);
+      assert.equal(response.headers['www-authenticate'], INVALID_TOKEN);
+      for (const refused of await flood) assertErrorRecord(refused, 401);
+    });
+
+    it('answers 503 to an unknown token while the tokens cannot be read, and keeps accepting cached ones', async (context) => {
+      const t = await buildTestApp(context, db.url);
+      const allTokens = t.store.allTokens.bind(t.store);
+      let reads = 0;
+      t.store.allTokens = () => {
+        reads += 1;
+        return Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
+      };
+      const responses = await Promise.all(Array.from({ length: 100 }, () => post(t, `Bearer ${generateToken()}`)));
+      for (const response of responses) assertErrorRecord(response, 503, /^storage is unavailable; retry shortly$/);
+      assert.ok(reads >= 1 && reads <= 3, `${reads} reloads`);
+      assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
+      t.store.allTokens = allTokens;
+      assertErrorRecord(await post(t, `Bearer ${generateToken()}`), 401, /invalid or revoked/);
+    });
+
+    it('asks the store on every request when TOKEN_CACHE_MS is 0', async (context) => {
+      const t = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '0' });
+      const reads = countTokenReads(t.store);
+      for (const response of await Promise.all(Array.from({ length: 10 }, () => post(t, `Bearer ${generateToken()}`)))) {
+        assertErrorRecord(response, 401, /invalid or revoked/);
       }
+      assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
+      assert.deepEqual(reads, { findToken: 11, allTokens: 0 });
+      // Revocation is immediate.
+      assert.equal(await t.store.revokeToken(t.tokenName), true);
+      assertErrorRecord(await post(t, `Bearer ${t.token}`), 401);
     });
   });
 }

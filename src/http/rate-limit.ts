@@ -78,10 +78,10 @@ export class TokenBucketStore implements FastifyRateLimitStore {
 }
 
 /** The store class @fastify/rate-limit instantiates (it passes its own options, which the bucket does not need). */
-export function tokenBucketStore(config: RateLimitConfig): FastifyRateLimitStoreCtor {
+export function tokenBucketStore(config: RateLimitConfig, now?: () => number): FastifyRateLimitStoreCtor {
   return class extends TokenBucketStore {
     constructor() {
-      super(config);
+      super(config, now);
     }
   };
 }

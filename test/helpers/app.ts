@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { TestContext } from 'node:test';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
+import { buildApp, type AppOptions } from '../../src/app.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
@@ -22,15 +23,18 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** The app, in-process, on the given database, with one token; `env` overrides configuration variables. */
-export async function startTestApp(databaseUrl: string, env: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * The app, in-process, on the given database, with one token; `env` overrides configuration variables. The caller
+ * closes it; a test that needs it for its own length only takes buildTestApp instead.
+ */
+export async function startTestApp(databaseUrl: string, env: Record<string, string> = {}, options: AppOptions = {}): Promise<TestApp> {
   const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, ...env });
   const store = await openStore(config.database);
   const token = generateToken();
   const tokenName = `test-${randomUUID()}`;
   await store.addToken(tokenName, hashToken(token), new Date());
   const services = await startServices(config, store, createLogger(config));
-  const app = await buildApp(services);
+  const app = await buildApp(services, options);
   await app.ready();
   return {
     app,
@@ -46,4 +50,19 @@ export async function startTestApp(databaseUrl: string, env: Record<string, stri
       await store.close();
     },
   };
+}
+
+/**
+ * startTestApp for one test, closed by the test itself once it is done, passed or failed (as fastify/demo's
+ * `build(t)`): `const t = await buildTestApp(context, db.url)` in `it('...', async (context) => ...)`.
+ */
+export async function buildTestApp(
+  context: Pick<TestContext, 'after'>,
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  options: AppOptions = {},
+): Promise<TestApp> {
+  const t = await startTestApp(databaseUrl, env, options);
+  context.after(() => t.close());
+  return t;
 }

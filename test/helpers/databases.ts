@@ -1,8 +1,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { after } from 'node:test';
-import { createDatabase, postgresServerUrl, stopPostgres } from './postgres.js';
+import { createDatabase, postgresServerUrl } from './postgres.js';
 
 /** A fresh, empty database for one test, and how to remove it. */
 export interface TestDatabase {
@@ -20,19 +19,16 @@ export async function sqliteDatabase(): Promise<TestDatabase> {
   };
 }
 
-// The embedded server would keep the test process alive; it goes when the file's tests are done.
-after(stopPostgres);
-
 /**
  * A fresh database on TEST_DATABASE_URL when set, otherwise on one embedded PostgreSQL server per test file,
- * started on first use.
+ * started on first use: the file calls stopPostgresAfterAll() (helpers/postgres.ts) at its top level.
  */
 export async function postgresDatabase(): Promise<TestDatabase> {
   const database = await createDatabase(await postgresServerUrl());
   return { kind: 'postgres', url: database.url, cleanup: () => database.drop() };
 }
 
-/** Every store the service supports: suites that must hold on each run once per entry. */
+/** Every store the service supports: suites that must hold on each run once per entry (see postgresDatabase). */
 export const DATABASES = [
   { kind: 'sqlite', create: sqliteDatabase },
   { kind: 'postgres', create: postgresDatabase },

@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { after } from 'node:test';
 import pg from 'pg';
 import { postgresBinaries, unsearchableDirectory, type PostgresBinaries } from './postgres-binaries.js';
 import { freePort } from './process.js';
@@ -317,13 +318,29 @@ export class TestPostgres {
 }
 
 let shared: Promise<TestPostgres> | undefined;
+let stopRegistered = false;
+
+/**
+ * Registers a root `after` hook that stops this process's shared server once the test file's tests are done: a fast
+ * shutdown and its folder removed, rather than SIGQUIT from the 'exit' handler above. Every test file that uses the
+ * shared server (DATABASES, postgresDatabase(), sharedPostgres()) calls it at its top level, where root hooks are
+ * registered; the server refuses to start in a file that has not.
+ */
+export function stopPostgresAfterAll(): void {
+  if (stopRegistered) return;
+  stopRegistered = true;
+  after(stopPostgres);
+}
 
 /** The one embedded server of this test process, started on first use. */
 export function sharedPostgres(): Promise<TestPostgres> {
+  if (!stopRegistered) {
+    return Promise.reject(new Error('the shared test PostgreSQL needs stopPostgresAfterAll() called at the top level of the test file'));
+  }
   return (shared ??= TestPostgres.start());
 }
 
-/** Stops this process's shared server, if one was started; test files may call it in an `after` hook. */
+/** Stops this process's shared server, if one was started (stopPostgresAfterAll registers it as a root `after` hook). */
 export async function stopPostgres(): Promise<void> {
   const server = shared;
   shared = undefined;

@@ -1,0 +1,79 @@
+/**
+ * parseQueryString, the router's query parser: form decoding (`+` is a space), repeated names as arrays, and a
+ * malformed escape or invalid UTF-8 as an error carried under QUERY_ERROR (thrown later, after authentication).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { QUERY_ERROR, parseQueryString } from '../../src/http/query-string.js';
+
+/** The parsed parameters, in order, without the error (a symbol key, which Object.entries leaves out). */
+function parameters(query: string): Array<[string, string | string[]]> {
+  return Object.entries(parseQueryString(query));
+}
+
+describe('parseQueryString', () => {
+  const decoded: ReadonlyArray<readonly [query: string, expected: Record<string, string | string[]>]> = [
+    ['', {}],
+    ['limit=5', { limit: '5' }],
+    ['limit=5&tag=x', { limit: '5', tag: 'x' }],
+    // Repeated names become arrays, in order; the schema then refuses them.
+    ['limit=1&limit=2', { limit: ['1', '2'] }],
+    ['a=1&a=2&a=3', { a: ['1', '2', '3'] }],
+    // No '=' or nothing after it: the empty string.
+    ['tag', { tag: '' }],
+    ['tag=', { tag: '' }],
+    ['=x', { '': 'x' }],
+    // Empty pairs are skipped.
+    ['&&limit=5&', { limit: '5' }],
+    // Only the first '=' separates.
+    ['tag=a=b', { tag: 'a=b' }],
+    ['tag=a+b', { tag: 'a b' }],
+    ['tag=a%2Bb', { tag: 'a+b' }],
+    ['tag=%25', { tag: '%' }],
+    ['tag=%25FF', { tag: '%FF' }],
+    ['tag=%20x%20', { tag: ' x ' }],
+    ['tag=%E2%9C%93', { tag: '✓' }],
+    ['tag=%F0%9F%8C%B1', { tag: '🌱' }],
+    ['tag=%f0%9f%8c%b1', { tag: '🌱' }],
+    ['a%3Db=c', { 'a=b': 'c' }],
+    ['t+g=x', { 't g': 'x' }],
+    ['tag=%26', { tag: '&' }],
+    // Plain keys, never the prototype: the result has none.
+    ['__proto__=x', { ['__proto__']: 'x' }],
+    ['constructor=x&toString=y', { constructor: 'x', toString: 'y' }],
+  ];
+  for (const [query, expected] of decoded) {
+    it(`${JSON.stringify(query)} → ${JSON.stringify(expected)}`, () => {
+      const parsed = parseQueryString(query);
+      assert.equal(parsed[QUERY_ERROR], undefined);
+      assert.equal(Object.getPrototypeOf(parsed), null);
+      assert.deepEqual(parameters(query), Object.entries(expected));
+    });
+  }
+
+  const malformed: ReadonlyArray<readonly [query: string, message: string, rest: Record<string, string | string[]>]> = [
+    ['tag=%', 'querystring.tag is not valid percent-encoded UTF-8', {}],
+    ['tag=%F', 'querystring.tag is not valid percent-encoded UTF-8', {}],
+    ['tag=%ZZ', 'querystring.tag is not valid percent-encoded UTF-8', {}],
+    ['tag=%FF', 'querystring.tag is not valid percent-encoded UTF-8', {}],
+    ['tag=%C0%AF', 'querystring.tag is not valid percent-encoded UTF-8', {}],
+    // An encoded lone surrogate is not UTF-8.
+    ['tag=%ED%A0%80', 'querystring.tag is not valid percent-encoded UTF-8', {}],
+    ['tag=%E2%9C', 'querystring.tag is not valid percent-encoded UTF-8', {}],
+    ['%FF=1', 'a query parameter name is not valid percent-encoded UTF-8', {}],
+    ['%=1', 'a query parameter name is not valid percent-encoded UTF-8', {}],
+    // The first error is the one reported; well-formed parameters are still read.
+    ['a=%FF&b=%FF', 'querystring.a is not valid percent-encoded UTF-8', {}],
+    ['tag=%FF&%FF=1', 'querystring.tag is not valid percent-encoded UTF-8', {}],
+    ['%FF=1&tag=%FF', 'a query parameter name is not valid percent-encoded UTF-8', {}],
+    ['limit=5&tag=%&x=1', 'querystring.tag is not valid percent-encoded UTF-8', { limit: '5', x: '1' }],
+  ];
+  for (const [query, message, rest] of malformed) {
+    it(`${JSON.stringify(query)} → 400 ${JSON.stringify(message)}`, () => {
+      const parsed = parseQueryString(query);
+      assert.equal(parsed[QUERY_ERROR]?.status, 400);
+      assert.equal(parsed[QUERY_ERROR]?.message, message);
+      assert.deepEqual(parameters(query), Object.entries(rest));
+    });
+  }
+});
