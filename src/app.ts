@@ -8,6 +8,7 @@ import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/
 import { buildOpenApi } from './http/openapi.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
+import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
@@ -55,6 +56,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },
     logController: new DebugRequestLog(),
+    // Every log line of a request carries it as reqId; every response carries it back (the first onRequest hook).
+    genReqId: requestIdOf,
     requestTimeout: config.http.requestTimeoutMs,
     keepAliveTimeout: config.http.keepAliveTimeoutMs,
     http: {
@@ -73,8 +76,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     schemaErrorFormatter: describeValidationError,
     clientErrorHandler: writeClientError,
     // Errors the router raises before any route or error handler (a path that is not valid percent-encoded UTF-8,
-    // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record.
-    frameworkErrors: replyWithError,
+    // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record. No hook runs
+    // for them, so they are given the request id here.
+    frameworkErrors: (error, request, reply) => replyWithError(error, request, reply.header(REQUEST_ID_HEADER, request.id)),
   });
 
   app.removeAllContentTypeParsers();
@@ -94,6 +98,12 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
 
   app.setErrorHandler(replyWithError);
+  // The first hook of every routed request, so every answer carries it: a header set now stays through the error
+  // handler, and so is also on the errors decided at onRequest (404, 405, 401, 429) and after it (400, 413, 415, 500).
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header(REQUEST_ID_HEADER, request.id);
+    done();
+  });
   const notFound = (request: FastifyRequest) => new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`);
   // A 404 is decided by the path alone, so it is answered at onRequest: the not-found handler would run only after
   // the body had been read and parsed, turning a POST to an unknown path into a 400, 413 or 415.

@@ -131,6 +131,16 @@ describe('/openapi.json', () => {
     }
   });
 
+  it('declares X-Request-Id on every response of every operation', () => {
+    for (const [path, methods] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        for (const [status, response] of Object.entries(operation.responses)) {
+          assert.equal(response.headers?.['X-Request-Id']?.required, true, `${method} ${path} ${status}`);
+        }
+      }
+    }
+  });
+
   it('declares the headers clients rely on: Link for the next page, WWW-Authenticate on 401, Retry-After on 429 and 503', () => {
     assert.ok(document.paths['/plants']?.get?.responses['200']?.headers?.Link);
     for (const [path, methods] of Object.entries(document.paths)) {

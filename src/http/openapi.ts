@@ -1,5 +1,5 @@
 import type { TSchema } from 'typebox';
-import { ERROR_DESCRIPTIONS, STATUS_HEADERS, openApiPath, type RouteSpec } from './route-spec.js';
+import { ERROR_DESCRIPTIONS, EVERY_RESPONSE_HEADERS, STATUS_HEADERS, openApiPath, type RouteSpec } from './route-spec.js';
 
 const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
   200: 'Success',
@@ -23,10 +23,10 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
     for (const [status, schema] of Object.entries(route.schema.response)) {
       const code = Number(status);
       const description = SUCCESS_DESCRIPTIONS[code] ?? ERROR_DESCRIPTIONS[code] ?? String(code);
-      const headers = { ...STATUS_HEADERS[code], ...route.responseHeaders?.[code] };
+      const headers = { ...EVERY_RESPONSE_HEADERS, ...STATUS_HEADERS[code], ...route.responseHeaders?.[code] };
       responses[status] = {
         description,
-        ...(Object.keys(headers).length ? { headers } : {}),
+        headers,
         ...(schema ? { content: { 'application/json': { schema: ref(schema) } } } : code === 204 ? {} : { content: { 'application/json': {} } }),
       };
     }

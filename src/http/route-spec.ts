@@ -35,6 +35,16 @@ export interface ResponseHeader {
   readonly schema: object;
 }
 
+/** Headers that every response carries, whatever its route and status. */
+export const EVERY_RESPONSE_HEADERS: Readonly<Record<string, ResponseHeader>> = {
+  'X-Request-Id': {
+    description:
+      "The request's id, as in every log line of the request (reqId): the request's own X-Request-Id when that is printable ASCII of at most 128 characters, otherwise one generated (a UUID)",
+    required: true,
+    schema: { type: 'string', maxLength: 128 },
+  },
+};
+
 const RETRY_AFTER: ResponseHeader = { description: 'Seconds to wait before retrying', required: true, schema: { type: 'integer', minimum: 1 } };
 
 /** Headers that every response of a status carries, whichever route answers it. */
