@@ -105,10 +105,10 @@ describe('/openapi.json', () => {
     assert.equal(error.properties.error?.format, 'int32');
   });
 
-  it('leaves health, readiness and itself open, and nothing else', () => {
+  it('leaves the root, health, readiness and itself open, and nothing else', () => {
     for (const [path, methods] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(methods)) {
-        const open = ['/healthz', '/readyz', '/openapi.json'].includes(path);
+        const open = ['/', '/healthz', '/readyz', '/openapi.json'].includes(path);
         assert.equal(operation.security !== undefined && operation.security.length === 0, open, `${method} ${path}`);
       }
     }
@@ -129,6 +129,13 @@ describe('/openapi.json', () => {
       assert.equal(response.statusCode, status);
       assertMatchesDocument('/plants', 'post', status, response.json(), response.headers);
     }
+  });
+
+  it('answers GET / with links to the documentation and to itself, as documented, without a token', async () => {
+    const response = await t.app.inject({ method: 'GET', url: '/' });
+    assert.equal(response.statusCode, 200);
+    assert.deepEqual(response.json(), { docs: '/docs', openapi: '/openapi.json' });
+    assertMatchesDocument('/', 'get', 200, response.json(), response.headers);
   });
 
   it('declares X-Request-Id on every response of every operation', () => {

@@ -5,8 +5,26 @@ import { ErrorRecord } from '../schemas.js';
 
 const Status = Type.Object({ status: Type.String() }, { additionalProperties: false });
 
+const Links = Type.Object(
+  {
+    docs: Type.String({ description: 'The API documentation, for people' }),
+    openapi: Type.String({ description: 'The OpenAPI document, for programs' }),
+  },
+  { additionalProperties: false },
+);
+
 export function systemRoutes(readiness: Readiness, openApiDocument: () => unknown): RouteSpec[] {
   return [
+    {
+      method: 'GET',
+      url: '/',
+      operationId: 'root',
+      summary: 'Where the API is described',
+      description: 'Links to the documentation and to this document, so that a look at the root is not a bare 404.',
+      authenticated: false,
+      schema: { response: { 200: Links } },
+      handler: async () => ({ docs: '/docs', openapi: '/openapi.json' }),
+    },
     {
       method: 'GET',
       url: '/healthz',
