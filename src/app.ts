@@ -1,6 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type HTTPMethods,
+  type onResponseHookHandler,
+} from 'fastify';
 import { readBearerToken } from './http/bearer.js';
 import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
@@ -10,6 +18,7 @@ import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
+import { UNMATCHED_ROUTE } from './metrics.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { ErrorRecord, plantSchemas } from './schemas.js';
@@ -125,7 +134,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const routes: RouteSpec[] = [
     ...plantRoutes(schemas, services.plants),
     // The document describes every route, itself included, so it is built after the list and read lazily.
-    ...systemRoutes(services.readiness, () => openApi),
+    ...systemRoutes(services.readiness, () => openApi, services.metrics),
   ];
   const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord });
 
@@ -148,6 +157,26 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     });
     hooks.push(app.rateLimit() as unknown as (request: FastifyRequest, reply: FastifyReply) => Promise<void>);
   }
+  // http_request_duration_seconds: each route times its own requests under its OpenAPI path, so the hot path looks
+  // nothing up; a request no route matched is timed under one fixed label, never its path.
+  const { metrics } = services;
+  const timed = (url: string): { onResponse?: onResponseHookHandler } => {
+    if (!metrics) return {};
+    const durations = metrics.route(openApiPath(url));
+    return {
+      onResponse: (request, reply, done) => {
+        durations.observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
+        done();
+      },
+    };
+  };
+  if (metrics) {
+    const unmatched = metrics.route(UNMATCHED_ROUTE);
+    app.addHook('onResponse', (request, reply, done) => {
+      if (request.is404) unmatched.observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    });
+  }
   const allowedByUrl = new Map<string, HTTPMethods[]>();
   for (const route of routes) {
     app.route({
@@ -155,6 +184,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       url: route.url,
       schema: { ...route.schema, response: withoutNulls(route.schema.response) },
       ...(route.authenticated ? { onRequest: hooks } : {}),
+      ...timed(route.url),
       handler: route.handler,
     });
     const allowed = allowedByUrl.get(route.url) ?? [];
@@ -171,6 +201,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       // Like a 404, decided before the body is read. No token is asked for: which methods a path takes is public,
       // in /openapi.json, so authenticating first would only hide it from clients that have no token yet.
       onRequest: (request, _reply, done) => done(notAllowed(request)),
+      ...timed(url),
       // Never reached (onRequest always answers); Fastify requires a handler.
       handler: async (request) => {
         throw notAllowed(request);

@@ -24,10 +24,17 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
       const code = Number(status);
       const description = SUCCESS_DESCRIPTIONS[code] ?? ERROR_DESCRIPTIONS[code] ?? String(code);
       const headers = { ...EVERY_RESPONSE_HEADERS, ...STATUS_HEADERS[code], ...route.responseHeaders?.[code] };
+      const mediaType = route.responseMediaTypes?.[code];
       responses[status] = {
         description,
         headers,
-        ...(schema ? { content: { 'application/json': { schema: ref(schema) } } } : code === 204 ? {} : { content: { 'application/json': {} } }),
+        ...(mediaType
+          ? { content: { [mediaType]: { schema: { type: 'string' } } } }
+          : schema
+            ? { content: { 'application/json': { schema: ref(schema) } } }
+            : code === 204
+              ? {}
+              : { content: { 'application/json': {} } }),
       };
     }
     const parameters = [

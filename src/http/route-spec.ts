@@ -19,6 +19,8 @@ export interface RouteSpec {
     readonly params?: TSchema;
     readonly response: Readonly<Record<number, TSchema | null>>;
   };
+  /** The media type of a status's body when it is not application/json (its body is then documented as a string). */
+  readonly responseMediaTypes?: Readonly<Record<number, string>>;
   /** Headers a response of this route carries beyond those every response of its status carries (STATUS_HEADERS). */
   readonly responseHeaders?: Readonly<Record<number, Readonly<Record<string, ResponseHeader>>>>;
   readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
