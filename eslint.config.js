@@ -52,10 +52,14 @@ export default tseslint.config(
           patterns: [
             {
               // Relative imports that climb out of the folder into a forbidden one, or into the app or the schemas.
-              regex: `^(\\.\\./)+(${forbidden.join('|')})/|^(\\.\\./)+(app|schemas|server|cli|services)\\.js$`,
-              message: `${folder} may not import from ${forbidden.join(', ')}, the app or the HTTP schemas: ${why}.`,
+              regex: `^(\\.\\./)+(${forbidden.join('|')})/|^(\\.\\./)+(app|schemas|server|cli|services|metrics)\\.js$`,
+              message: `${folder} may not import from ${forbidden.join(', ')}, the app, the HTTP schemas or the metrics: ${why}.`,
             },
             { group: packages, message: `${folder} may not use the HTTP framework: ${why}.` },
+            {
+              group: ['prom-client', 'prom-client/*'],
+              message: `${folder} may not use the metrics library: it reports to an observer interface it declares, implemented with prom-client in src/metrics.ts.`,
+            },
           ],
         },
       ],

@@ -1,6 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type HTTPMethods } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type HTTPMethods,
+  type onResponseHookHandler,
+} from 'fastify';
 import { readBearerToken } from './http/bearer.js';
 import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
@@ -9,7 +17,9 @@ import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.j
 import { buildOpenApi } from './http/openapi.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
+import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
+import { UNMATCHED_ROUTE } from './metrics.js';
 import { plantRoutes } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { ErrorRecord, plantSchemas } from './schemas.js';
@@ -62,6 +72,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },
     logController: new DebugRequestLog(),
+    // Every log line of a request carries it as reqId; every response carries it back (the first onRequest hook).
+    genReqId: requestIdOf,
     requestTimeout: config.http.requestTimeoutMs,
     keepAliveTimeout: config.http.keepAliveTimeoutMs,
     http: {
@@ -80,8 +92,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     schemaErrorFormatter: describeValidationError,
     clientErrorHandler: writeClientError,
     // Errors the router raises before any route or error handler (a path that is not valid percent-encoded UTF-8,
-    // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record.
-    frameworkErrors: replyWithError,
+    // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record. No hook runs
+    // for them, so they are given the request id here.
+    frameworkErrors: (error, request, reply) => replyWithError(error, request, reply.header(REQUEST_ID_HEADER, request.id)),
   });
 
   app.removeAllContentTypeParsers();
@@ -101,6 +114,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
 
   app.setErrorHandler(replyWithError);
+  // The first hook of every routed request, so every answer carries it: a header set now stays through the error
+  // handler, and so is also on the errors decided at onRequest (404, 405, 401, 429) and after it (400, 413, 415, 500).
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header(REQUEST_ID_HEADER, request.id);
+    done();
+  });
   const notFound = (request: FastifyRequest) => new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`);
   // A 404 is decided by the path alone, so it is answered at onRequest: the not-found handler would run only after
   // the body had been read and parsed, turning a POST to an unknown path into a 400, 413 or 415.
@@ -122,7 +141,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const routes: RouteSpec[] = [
     ...plantRoutes(schemas, services.plants),
     // The document describes every route, itself included, so it is built after the list and read lazily.
-    ...systemRoutes(services.readiness, () => openApi),
+    ...systemRoutes(services.readiness, () => openApi, services.metrics),
   ];
   // The reference page is documentation of the API, not an operation of it (it answers HTML for people, and its
   // routes belong to the Swagger UI plugin, not to a RouteSpec): the document links to it instead of listing it.
@@ -151,6 +170,26 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     });
     hooks.push(app.rateLimit() as unknown as (request: FastifyRequest, reply: FastifyReply) => Promise<void>);
   }
+  // http_request_duration_seconds: each route times its own requests under its OpenAPI path, so the hot path looks
+  // nothing up; a request no route matched is timed under one fixed label, never its path.
+  const { metrics } = services;
+  const timed = (url: string): { onResponse?: onResponseHookHandler } => {
+    if (!metrics) return {};
+    const durations = metrics.route(openApiPath(url));
+    return {
+      onResponse: (request, reply, done) => {
+        durations.observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
+        done();
+      },
+    };
+  };
+  if (metrics) {
+    const unmatched = metrics.route(UNMATCHED_ROUTE);
+    app.addHook('onResponse', (request, reply, done) => {
+      if (request.is404) unmatched.observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    });
+  }
   const allowedByUrl = new Map<string, HTTPMethods[]>();
   for (const route of routes) {
     app.route({
@@ -158,6 +197,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       url: route.url,
       schema: { ...route.schema, response: withoutNulls(route.schema.response) },
       ...(route.authenticated ? { onRequest: hooks } : {}),
+      ...timed(route.url),
       handler: route.handler,
     });
     const allowed = allowedByUrl.get(route.url) ?? [];
@@ -174,6 +214,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       // Like a 404, decided before the body is read. No token is asked for: which methods a path takes is public,
       // in /openapi.json, so authenticating first would only hide it from clients that have no token yet.
       onRequest: (request, _reply, done) => done(notAllowed(request)),
+      ...timed(url),
       // Never reached (onRequest always answers); Fastify requires a handler.
       handler: async (request) => {
         throw notAllowed(request);

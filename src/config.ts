@@ -38,6 +38,8 @@ export interface Config {
     readonly maxHeaderBytes: number;
   };
   readonly shutdownTimeoutMs: number;
+  /** Whether GET /metrics exists and the service keeps Prometheus metrics (METRICS=on|off). */
+  readonly metrics: boolean;
 }
 
 export class ConfigError extends Error {
@@ -74,6 +76,7 @@ export const CONFIG_VARIABLES = [
   'KEEP_ALIVE_TIMEOUT_MS',
   'MAX_HEADER_BYTES',
   'SHUTDOWN_TIMEOUT_MS',
+  'METRICS',
 ] as const;
 
 export type ConfigVariable = (typeof CONFIG_VARIABLES)[number];
@@ -91,6 +94,14 @@ function integer(env: Env, name: ConfigVariable, fallback: number, min: number, 
   const value = Number(raw.trim());
   if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+function onOff(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'on') return true;
+  if (raw === 'off') return false;
+  throw new ConfigError(name, `must be on or off, got ${JSON.stringify(raw)}`);
 }
 
 function database(env: Env, cwd: string): DatabaseConfig {
@@ -151,6 +162,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
       maxHeaderBytes: integer(env, 'MAX_HEADER_BYTES', 8 * 1024, 1024, 1024 * 1024),
     },
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    metrics: onOff(env, 'METRICS', true),
   };
   return deepFreeze(config);
 }

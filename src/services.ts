@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { TokenAuthenticator } from './auth/authenticator.js';
 import type { Config } from './config.js';
 import { Readiness } from './health/readiness.js';
+import { Metrics } from './metrics.js';
 import { PlantService } from './plants/service.js';
 import type { Store } from './storage/store.js';
 import { WriteQueue } from './storage/write-queue.js';
@@ -19,6 +20,8 @@ export interface Services {
   readonly plants: PlantService;
   readonly tokens: TokenAuthenticator;
   readonly readiness: Readiness;
+  /** What GET /metrics serves; null when METRICS=off, and then nothing is counted. */
+  readonly metrics: Metrics | null;
   /**
    * Waits until every accepted write is answered, stops the token cache (writing the last uses) and stops logging
    * storage's incidents. The store stays open: whoever opened it closes it.
@@ -27,14 +30,20 @@ export interface Services {
 }
 
 export async function startServices(config: Config, store: Store, log: Logger): Promise<Services> {
+  // Everything below reports to it: the store its failures, the queue its batches, the token cache its reloads, the
+  // plant service each create's answer.
+  const metrics = config.metrics ? new Metrics({ batchLimit: config.writes.batchLimit }) : null;
+  if (metrics) metrics.watchStore(store);
   const writes = new WriteQueue(store, {
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,
     concurrency: store.writeConcurrency,
+    ...(metrics ? { observer: metrics } : {}),
   });
+  metrics?.watchWriteQueue(writes);
   // Storage has no logger of its own; what it notices outside requests (a background thread dying) is logged here.
   const stopHearingStorage = store.onIncident(({ level, message, error }) => log[level](error ? { err: error } : {}, message));
-  const tokens = new TokenAuthenticator(store, config.tokenCacheMs, log);
+  const tokens = new TokenAuthenticator(store, config.tokenCacheMs, log, metrics ?? undefined);
   try {
     await tokens.start();
   } catch (error) {
@@ -47,9 +56,10 @@ export async function startServices(config: Config, store: Store, log: Logger): 
     log,
     store,
     writes,
-    plants: new PlantService(writes, store),
+    plants: new PlantService(writes, store, metrics ?? undefined),
     tokens,
     readiness: new Readiness(store, writes),
+    metrics,
     close: () =>
       (closing ??= (async () => {
         await writes.drain();

@@ -36,6 +36,12 @@ describe('configuration', () => {
     assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite:rel/p.db' }, '/x').database, { kind: 'sqlite', path: '/x/rel/p.db' });
   });
 
+  it('keeps metrics on unless METRICS=off', () => {
+    assert.equal(loadConfig({}).metrics, true);
+    assert.equal(loadConfig({ METRICS: 'on' }).metrics, true);
+    assert.equal(loadConfig({ METRICS: ' off ' }).metrics, false);
+  });
+
   it('turns rate limiting on with RATE_LIMIT_MAX, the burst defaulting to it', () => {
     assert.deepEqual(loadConfig({ RATE_LIMIT_MAX: '5' }).rateLimit, { max: 5, windowMs: 1000, burst: 5 });
     assert.deepEqual(loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '60000', RATE_LIMIT_BURST: '20' }).rateLimit, {
@@ -68,6 +74,8 @@ describe('configuration', () => {
     ['BODY_LIMIT_BYTES', '-1', /whole number/],
     ['WRITE_QUEUE_LIMIT', '0', /between 1 and/],
     ['TAG_MAX_LENGTH', '601', /between 1 and 600/],
+    ['METRICS', 'yes', /must be on or off, got "yes"/],
+    ['METRICS', 'OFF', /must be on or off/],
   ];
   const postgresUrl = 'postgres://u:p@db:5432/plants';
 

@@ -287,7 +287,9 @@ describe('fuzzing the app (fast-check)', { timeout: 120_000 }, () => {
         const response = await t.app.inject({ method: method as 'GET' | 'HEAD' | 'DELETE', url, headers: { authorization: t.headers.authorization as string } });
         const answer = { status: response.statusCode, contentType: response.headers['content-type'] as string | undefined, body: response.body };
         checkAnswer(answer, `${method} ${JSON.stringify(url)}`, method);
-        if (method === 'GET' && response.statusCode === 200) assert.match(response.body, /^\{"id":-?\d+,"name":/);
+        // A dot segment (`..`, `%2e`) is resolved before routing, as a URL is: `/plants/..` is `/`, not a plant's path.
+        const reachesAPlant = new URL(url, 'http://plantstore.test').pathname.startsWith('/plants/');
+        if (method === 'GET' && response.statusCode === 200 && reachesAPlant) assert.match(response.body, /^\{"id":-?\d+,"name":/);
       }),
       { numRuns: RUNS.byId },
     );

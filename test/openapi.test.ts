@@ -104,10 +104,10 @@ describe('/openapi.json', () => {
     assert.equal(error.properties.error?.format, 'int32');
   });
 
-  it('leaves health, readiness and itself open, and nothing else', () => {
+  it('leaves the root, health, readiness, metrics and itself open, and nothing else', () => {
     for (const [path, methods] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(methods)) {
-        const open = ['/healthz', '/readyz', '/openapi.json'].includes(path);
+        const open = ['/', '/healthz', '/readyz', '/metrics', '/openapi.json'].includes(path);
         assert.equal(operation.security !== undefined && operation.security.length === 0, open, `${method} ${path}`);
       }
     }
@@ -127,6 +127,31 @@ describe('/openapi.json', () => {
       const response = await pending;
       assert.equal(response.statusCode, status);
       assertMatchesDocument('/plants', 'post', status, response.json(), response.headers);
+    }
+  });
+
+  it('answers GET / with links to the documentation and to itself, as documented, without a token', async () => {
+    const response = await t.app.inject({ method: 'GET', url: '/' });
+    assert.equal(response.statusCode, 200);
+    assert.deepEqual(response.json(), { docs: '/docs', openapi: '/openapi.json' });
+    assertMatchesDocument('/', 'get', 200, response.json(), response.headers);
+  });
+
+  it('documents GET /metrics as Prometheus text, and it answers so', async () => {
+    const operation = document.paths['/metrics']?.get;
+    assert.deepEqual(operation?.responses['200']?.content, { 'text/plain': { schema: { type: 'string' } } });
+    const response = await t.app.inject({ method: 'GET', url: '/metrics' });
+    assert.equal(response.statusCode, 200);
+    assert.match(String(response.headers['content-type']), /^text\/plain; version=0\.0\.4/);
+  });
+
+  it('declares X-Request-Id on every response of every operation', () => {
+    for (const [path, methods] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        for (const [status, response] of Object.entries(operation.responses)) {
+          assert.equal(response.headers?.['X-Request-Id']?.required, true, `${method} ${path} ${status}`);
+        }
+      }
     }
   });
 

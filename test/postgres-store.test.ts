@@ -5,12 +5,12 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { loadConfig } from '../src/config.js';
-import { StorageUnavailableError } from '../src/storage/errors.js';
+import { StorageUnavailableError, type StorageErrorKind } from '../src/storage/errors.js';
 import { toErrorReply } from '../src/http/error-reply.js';
 import { pino } from 'pino';
 import { openStore } from '../src/storage/open.js';
 import { MIGRATION_LOCK } from '../src/storage/postgres/migrations.js';
-import { PostgresStore, translate } from '../src/storage/postgres/postgres-store.js';
+import { PostgresStore, translate, unavailableKind } from '../src/storage/postgres/postgres-store.js';
 import { postgresDatabase } from './helpers/databases.js';
 import { sharedPostgres, stopPostgresAfterAll } from './helpers/postgres.js';
 import { waitFor } from './helpers/wait.js';
@@ -24,31 +24,41 @@ function failure(message: string, code?: string): Error {
 }
 
 describe('PostgreSQL errors', () => {
-  const cases: Array<[string, Error, 'unavailable' | 'as is']> = [
-    ['53300 too many connections', failure('sorry, too many clients already', '53300'), 'unavailable'],
-    ['57P01 admin shutdown', failure('terminating connection due to administrator command', '57P01'), 'unavailable'],
-    ['57014 statement timeout', failure('canceling statement due to statement timeout', '57014'), 'unavailable'],
-    ['08006 connection failure', failure('connection failure', '08006'), 'unavailable'],
-    ['28P01 password rotated', failure('password authentication failed for user "app"', '28P01'), 'unavailable'],
-    ['28000 refused by pg_hba', failure('no pg_hba.conf entry for host', '28000'), 'unavailable'],
-    ['3D000 database gone', failure('database "plants" does not exist', '3D000'), 'unavailable'],
-    ['ECONNREFUSED', failure('connect ECONNREFUSED 127.0.0.1:5432', 'ECONNREFUSED'), 'unavailable'],
-    ['ENOENT on a Unix socket', failure('connect ENOENT /run/postgresql/.s.PGSQL.5432', 'ENOENT'), 'unavailable'],
-    ['a lost connection', failure('Connection terminated unexpectedly'), 'unavailable'],
+  // Each "not now" error with the kind plantstore_storage_errors_total counts it under; the rest are passed on as they are.
+  const cases: Array<[string, Error, StorageErrorKind | 'as is']> = [
+    ['53300 too many connections', failure('sorry, too many clients already', '53300'), 'resources'],
+    ['53100 disk full', failure('could not extend file: No space left on device', '53100'), 'disk_full'],
+    ['57P01 admin shutdown', failure('terminating connection due to administrator command', '57P01'), 'connection'],
+    ['57014 statement timeout', failure('canceling statement due to statement timeout', '57014'), 'timeout'],
+    ['08006 connection failure', failure('connection failure', '08006'), 'connection'],
+    ['28P01 password rotated', failure('password authentication failed for user "app"', '28P01'), 'connection'],
+    ['28000 refused by pg_hba', failure('no pg_hba.conf entry for host', '28000'), 'connection'],
+    ['3D000 database gone', failure('database "plants" does not exist', '3D000'), 'connection'],
+    ['40P01 deadlock', failure('deadlock detected', '40P01'), 'locked'],
+    ['55P03 lock not available', failure('could not obtain lock on row', '55P03'), 'locked'],
+    ['25006 read-only transaction', failure('cannot execute INSERT in a read-only transaction', '25006'), 'read_only'],
+    ['58030 I/O error', failure('could not write to file', '58030'), 'io'],
+    ['ECONNREFUSED', failure('connect ECONNREFUSED 127.0.0.1:5432', 'ECONNREFUSED'), 'connection'],
+    ['ETIMEDOUT', failure('connect ETIMEDOUT 10.0.0.1:5432', 'ETIMEDOUT'), 'timeout'],
+    ['ENOENT on a Unix socket', failure('connect ENOENT /run/postgresql/.s.PGSQL.5432', 'ENOENT'), 'connection'],
+    ['a lost connection', failure('Connection terminated unexpectedly'), 'connection'],
+    ['a pool that cannot connect in time', failure('timeout exceeded when trying to connect'), 'timeout'],
     ['23505 unique violation', failure('duplicate key value violates unique constraint', '23505'), 'as is'],
     ['42P01 undefined table', failure('relation "plants" does not exist', '42P01'), 'as is'],
     ['3D0001, not 3D000', failure('made up', '3D0001'), 'as is'],
     ['an error with no code', failure('something else'), 'as is'],
   ];
   for (const [name, error, expected] of cases) {
-    it(`answers ${name} ${expected === 'unavailable' ? 'as unavailable (503), keeping the cause' : 'as it is'}`, () => {
+    it(`answers ${name} ${expected === 'as is' ? 'as it is' : `as unavailable (503) of kind ${expected}, keeping the cause`}`, () => {
       const translated = translate(error);
       if (expected === 'as is') {
         assert.equal(translated, error);
+        assert.equal(unavailableKind(error), undefined);
       } else {
         assert.ok(translated instanceof StorageUnavailableError, `${name} was not translated`);
         assert.equal(toErrorReply(translated, pino({ level: 'silent' }), 0).status, 503);
         assert.equal(translated.cause, error);
+        assert.equal(unavailableKind(error), expected);
       }
     });
   }

@@ -13,6 +13,13 @@ export class InvalidTokenError extends Error {
 }
 
 
+/** What the token cache reports (src/metrics.ts implements it): each reload of the token map, and how it went. */
+export interface TokenCacheObserver {
+  tokenCacheReloaded(result: 'success' | 'failure'): void;
+}
+
+const UNOBSERVED: TokenCacheObserver = { tokenCacheReloaded: () => undefined };
+
 type ReloadOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
 
 /** Reloads of the token map are spaced at least this far apart (or `TOKEN_CACHE_MS`, when that is shorter). */
@@ -35,6 +42,7 @@ export class TokenAuthenticator {
   readonly #refreshMs: number;
   readonly #spacingMs: number;
   readonly #log: Logger;
+  readonly #observer: TokenCacheObserver;
   #byHash = new Map<string, StoredToken>();
   #uses = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
@@ -44,11 +52,12 @@ export class TokenAuthenticator {
   #lastReloadStart = -Infinity;
   #stopped = false;
 
-  constructor(store: TokenStore, refreshMs: number, log: Logger) {
+  constructor(store: TokenStore, refreshMs: number, log: Logger, observer: TokenCacheObserver = UNOBSERVED) {
     this.#store = store;
     this.#refreshMs = refreshMs;
     this.#spacingMs = Math.min(RELOAD_SPACING_MS, refreshMs);
     this.#log = log;
+    this.#observer = observer;
   }
 
   async start(): Promise<void> {
@@ -134,10 +143,12 @@ export class TokenAuthenticator {
     try {
       const tokens = await this.#store.allTokens();
       this.#byHash = new Map(tokens.map((token) => [token.hash.toString('hex'), token]));
+      this.#observer.tokenCacheReloaded('success');
       return { ok: true };
     } catch (error) {
       // Keep the last known set: a store that cannot be read cannot have revoked anything through us either.
       this.#log.warn({ err: error }, 'token refresh failed; keeping the cached tokens');
+      this.#observer.tokenCacheReloaded('failure');
       return { ok: false, error };
     }
   }

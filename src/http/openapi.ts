@@ -1,6 +1,6 @@
 import type { TSchema } from 'typebox';
 import { ErrorRecord } from '../schemas.js';
-import { ERROR_DESCRIPTIONS, STATUS_HEADERS, openApiPath, statusesBeforeRouting, type RouteSpec } from './route-spec.js';
+import { ERROR_DESCRIPTIONS, EVERY_RESPONSE_HEADERS, STATUS_HEADERS, openApiPath, statusesBeforeRouting, type RouteSpec } from './route-spec.js';
 
 const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
   200: 'Success',
@@ -34,11 +34,18 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
     for (const [status, schema] of Object.entries(answers)) {
       const code = Number(status);
       const description = SUCCESS_DESCRIPTIONS[code] ?? ERROR_DESCRIPTIONS[code] ?? String(code);
-      const headers = { ...STATUS_HEADERS[code], ...route.responseHeaders?.[code] };
+      const headers = { ...EVERY_RESPONSE_HEADERS, ...STATUS_HEADERS[code], ...route.responseHeaders?.[code] };
+      const mediaType = route.responseMediaTypes?.[code];
       responses[status] = {
         description,
-        ...(Object.keys(headers).length ? { headers } : {}),
-        ...(schema ? { content: { 'application/json': { schema: ref(schema) } } } : code === 204 ? {} : { content: { 'application/json': {} } }),
+        headers,
+        ...(mediaType
+          ? { content: { [mediaType]: { schema: { type: 'string' } } } }
+          : schema
+            ? { content: { 'application/json': { schema: ref(schema) } } }
+            : code === 204
+              ? {}
+              : { content: { 'application/json': {} } }),
       };
     }
     const parameters = [

@@ -19,6 +19,8 @@ export interface RouteSpec {
     readonly params?: TSchema;
     readonly response: Readonly<Record<number, TSchema | null>>;
   };
+  /** The media type of a status's body when it is not application/json (its body is then documented as a string). */
+  readonly responseMediaTypes?: Readonly<Record<number, string>>;
   /** Headers a response of this route carries beyond those every response of its status carries (STATUS_HEADERS). */
   readonly responseHeaders?: Readonly<Record<number, Readonly<Record<string, ResponseHeader>>>>;
   readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
@@ -34,6 +36,16 @@ export interface ResponseHeader {
   readonly required: boolean;
   readonly schema: object;
 }
+
+/** Headers that every response carries, whatever its route and status. */
+export const EVERY_RESPONSE_HEADERS: Readonly<Record<string, ResponseHeader>> = {
+  'X-Request-Id': {
+    description:
+      "The request's id, as in every log line of the request (reqId): the request's own X-Request-Id when that is printable ASCII of at most 128 characters, otherwise one generated (a UUID)",
+    required: true,
+    schema: { type: 'string', maxLength: 128 },
+  },
+};
 
 const RETRY_AFTER: ResponseHeader = { description: 'Seconds to wait before retrying', required: true, schema: { type: 'integer', minimum: 1 } };
 

@@ -1,4 +1,4 @@
-import type { PlantStore, StoredPlant } from '../storage/store.js';
+import type { CreateOutcome, PlantStore, StoredPlant } from '../storage/store.js';
 import type { WriteQueue } from '../storage/write-queue.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
 
@@ -20,15 +20,27 @@ export interface PlantPage {
   readonly nextAfter?: bigint;
 }
 
+/** How a create was answered: stored now, an identical replay, a conflict (409), or refused (nothing stored, e.g. 503). */
+export type CreateAnswer = 'created' | 'replayed' | 'conflict' | 'refused';
+
+/** What the plant service reports (src/metrics.ts implements it); called once per create, so it must be cheap. */
+export interface PlantObserver {
+  createAnswered(answer: CreateAnswer): void;
+}
+
+const UNOBSERVED: PlantObserver = { createAnswered: () => undefined };
+
 /** What plants may do: create (idempotently), read, list by keyset, delete. It knows no transport. */
 export class PlantService {
   readonly #writes: WriteQueue;
   readonly #plants: Pick<PlantStore, 'getPlant' | 'listPlants'>;
+  readonly #observer: PlantObserver;
 
   /** Every write goes through the queue, which admits and batches it; reads go straight to the store. */
-  constructor(writes: WriteQueue, plants: Pick<PlantStore, 'getPlant' | 'listPlants'>) {
+  constructor(writes: WriteQueue, plants: Pick<PlantStore, 'getPlant' | 'listPlants'>, observer: PlantObserver = UNOBSERVED) {
     this.#writes = writes;
     this.#plants = plants;
+    this.#observer = observer;
   }
 
   async get(id: bigint): Promise<Plant> {
@@ -62,14 +74,26 @@ export class PlantService {
    * retry safely; the same id with another name or tag is a conflict.
    */
   async create(plant: Plant): Promise<Plant> {
-    const outcome = await this.#writes.create(plant);
+    let outcome: CreateOutcome;
+    try {
+      outcome = await this.#writes.create(plant);
+    } catch (error) {
+      this.#observer.createAnswered('refused');
+      throw error;
+    }
     switch (outcome.status) {
       case 'created':
+        this.#observer.createAnswered('created');
         return plant;
       case 'exists':
-        if (outcome.stored.name === plant.name && outcome.stored.tag === plant.tag) return outcome.stored;
+        if (outcome.stored.name === plant.name && outcome.stored.tag === plant.tag) {
+          this.#observer.createAnswered('replayed');
+          return outcome.stored;
+        }
+        this.#observer.createAnswered('conflict');
         throw new PlantConflictError(plant.id);
       case 'failed':
+        this.#observer.createAnswered('refused');
         throw outcome.error;
     }
   }

@@ -1,12 +1,31 @@
 import { Type } from 'typebox';
 import type { Readiness } from '../health/readiness.js';
 import type { RouteSpec } from '../http/route-spec.js';
+import type { Metrics } from '../metrics.js';
 import { ErrorRecord } from '../schemas.js';
 
 const Status = Type.Object({ status: Type.String() }, { additionalProperties: false });
 
-export function systemRoutes(readiness: Readiness, openApiDocument: () => unknown): RouteSpec[] {
+const Links = Type.Object(
+  {
+    docs: Type.String({ description: 'The API documentation, for people' }),
+    openapi: Type.String({ description: 'The OpenAPI document, for programs' }),
+  },
+  { additionalProperties: false },
+);
+
+export function systemRoutes(readiness: Readiness, openApiDocument: () => unknown, metrics: Metrics | null): RouteSpec[] {
   return [
+    {
+      method: 'GET',
+      url: '/',
+      operationId: 'root',
+      summary: 'Where the API is described',
+      description: 'Links to the documentation and to this document, so that a look at the root is not a bare 404.',
+      authenticated: false,
+      schema: { response: { 200: Links } },
+      handler: async () => ({ docs: '/docs', openapi: '/openapi.json' }),
+    },
     {
       method: 'GET',
       url: '/healthz',
@@ -42,5 +61,26 @@ export function systemRoutes(readiness: Readiness, openApiDocument: () => unknow
       schema: { response: { 200: null } },
       handler: async () => openApiDocument(),
     },
+    ...(metrics ? [metricsRoute(metrics)] : []),
   ];
+}
+
+/** Present unless METRICS=off; like /healthz it needs no token, so a scraper needs no credentials. */
+function metricsRoute(metrics: Metrics): RouteSpec {
+  return {
+    method: 'GET',
+    url: '/metrics',
+    operationId: 'metrics',
+    summary: 'Prometheus metrics',
+    description:
+      'Process and runtime metrics, http_request_duration_seconds and the service\'s own plantstore_* metrics, in the ' +
+      'Prometheus text exposition format 0.0.4. Absent (404) when the service runs with METRICS=off.',
+    authenticated: false,
+    schema: { response: { 200: null } },
+    responseMediaTypes: { 200: 'text/plain' },
+    handler: async (_request, reply) => {
+      reply.type(metrics.contentType);
+      return metrics.render();
+    },
+  };
 }

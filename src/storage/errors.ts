@@ -3,6 +3,29 @@
  * edge (src/http/error-reply.ts) decides what a client is told.
  */
 
+/**
+ * What went wrong in storage, in the words an operator acts on: the `kind` of plantstore_storage_errors_total. Each
+ * store names the kind of its own driver's errors; `other` is an error it does not take for "not now", likely a bug.
+ */
+export const STORAGE_ERROR_KINDS = [
+  /** Another connection or process holds a lock past the wait (or PostgreSQL gave up on a deadlock or serialization). */
+  'locked',
+  'disk_full',
+  'read_only',
+  /** Memory, connection slots or other server resources ran out. */
+  'resources',
+  /** The file or the server's storage failed: I/O errors, corruption, a file that cannot be opened. */
+  'io',
+  /** The database cannot be reached, refused the credentials, does not exist or is shutting down. */
+  'connection',
+  'timeout',
+  /** The store was used after it was closed (shutting down). */
+  'closed',
+  'other',
+] as const;
+
+export type StorageErrorKind = (typeof STORAGE_ERROR_KINDS)[number];
+
 /** Storage cannot serve now (unreachable, disk full, locked, read-only, closed); a retry later may work. */
 export class StorageUnavailableError extends Error {
   constructor(message = 'storage is unavailable; retry shortly', options?: ErrorOptions) {

@@ -1,3 +1,5 @@
+import type { StorageObserver } from './observer.js';
+
 /**
  * The storage interfaces. Each consumer sees only what it needs: the write queue and the plant service a
  * PlantStore, the token cache a TokenStore, readiness a WritableCheck. Both databases implement all of them as one
@@ -80,6 +82,15 @@ export interface StorageIncident {
   readonly error?: Error;
 }
 
+/** A connection pool's state at one moment. */
+export interface ConnectionPoolState {
+  /** Connections open, idle or in use. */
+  readonly total: number;
+  readonly idle: number;
+  /** Queries waiting for a connection. */
+  readonly waiting: number;
+}
+
 /** One open database: every interface above, what it can do, what it notices by itself, and how to let it go. */
 export interface Store extends PlantStore, TokenStore, WritableCheck {
   readonly kind: 'sqlite' | 'postgres';
@@ -90,5 +101,12 @@ export interface Store extends PlantStore, TokenStore, WritableCheck {
    * the function that stops it. Storage has no logger of its own: services.ts logs what it hears here.
    */
   onIncident(listener: (incident: StorageIncident) => void): () => void;
+  /**
+   * Reports every failure from now on to `observer` (replacing the previous one); until called, nobody is told. Both
+   * databases have it; a store that stands in for one and cannot fail (bench/app-only.ts) may leave it out.
+   */
+  observe?(observer: StorageObserver): void;
+  /** The pool's state now, for a store that has a pool of connections (PostgreSQL); cheap, read when metrics are scraped. */
+  connectionPoolState?(): ConnectionPoolState;
   close(): Promise<void>;
 }

@@ -1,4 +1,5 @@
 import { StorageUnavailableError } from './errors.js';
+import { UNOBSERVED, type WriteQueueObserver } from './observer.js';
 import type { CreateOutcome, PlantStore, PlantToCreate } from './store.js';
 
 /** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
@@ -16,6 +17,8 @@ export interface WriteQueueOptions {
   readonly batchLimit: number;
   /** Batches committing at once: 1 for a single-writer store, more for a server database. */
   readonly concurrency: number;
+  /** Told of every batch the store answers. */
+  readonly observer?: WriteQueueObserver;
 }
 
 /**
@@ -45,6 +48,7 @@ interface Pending {
 export class WriteQueue {
   readonly #store: PlantStore;
   readonly #options: WriteQueueOptions;
+  readonly #observer: WriteQueueObserver;
   #queue: Pending[] = [];
   #inFlight = 0;
   /** Deletes admitted and not yet answered (waiting for the store or running). */
@@ -57,6 +61,7 @@ export class WriteQueue {
   constructor(store: PlantStore, options: WriteQueueOptions) {
     this.#store = store;
     this.#options = options;
+    this.#observer = options.observer ?? UNOBSERVED;
   }
 
   /** Creates waiting or committing now (batches count once each), plus deletes not yet answered. */
@@ -64,9 +69,13 @@ export class WriteQueue {
     return this.#queue.length + this.#inFlight + this.#operations;
   }
 
-  /** Writes waiting for storage have reached the bound: creates queued plus deletes waiting or running. */
+  /** Writes waiting for storage, as counted against queueLimit: creates queued plus deletes waiting or running. */
+  get depth(): number {
+    return this.#queue.length + this.#operations;
+  }
+
   get #full(): boolean {
-    return this.#queue.length + this.#operations >= this.#options.queueLimit;
+    return this.depth >= this.#options.queueLimit;
   }
 
   create(plant: PlantToCreate): Promise<CreateOutcome> {
@@ -135,6 +144,7 @@ export class WriteQueue {
 
   async #commit(batch: Pending[]): Promise<void> {
     let outcomes: CreateOutcome[];
+    const started = performance.now();
     try {
       // Clients may send one id twice in one turn: every store creates it once and answers the later copies as the
       // first left it (test/storage-contract.test.ts holds both to that).
@@ -144,6 +154,7 @@ export class WriteQueue {
       for (const pending of batch) pending.reject(error);
       return;
     }
+    this.#observer.batchCommitted(batch.length, (performance.now() - started) / 1000);
     // A batch storage cut short (PostgreSQL: a later statement failed after earlier rows committed, and the rest were
     // answered 503) is refused as much as one refused whole: its committed first part does not make storage healthy.
     const cutShort = outcomes.some((outcome) => outcome.status === 'failed' && outcome.error instanceof StorageUnavailableError);

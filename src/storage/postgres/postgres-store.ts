@@ -1,8 +1,9 @@
 import pg from 'pg';
 import type { DatabaseConfig } from '../../config.js';
-import { StorageUnavailableError, unavailableIf } from '../errors.js';
+import { StorageUnavailableError, unavailableIf, type StorageErrorKind } from '../errors.js';
+import { UNOBSERVED, type StorageObserver } from '../observer.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
-import type { CreateOutcome, PlantQuery, PlantToCreate, Store, StorageIncident, StoredPlant, StoredToken, TokenInfo } from '../store.js';
+import type { ConnectionPoolState, CreateOutcome, PlantQuery, PlantToCreate, Store, StorageIncident, StoredPlant, StoredToken, TokenInfo } from '../store.js';
 import { migrate } from './migrations.js';
 
 type PostgresConfig = Extract<DatabaseConfig, { kind: 'postgres' }>;
@@ -14,16 +15,24 @@ const types = {
 };
 
 /**
- * SQLSTATEs meaning "the database cannot serve now, retry": connection exceptions (08), insufficient resources
- * (53), operator intervention (57P01-57P04 shutdown/restart, 57014 statement timeout), system errors (58),
- * serialization failure and deadlock (40001, 40P01), lock not available (55P03), read-only transaction (25006).
- * Also invalid authorization (class 28, e.g. 28P01 once the role's password is rotated under running instances)
- * and a database that does not exist (3D000, dropped or being restored): no request and no code path of this
- * service causes them, a retry succeeds once the operator has put credentials or database right, and meanwhile
- * the instance should be taken out of rotation (unavailable storage also fails readiness), not counted as a bug.
- * The cause is still logged with every 5xx, and the CLI prints it.
+ * SQLSTATEs meaning "the database cannot serve now, retry", by kind: connection exceptions (08), insufficient
+ * resources (53; 53100 is a full disk), operator intervention (57P01-57P04 shutdown/restart, 57014 statement
+ * timeout), system errors (58), serialization failure and deadlock (40001, 40P01), lock not available (55P03),
+ * read-only transaction (25006). Also invalid authorization (class 28, e.g. 28P01 once the role's password is
+ * rotated under running instances) and a database that does not exist (3D000, dropped or being restored): no request
+ * and no code path of this service causes them, a retry succeeds once the operator has put credentials or database
+ * right, and meanwhile the instance should be taken out of rotation (unavailable storage also fails readiness), not
+ * counted as a bug. The cause is still logged with every 5xx, and the CLI prints it.
  */
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P0|57014|58|28|3D000$|40001$|40P01$|55P03$|25006$)/;
+const UNAVAILABLE_SQLSTATE: ReadonlyArray<readonly [RegExp, StorageErrorKind]> = [
+  [/^(08|28|3D000$|57P0)/, 'connection'],
+  [/^57014$/, 'timeout'],
+  [/^53100$/, 'disk_full'],
+  [/^53/, 'resources'],
+  [/^58/, 'io'],
+  [/^(40001|40P01|55P03)$/, 'locked'],
+  [/^25006$/, 'read_only'],
+];
 /** Socket errors on the way to the server; ENOENT is a Unix socket path with no server behind it. */
 const UNAVAILABLE_NODE = new Set([
   'ECONNREFUSED',
@@ -38,19 +47,27 @@ const UNAVAILABLE_NODE = new Set([
   'EAI_AGAIN',
 ]);
 /** What pg and pg-pool throw, without a code, when a connection is lost, cannot be made in time or a query times out. */
-const UNAVAILABLE_MESSAGE =
-  /^(Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|Connection closed)/;
+const UNAVAILABLE_MESSAGE: ReadonlyArray<readonly [RegExp, StorageErrorKind]> = [
+  [/^(timeout exceeded when trying to connect|Query read timeout)/, 'timeout'],
+  [/^(Connection terminated|Client has encountered a connection error|Connection closed)/, 'connection'],
+];
 
-function isUnavailable(error: unknown): boolean {
+/** The kind of a pg or socket error meaning "not now"; undefined for anything else. */
+export function unavailableKind(error: unknown): StorageErrorKind | undefined {
   const code = (error as { code?: unknown } | undefined)?.code;
-  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_NODE.has(code))) return true;
+  if (typeof code === 'string') {
+    if (UNAVAILABLE_NODE.has(code)) return code === 'ETIMEDOUT' ? 'timeout' : 'connection';
+    const kind = UNAVAILABLE_SQLSTATE.find(([pattern]) => pattern.test(code))?.[1];
+    if (kind) return kind;
+  }
   const message = (error as { message?: unknown } | undefined)?.message;
-  return typeof message === 'string' && UNAVAILABLE_MESSAGE.test(message);
+  if (typeof message !== 'string') return undefined;
+  return UNAVAILABLE_MESSAGE.find(([pattern]) => pattern.test(message))?.[1];
 }
 
 /** A pg or socket error meaning "not now" as StorageUnavailableError with the original as its cause; anything else as it is. */
 export function translate(error: unknown): unknown {
-  return unavailableIf(error, isUnavailable);
+  return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
 }
 
 /**
@@ -164,6 +181,7 @@ export class PostgresStore implements Store {
    */
   readonly writeConcurrency: number;
   readonly #pool: pg.Pool;
+  #observer: StorageObserver = UNOBSERVED;
 
   private constructor(pool: pg.Pool, poolSize: number) {
     this.#pool = pool;
@@ -200,8 +218,17 @@ export class PostgresStore implements Store {
       // pg-pool discards a connection whose query failed, so a broken one is never reused.
       return await this.#pool.query<R>(typeof text === 'string' ? { text, values } : { ...text, values });
     } catch (error) {
+      this.#observer.storageFailed(unavailableKind(error) ?? 'other');
       throw translate(error);
     }
+  }
+
+  observe(observer: StorageObserver): void {
+    this.#observer = observer;
+  }
+
+  connectionPoolState(): ConnectionPoolState {
+    return { total: this.#pool.totalCount, idle: this.#pool.idleCount, waiting: this.#pool.waitingCount };
   }
 
   async createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {

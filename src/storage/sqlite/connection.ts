@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import type { StorageErrorKind } from '../errors.js';
 
 /** How long a write waits for another connection's lock (a CLI command, another process) before SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 5000;
@@ -22,5 +23,18 @@ export function openConnection(file: string, cacheMiB: number): Database.Databas
   }
 }
 
-/** SQLite error codes meaning "not now" (disk full, locked, read-only, I/O) rather than a bug. */
-export const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL|NOMEM|CORRUPT|NOTADB)/;
+/** SQLite error codes (extended ones included, by prefix) meaning "not now" rather than a bug, by kind. */
+const UNAVAILABLE_CODES: ReadonlyArray<readonly [RegExp, StorageErrorKind]> = [
+  [/^SQLITE_(BUSY|LOCKED)/, 'locked'],
+  [/^SQLITE_FULL/, 'disk_full'],
+  [/^SQLITE_READONLY/, 'read_only'],
+  [/^SQLITE_NOMEM/, 'resources'],
+  [/^SQLITE_(IOERR|CANTOPEN|PROTOCOL|CORRUPT|NOTADB)/, 'io'],
+];
+
+/** The kind of a SQLite error meaning "not now" (disk full, locked, read-only, I/O); undefined for anything else. */
+export function unavailableKind(error: unknown): StorageErrorKind | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code !== 'string') return undefined;
+  return UNAVAILABLE_CODES.find(([pattern]) => pattern.test(code))?.[1];
+}

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
+import { UNOBSERVED, type StorageObserver } from '../observer.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
 import type {
   CreateOutcome,
@@ -14,7 +15,7 @@ import type {
 } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
-import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection.js';
+import { BUSY_TIMEOUT_MS, openConnection, unavailableKind } from './connection.js';
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteWriter } from './writer.js';
@@ -50,13 +51,8 @@ export const SQLITE_LIST_QUERIES = {
   listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
 } as const;
 
-function isUnavailable(error: unknown): boolean {
-  const code = (error as { code?: unknown }).code;
-  return typeof code === 'string' && UNAVAILABLE_CODES.test(code);
-}
-
 function translate(error: unknown): unknown {
-  return unavailableIf(error, isUnavailable);
+  return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
 }
 
 function isBusy(error: unknown): boolean {
@@ -84,6 +80,7 @@ export class SqliteStore implements Store {
   readonly #incidents: Incidents;
   readonly #statements;
   #closed = false;
+  #observer: StorageObserver = UNOBSERVED;
 
   private constructor(reader: Database.Database, writer: SqliteWriter, checkpointer: Checkpointer, incidents: Incidents) {
     this.#reader = reader;
@@ -135,14 +132,24 @@ export class SqliteStore implements Store {
   async #unlocked<T>(work: () => T, lockWaitMs = BUSY_TIMEOUT_MS): Promise<T> {
     const deadline = performance.now() + lockWaitMs;
     for (let delay = 1; ; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
-      if (this.#closed) throw new StorageUnavailableError('storage is closed');
+      if (this.#closed) {
+        this.#observer.storageFailed('closed');
+        throw new StorageUnavailableError('storage is closed');
+      }
       try {
         return work();
       } catch (error) {
-        if (!isBusy(error) || performance.now() + delay > deadline) throw translate(error);
+        if (!isBusy(error) || performance.now() + delay > deadline) {
+          this.#observer.storageFailed(unavailableKind(error) ?? 'other');
+          throw translate(error);
+        }
       }
       await sleep(delay);
     }
+  }
+
+  observe(observer: StorageObserver): void {
+    this.#observer = observer;
   }
 
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {

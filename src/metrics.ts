@@ -1,0 +1,197 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { TokenCacheObserver } from './auth/authenticator.js';
+import type { CreateAnswer, PlantObserver } from './plants/service.js';
+import { STORAGE_ERROR_KINDS, type StorageErrorKind } from './storage/errors.js';
+import type { StorageObserver, WriteQueueObserver } from './storage/observer.js';
+import type { ConnectionPoolState, Store } from './storage/store.js';
+import type { WriteQueue } from './storage/write-queue.js';
+
+/**
+ * Seconds, from a tenth of a millisecond to ten: prom-client's default buckets start at 5 ms, below which a create
+ * answered from an idle store and one that waited for a busy commit would be counted alike.
+ */
+export const DURATION_BUCKETS: readonly number[] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** Rows per committed batch; the configured WRITE_BATCH_LIMIT is added as a bucket of its own, so full batches show. */
+const BATCH_ROW_BUCKETS: readonly number[] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000];
+
+const CREATE_ANSWERS: readonly CreateAnswer[] = ['created', 'replayed', 'conflict', 'refused'];
+
+/** The `route` label of a request that matched no route: one fixed value, never the path a client chose. */
+export const UNMATCHED_ROUTE = '(unmatched)';
+
+/** Durations of one route's requests. Called once per request, so the label children are made once and kept. */
+export interface RouteDurations {
+  observe(method: string, statusCode: number, seconds: number): void;
+}
+
+let processRegistry: Registry | undefined;
+
+/**
+ * The process's own metrics (memory, CPU, event loop lag, GC, heap), as prom-client collects them by default. They
+ * belong to the process, not to an app: they are collected once however many apps a process builds (tests build
+ * many), since each collection starts an event-loop monitor and a GC observer that cannot be stopped.
+ */
+function processMetrics(): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+/**
+ * Every metric of one app, in a registry of its own (several apps in one process never collide), served by
+ * GET /metrics together with the process's metrics. It is the one module that knows prom-client: storage, the write
+ * queue, the token cache and the plant service report to the observer interfaces they declare, implemented here and
+ * wired in src/services.ts. On the request path: the creates are counted in plain numbers, handed to prom-client
+ * when scraped (`collect`), and each request's duration goes to a histogram child made once per route, method and
+ * status (prom-client has no cheaper way in). Gauges are read when scraped, never kept up to date.
+ */
+export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserver, WriteQueueObserver {
+  readonly #registry = new Registry();
+  readonly #requestDurations: Histogram<'method' | 'route' | 'status_code'>;
+  readonly #creates: Record<CreateAnswer, number> = { created: 0, replayed: 0, conflict: 0, refused: 0 };
+  readonly #commitBatchRows: Histogram;
+  readonly #commitDuration: Histogram;
+  readonly #storageErrors: Record<StorageErrorKind, Counter.Internal>;
+  readonly #tokenCacheReloads: Record<'success' | 'failure', Counter.Internal>;
+  #writeQueue: Pick<WriteQueue, 'depth'> | undefined;
+
+  constructor(options: { readonly batchLimit: number }) {
+    const registers = [this.#registry];
+    const creates = this.#creates;
+    this.#requestDurations = new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP requests by method, route (as in /openapi.json) and status code, from routing to the last byte written',
+      labelNames: ['method', 'route', 'status_code'],
+      buckets: [...DURATION_BUCKETS],
+      registers,
+    });
+    new Counter({
+      name: 'plantstore_creates_total',
+      help: 'Creates (POST /plants with a valid body and token) by outcome: created, replayed (identical, 200), conflict (409), refused (nothing stored: write queue full or storage unavailable)',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        this.reset();
+        for (const answer of CREATE_ANSWERS) this.inc({ outcome: answer }, creates[answer]);
+      },
+    });
+    const queueDepth = () => this.#writeQueue?.depth ?? 0;
+    new Gauge({
+      name: 'plantstore_write_queue_depth',
+      help: 'Writes waiting for storage (creates queued, deletes waiting or running): at WRITE_QUEUE_LIMIT new ones are refused with 503',
+      registers,
+      collect() {
+        this.set(queueDepth());
+      },
+    });
+    this.#commitBatchRows = new Histogram({
+      name: 'plantstore_commit_batch_rows',
+      help: 'Creates per batch the store committed (one transaction, one durable commit: group commit)',
+      buckets: [...new Set([...BATCH_ROW_BUCKETS, options.batchLimit])].sort((a, b) => a - b),
+      registers,
+    });
+    this.#commitDuration = new Histogram({
+      name: 'plantstore_commit_duration_seconds',
+      help: 'Time the store took to commit one batch of creates, waits for locks held elsewhere included',
+      buckets: [...DURATION_BUCKETS],
+      registers,
+    });
+    const storageErrors = new Counter({
+      name: 'plantstore_storage_errors_total',
+      help: 'Storage operations that failed, after any retries of their own, by kind: locked, disk_full, read_only, resources, io, connection, timeout, closed, other (not recognised: likely a bug)',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.#storageErrors = childrenOf(storageErrors, STORAGE_ERROR_KINDS);
+    const tokenCacheReloads = new Counter({
+      name: 'plantstore_token_cache_reloads_total',
+      help: 'Reloads of the valid tokens from storage (periodic, and on an unknown token), by result',
+      labelNames: ['result'],
+      registers,
+    });
+    this.#tokenCacheReloads = childrenOf(tokenCacheReloads, ['success', 'failure'] as const);
+    // Webhook deliveries (counted by outcome) are added here, reported through an observer their own module declares.
+  }
+
+  /** The Content-Type of `render()`'s text: the Prometheus text exposition format, 0.0.4. */
+  get contentType(): string {
+    return this.#registry.contentType;
+  }
+
+  /** Every metric, this app's and the process's, in the Prometheus text exposition format. */
+  render(): Promise<string> {
+    return Registry.merge([processMetrics(), this.#registry]).metrics();
+  }
+
+  /** The write queue whose depth is reported. */
+  watchWriteQueue(writes: Pick<WriteQueue, 'depth'>): void {
+    this.#writeQueue = writes;
+  }
+
+  /** Storage's failures are counted from now on, and its connection pool (PostgreSQL) reported when it has one. */
+  watchStore(store: Pick<Store, 'observe' | 'connectionPoolState'>): void {
+    store.observe?.(this);
+    const poolState = store.connectionPoolState?.bind(store);
+    if (poolState === undefined) return;
+    const gauges: Array<[string, string, keyof ConnectionPoolState]> = [
+      ['plantstore_postgres_pool_connections', 'PostgreSQL connections this instance holds open, idle or in use (at most PG_POOL_SIZE)', 'total'],
+      ['plantstore_postgres_pool_idle_connections', 'PostgreSQL connections open and idle', 'idle'],
+      ['plantstore_postgres_pool_waiting_queries', 'Queries waiting for a connection of the PostgreSQL pool', 'waiting'],
+    ];
+    for (const [name, help, field] of gauges) {
+      new Gauge({
+        name,
+        help,
+        registers: [this.#registry],
+        collect() {
+          this.set(poolState()[field]);
+        },
+      });
+    }
+  }
+
+  /** The durations of one route's requests; `route` is its path as /openapi.json spells it, or UNMATCHED_ROUTE. */
+  route(route: string): RouteDurations {
+    const histogram = this.#requestDurations;
+    const byMethod = new Map<string, Map<number, Histogram.Internal<'method' | 'route' | 'status_code'>>>();
+    return {
+      observe(method, statusCode, seconds) {
+        let byStatus = byMethod.get(method);
+        if (byStatus === undefined) byMethod.set(method, (byStatus = new Map()));
+        let child = byStatus.get(statusCode);
+        if (child === undefined) byStatus.set(statusCode, (child = histogram.labels(method, route, String(statusCode))));
+        child.observe(seconds);
+      },
+    };
+  }
+
+  createAnswered(answer: CreateAnswer): void {
+    this.#creates[answer] += 1;
+  }
+
+  batchCommitted(rows: number, seconds: number): void {
+    this.#commitBatchRows.observe(rows);
+    this.#commitDuration.observe(seconds);
+  }
+
+  storageFailed(kind: StorageErrorKind): void {
+    this.#storageErrors[kind].inc();
+  }
+
+  tokenCacheReloaded(result: 'success' | 'failure'): void {
+    this.#tokenCacheReloads[result].inc();
+  }
+}
+
+/** A child per label value, each series shown from the start at 0, so a first increase is a rate, not a new series. */
+function childrenOf<V extends string>(counter: Counter, values: readonly V[]): Record<V, Counter.Internal> {
+  const children = {} as Record<V, Counter.Internal>;
+  for (const value of values) {
+    children[value] = counter.labels(value);
+    children[value].inc(0);
+  }
+  return children;
+}
