@@ -142,6 +142,14 @@ describe('bad input', () => {
       assertErrorRecord(await post('{"id":43,"name":"a","n\\u0061me":"b"}'), 400, /^request body is not valid JSON: Duplicate key 'name'/);
       assert.equal(await t.store.getPlant(43n), undefined);
     });
+
+    it('refuses a key repeated with the same value too: the contract refuses duplicates, it does not guess they agree', async () => {
+      assertErrorRecord(await post('{"id":44,"name":"a","name":"a"}'), 400, /^request body is not valid JSON: Duplicate key 'name'/);
+      assertErrorRecord(await post('{"id":45,"id":45,"name":"a"}'), 400, /^request body is not valid JSON: Duplicate key 'id'/);
+      assertErrorRecord(await post('{"id":46,"name":"a","n\\u0061me":"a"}'), 400, /^request body is not valid JSON: Duplicate key 'name'/);
+      // Nothing was stored for any of them.
+      for (const id of [44, 45, 46]) assertErrorRecord(await t.app.inject({ method: 'GET', url: `/plants/${id}`, headers: t.headers }), 404);
+    });
   });
 
   describe('invalid UTF-8', () => {

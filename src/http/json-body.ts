@@ -72,6 +72,7 @@ export function parseJsonBody(body: Buffer): ParsedJson {
 function parseExact(text: string): ParsedJson {
   try {
     const value = parseLossless(text, null, parseNumber);
+    rejectDuplicateKeys(text);
     rejectLoneSurrogates(value);
     if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
       const record = value as Record<string | symbol, unknown>;
@@ -100,6 +101,42 @@ function parseNumber(literal: string): number | bigint {
       return exact.negative ? -Number.MAX_VALUE : Number.MAX_VALUE;
     case 'fraction':
       return Number.isInteger(asNumber) ? Number.NaN : asNumber;
+  }
+}
+
+/**
+ * Refuses an object that names a key twice, whatever the values (lossless-json refuses only differing ones, so
+ * `{"name":"a","name":"a"}` would pass): what the second copy meant is a guess. Runs on text already parsed, so it only
+ * has to tell keys from other strings; keys are compared decoded (`"n\u0061me"` is `"name"`).
+ */
+function rejectDuplicateKeys(text: string): void {
+  /** One entry per open container: the keys seen so far in an object, null in an array. */
+  const open: Array<Set<string> | null> = [];
+  let expectingKey = false;
+  for (let index = 0; index < text.length; index += 1) {
+    const char = text[index];
+    if (char === '"') {
+      let end = index + 1;
+      while (text[end] !== '"') end += text[end] === '\\' ? 2 : 1;
+      const keys = open.at(-1);
+      if (expectingKey && keys) {
+        const key = JSON.parse(text.slice(index, end + 1)) as string;
+        if (keys.has(key)) throw new BadRequestError(`request body is not valid JSON: Duplicate key '${key}' encountered at position ${index}`);
+        keys.add(key);
+        expectingKey = false;
+      }
+      index = end;
+    } else if (char === '{') {
+      open.push(new Set());
+      expectingKey = true;
+    } else if (char === '[') {
+      open.push(null);
+      expectingKey = false;
+    } else if (char === '}' || char === ']') {
+      open.pop();
+    } else if (char === ',') {
+      expectingKey = open.at(-1) != null;
+    }
   }
 }
 

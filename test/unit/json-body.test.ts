@@ -106,6 +106,10 @@ describe('parseJsonBody', () => {
     ['a repeated id', Buffer.from('{"id":5,"id":6,"name":"a"}'), /^request body is not valid JSON: Duplicate key 'id'/],
     ['a key repeated through an escape', Buffer.from('{"id":5,"name":"a","n\\u0061me":"b"}'), /^request body is not valid JSON: Duplicate key 'name'/],
     ['a repeated tag', Buffer.from('{"id":5,"name":"a","tag":"b","tag":"c"}'), /^request body is not valid JSON: Duplicate key 'tag'/],
+    ['a name repeated with the same value', Buffer.from('{"id":5,"name":"a","name":"a"}'), /^request body is not valid JSON: Duplicate key 'name'/],
+    ['an id repeated with the same value', Buffer.from('{"id":5,"id":5,"name":"a"}'), /^request body is not valid JSON: Duplicate key 'id'/],
+    ['the same name through an escape', Buffer.from('{"id":5,"name":"a","n\\u0061me":"a"}'), /^request body is not valid JSON: Duplicate key 'name'/],
+    ['a key repeated in a nested object (exact path: 5e0)', Buffer.from('{"id":5e0,"name":"a","tag":{"k":1,"k":1}}'), /^request body is not valid JSON: Duplicate key 'k'/],
     ['a lone high surrogate', Buffer.from('{"id":5,"name":"\\ud800"}'), /lone UTF-16 surrogate/],
     ['a lone low surrogate', Buffer.from('{"id":5,"name":"\\udc00x"}'), /lone UTF-16 surrogate/],
     ['surrogates in the wrong order', Buffer.from('{"id":5,"name":"\\udf31\\ud83c"}'), /lone UTF-16 surrogate/],
@@ -120,6 +124,19 @@ describe('parseJsonBody', () => {
   for (const [what, body, message] of refused) {
     it(`refuses ${what} with 400`, () => {
       assert.throws(() => parseJsonBody(body), badRequest(message));
+    });
+  }
+
+  // Texts that name a key twice only as values, or in different objects: the exact path, and no duplicate.
+  const notDuplicates: ReadonlyArray<readonly [what: string, body: string]> = [
+    ['a value spelling a key', '{"id":5,"name":"name","tag":"name"}'],
+    ['a key inside a string with quotes and escapes', '{"id":5,"name":"\\"name\\":","tag":"x"}'],
+    ['the same key in sibling objects', '[{"name":"a"},{"name":"a"}]'],
+    ['the same key in a nested object and its parent', '{"id":5,"name":"a","tag":{"name":"a"}}'],
+  ];
+  for (const [what, body] of notDuplicates) {
+    it(`accepts ${what}`, () => {
+      assert.doesNotThrow(() => parseJsonBody(Buffer.from(body)));
     });
   }
 });
