@@ -17,6 +17,7 @@ import type {
 } from '../store.js';
 import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection.js';
 import { migrate } from './migrations.js';
+import { WalSync, type SyncFile } from './wal-sync.js';
 import { SqliteWriter } from './writer.js';
 
 interface TokenRow {
@@ -65,11 +66,12 @@ function isBusy(error: unknown): boolean {
 }
 
 /**
- * SQLite in WAL mode with synchronous=FULL. Every write runs on the event loop, on one connection: a batch of
- * creates is one transaction and one fsync, and the loop waits for that fsync. That wait is cheaper than any
- * hand-off: requests arriving meanwhile queue in the kernel and make the next batch bigger, while a writer thread
- * sharing the core cost more in thread switches and message passing than the fsync it hid (measured in
- * BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
+ * SQLite in WAL mode. Every write runs on the event loop, on one connection: a batch of creates is one transaction.
+ * The commit itself does not sync (synchronous=NORMAL on the write connection); WalSync then fdatasyncs the WAL on
+ * the thread pool and the batch is answered when that sync returns, while the loop parses and commits the next batch.
+ * Every answer, reads included, waits for the sync covering what it saw (wal-sync.ts, docs/design.md). The commit
+ * stays on the loop: a writer thread sharing the core cost more in thread switches and message passing than it
+ * saved (BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
  * for a lock itself (busy timeout 0): a write that finds the lock taken is retried on a timer, up to the busy
  * timeout. Reads use a second connection, which WAL does not make wait for a writer; in the rare cases where a read
  * meets a lock (another connection rebuilding the WAL index after a process crashed mid-write) it is retried the same
@@ -77,8 +79,11 @@ function isBusy(error: unknown): boolean {
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
-  /** One writer: SQLite commits one transaction at a time. */
-  readonly writeConcurrency = 1;
+  /**
+   * SQLite commits one transaction at a time, on the loop; a second batch may commit while the first waits for its
+   * sync, so the disk is never idle while creates wait.
+   */
+  readonly writeConcurrency = 2;
   readonly #reader: Database.Database;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Worker;
@@ -88,12 +93,16 @@ export class SqliteStore implements Store {
    */
   readonly #checkpointerExited: Promise<unknown>;
   readonly #statements;
+  readonly #wal: WalSync;
+  readonly #walFd: number;
   #closed = false;
 
-  private constructor(reader: Database.Database, writer: SqliteWriter, checkpointer: Worker) {
+  private constructor(reader: Database.Database, writer: SqliteWriter, checkpointer: Worker, walFd: number, sync: SyncFile | undefined) {
     this.#reader = reader;
     this.#writer = writer;
     this.#checkpointer = checkpointer;
+    this.#walFd = walFd;
+    this.#wal = new WalSync(walFd, sync);
     this.#checkpointerExited = once(checkpointer, 'exit').catch(() => undefined);
     this.#statements = {
       getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
@@ -105,11 +114,13 @@ export class SqliteStore implements Store {
     };
   }
 
-  static open(file: string): SqliteStore {
+  /** `options.sync` replaces fs.fdatasync, for tests that must hold a sync back to see what waits for it. */
+  static open(file: string, options: { readonly sync?: SyncFile } = {}): SqliteStore {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     let reader: Database.Database | undefined;
     let writer: Database.Database | undefined;
     let checkpointer: Worker | undefined;
+    let walFd: number | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
       migrate(reader);
@@ -119,12 +130,20 @@ export class SqliteStore implements Store {
       for (const connection of [reader, writer]) connection.pragma('busy_timeout = 0');
       // Checkpoints run on their own thread, never inside a commit.
       writer.pragma('wal_autocheckpoint = 0');
+      // Commits write the WAL without syncing it; WalSync syncs it, off the loop, before anything is answered. Every
+      // other connection (the reader, the checkpointer, CLI commands) keeps synchronous=FULL from openConnection, so
+      // a checkpoint syncs the WAL before copying it and the database file before the WAL can be reused.
+      writer.pragma('synchronous = NORMAL');
+      // The connections hold the WAL open (SQLite created it on the first read), so it is never deleted or replaced
+      // while the store runs: this descriptor reaches the file every commit writes.
+      walFd = fs.openSync(`${file}-wal`, 'r+');
       const sqliteWriter = new SqliteWriter(writer);
       checkpointer = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
         workerData: { file, intervalMs: CHECKPOINT_INTERVAL_MS },
       });
-      return new SqliteStore(reader, sqliteWriter, checkpointer);
+      return new SqliteStore(reader, sqliteWriter, checkpointer, walFd, options.sync);
     } catch (error) {
+      if (walFd !== undefined) fs.closeSync(walFd);
       void checkpointer?.terminate();
       writer?.close();
       reader?.close();
@@ -141,6 +160,7 @@ export class SqliteStore implements Store {
     const deadline = performance.now() + lockWaitMs;
     for (let delay = 1; ; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
       if (this.#closed) throw new StorageUnavailableError('storage is closed');
+      if (this.#wal.failure) throw this.#wal.failure;
       try {
         return work();
       } catch (error) {
@@ -150,12 +170,30 @@ export class SqliteStore implements Store {
     }
   }
 
+  /** A read, answered once every commit it could have seen is on disk. */
+  async #read<T>(work: () => T): Promise<T> {
+    const result = await this.#unlocked(work);
+    await this.#wal.durable();
+    return result;
+  }
+
+  /**
+   * One write on the write connection, a single commit, answered once a WAL sync that began after it returns. A write
+   * that changed nothing waits too: what it found (a row another batch just committed, or just deleted) may not be
+   * on disk yet.
+   */
+  async #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
+    const result = await this.#unlocked(work, lockWaitMs);
+    await this.#wal.durable(this.#wal.committed());
+    return result;
+  }
+
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#unlocked(() => this.#writer.createPlants(plants));
+    return this.#write(() => this.#writer.createPlants(plants));
   }
 
   getPlant(id: bigint): Promise<StoredPlant | undefined> {
-    return this.#unlocked(() => {
+    return this.#read(() => {
       const row = this.#statements.getPlant.get(id);
       return row && toStoredPlant(row);
     });
@@ -164,7 +202,7 @@ export class SqliteStore implements Store {
   listPlants(query: PlantQuery): Promise<StoredPlant[]> {
     const from = keysetFrom(query.after);
     if (from === undefined) return Promise.resolve([]);
-    return this.#unlocked(() => {
+    return this.#read(() => {
       const rows =
         query.tag === undefined
           ? this.#statements.listAll.all(from, query.limit)
@@ -174,24 +212,24 @@ export class SqliteStore implements Store {
   }
 
   deletePlant(id: bigint): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.deletePlant(id));
+    return this.#write(() => this.#writer.deletePlant(id));
   }
 
   checkWritable(): Promise<void> {
-    return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
+    return this.#write(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
   addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
     return insertTokenOnce(
       name,
-      () => this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime())),
+      () => this.#write(() => this.#writer.addToken(name, hash, createdAt.getTime())),
       // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
       (error) => (error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY',
     );
   }
 
   listTokens(): Promise<TokenInfo[]> {
-    return this.#unlocked(() =>
+    return this.#read(() =>
       this.#statements.listTokens.all().map((row) => ({
         name: row.name,
         createdAt: new Date(row.created_at),
@@ -201,28 +239,30 @@ export class SqliteStore implements Store {
   }
 
   revokeToken(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.revokeToken(name));
+    return this.#write(() => this.#writer.revokeToken(name));
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#unlocked(() => this.#statements.findToken.get(hash));
+    return this.#read(() => this.#statements.findToken.get(hash));
   }
 
   allTokens(): Promise<StoredToken[]> {
-    return this.#unlocked(() => this.#statements.allTokens.all());
+    return this.#read(() => this.#statements.allTokens.all());
   }
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
     const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
-    await this.#unlocked(() => this.#writer.recordTokenUse(entries));
+    await this.#write(() => this.#writer.recordTokenUse(entries));
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#wal.settled();
     this.#checkpointer.postMessage('stop');
     await this.#checkpointerExited;
     this.#writer.close();
     if (this.#reader.open) this.#reader.close();
+    fs.closeSync(this.#walFd);
   }
 }
