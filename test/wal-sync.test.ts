@@ -18,7 +18,7 @@ import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 /** A sync the test releases by hand: every call waits until `release()`, and records which file it was asked to sync. */
 function heldSync() {
   const files: string[] = [];
-  let pending: Array<() => void> = [];
+  const pending: Array<() => void> = [];
   let holding = true;
   return {
     files,
