@@ -36,6 +36,7 @@ const nothingStore: Store = {
   findToken: () => Promise.resolve(undefined),
   allTokens: () => Promise.resolve([benchToken]),
   recordTokenUse: () => Promise.resolve(),
+  onIncident: () => () => undefined,
   close: () => Promise.resolve(),
 };
 

@@ -1,15 +1,20 @@
 /**
- * Prefilled databases for the "millions of plants already stored" scenarios, built directly with better-sqlite3
- * (one transaction, no journal, no fsync) on a schema created by the real CLI (`plantstore migrate`), and cached
- * in bench/.cache/ (git-ignored) by row count, id mode and a hash of the compiled SQLite migrations. Each bench run
- * works on a copy, so the cached file never changes.
+ * Prefilled stores for the "millions of plants already stored" scenarios, on a schema created by the real CLI
+ * (`plantstore migrate`).
+ *
+ * SQLite: built directly with better-sqlite3 (one transaction, no journal, no fsync) and cached in bench/.cache/
+ * (git-ignored) by row count, id mode and a hash of the compiled SQLite migrations. Each bench run works on a copy,
+ * so the cached file never changes.
+ * PostgreSQL: inserted into the bench's fresh embedded server on every run, in batches of ids sent as arrays.
  */
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import pg from 'pg';
+import { runCli, type EnvOverrides } from '../test/helpers/process.js';
 import { prefillRandomId, RANDOM_HI_SPACE, type IdMode } from './ids.js';
+import { ROOT } from './layout.js';
 
 const NAMES = ['Monstera deliciosa', 'Ficus lyrata', 'Pilea peperomioides', 'Calathea orbifolia'];
 const TAGS = ['aroid', 'fig', 'pilea', null];
@@ -38,8 +43,6 @@ export function prefilledIds(mode: IdMode, count: number): Iterable<number> {
 }
 
 export interface PrefillOptions {
-  readonly root: string;
-  readonly cli: string;
   readonly count: number;
   readonly ids: IdMode;
   readonly log: (line: string) => void;
@@ -47,24 +50,20 @@ export interface PrefillOptions {
 
 /** The path of a cached SQLite file holding `count` plants (building it when missing). */
 export function cachedSqlitePrefill(options: PrefillOptions): string {
-  const { root, cli, count, ids, log } = options;
-  const migrations = fs.readFileSync(path.join(root, 'dist/src/storage/sqlite/migrations.js'));
+  const { count, ids, log } = options;
+  const migrations = fs.readFileSync(path.join(ROOT, 'dist/src/storage/sqlite/migrations.js'));
   const schema = createHash('sha256').update(migrations).digest('hex').slice(0, 12);
-  const dir = path.join(root, 'bench/.cache');
+  const dir = path.join(ROOT, 'bench/.cache');
   const file = path.join(dir, `sqlite-${count}-${ids}-${schema}.db`);
   if (fs.existsSync(file)) {
-    log(`prefill: using cached ${path.relative(root, file)}`);
+    log(`prefill: using cached ${path.relative(ROOT, file)}`);
     return file;
   }
   fs.mkdirSync(dir, { recursive: true });
   const building = `${file}.building-${process.pid}`;
   const started = Date.now();
-  log(`prefill: building ${path.relative(root, file)} (${count} plants, ${ids} ids) ...`);
-  const migrate = spawnSync(process.execPath, [cli, 'migrate'], {
-    env: { ...process.env, DATABASE_URL: `sqlite:${building}` },
-    encoding: 'utf8',
-  });
-  if (migrate.status !== 0) throw new Error(`plantstore migrate failed: ${migrate.stderr}`);
+  log(`prefill: building ${path.relative(ROOT, file)} (${count} plants, ${ids} ids) ...`);
+  runCli(['migrate'], { DATABASE_URL: `sqlite:${building}` });
   const db = new Database(building);
   try {
     db.pragma('journal_mode = OFF');
@@ -89,4 +88,43 @@ export function cachedSqlitePrefill(options: PrefillOptions): string {
   const mb = Math.round(fs.statSync(file).size / 1e6);
   log(`prefill: built in ${((Date.now() - started) / 1000).toFixed(1)} s, ${mb} MB`);
   return file;
+}
+
+/** Rows per INSERT of the PostgreSQL prefill. */
+const POSTGRES_BATCH = 50_000;
+
+/**
+ * Migrates the database at `databaseUrl` (with `env`, the service's environment) and inserts `count` plants with the
+ * same ids as the SQLite prefill; names and tags follow the id (id % 4), not the row number.
+ */
+export async function prefillPostgres(databaseUrl: string, env: EnvOverrides, options: PrefillOptions): Promise<void> {
+  const { count, ids, log } = options;
+  runCli(['migrate'], env);
+  log(`postgres: prefilling ${count} plants (${ids} ids) ...`);
+  const started = Date.now();
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    let batch: string[] = [];
+    const flush = async () => {
+      if (batch.length === 0) return;
+      await client.query(
+        `INSERT INTO plants (id, name, tag)
+         SELECT i, (ARRAY['Monstera deliciosa','Ficus lyrata','Pilea peperomioides','Calathea orbifolia'])[1 + (i % 4)],
+                (ARRAY['aroid','fig','pilea',NULL])[1 + (i % 4)]
+         FROM unnest($1::bigint[]) AS i`,
+        [batch],
+      );
+      batch = [];
+    };
+    for (const id of prefilledIds(ids, count)) {
+      batch.push(String(id));
+      if (batch.length === POSTGRES_BATCH) await flush();
+    }
+    await flush();
+    await client.query('VACUUM ANALYZE plants');
+  } finally {
+    await client.end();
+  }
+  log(`postgres: prefilled in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }

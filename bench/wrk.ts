@@ -147,14 +147,23 @@ function childCpuSeconds(output: string): number {
     .reduce((a, b) => a + b, 0);
 }
 
-export async function runWrk(spec: LoadSpec, dir: string, loadPrefix: string[], version: string): Promise<LoadResult> {
-  const scriptFile = path.join(dir, `wrk-${spec.seqStart}-${process.hrtime.bigint()}.lua`);
+export interface WrkPlace {
+  /** Where the run's Lua script is written (and removed after the run). */
+  readonly scriptDir: string;
+  /** The command wrk runs under, pinning it to the load core. */
+  readonly pinPrefix: readonly string[];
+  /** Recorded as the LoadResult's generator, e.g. "wrk debian/4.1.0-3+b2 (1 thread, ...)". */
+  readonly description: string;
+}
+
+export async function runWrk(spec: LoadSpec, place: WrkPlace): Promise<LoadResult> {
+  const scriptFile = path.join(place.scriptDir, `wrk-${spec.seqStart}-${process.hrtime.bigint()}.lua`);
   fs.writeFileSync(scriptFile, script(spec));
   // wrk takes whole seconds only (a --quick warm-up of 0.5 s runs for 1 s).
   const target = `${spec.url}${spec.paths?.[0] ?? '/plants'}`;
   const wrkArgs = ['-t', String(WRK_THREADS), '-c', String(spec.connections), '-d', `${Math.max(1, Math.round(spec.duration))}s`, '--timeout', '10s', '-s', scriptFile, target];
   const quoted = wrkArgs.map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`).join(' ');
-  const [first, ...rest] = loadPrefix;
+  const [first, ...rest] = place.pinPrefix;
   const shell = ['bash', '-c', `wrk ${quoted}; code=$?; times; exit $code`];
   const child = first === undefined ? spawn(shell[0] as string, shell.slice(1)) : spawn(first, [...rest, ...shell]);
   let stdout = '';
@@ -170,7 +179,7 @@ export async function runWrk(spec: LoadSpec, dir: string, loadPrefix: string[], 
   const ms = (us: number) => Math.round(us) / 1000;
   const cpu = childCpuSeconds(stdout);
   return {
-    generator: version,
+    generator: place.description,
     seconds: Math.round(seconds * 100) / 100,
     responses: w.ok + w.non2xx,
     ok: w.ok,

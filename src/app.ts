@@ -25,7 +25,8 @@ const METHODS: readonly HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 
 
 /**
  * Per-request lines at info would cost more than a create itself; they are logged at debug instead, with the
- * request's headers (what an operator debugging a client needs), the Authorization header redacted.
+ * request's headers (what an operator debugging a client needs), every credential-bearing one redacted by the
+ * logger's `headers` serializer (redactCredentialHeaders).
  */
 class DebugRequestLog extends LogController {
   override incomingRequest(request: FastifyRequest): void {

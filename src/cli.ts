@@ -23,6 +23,9 @@ Commands:
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
 `;
 
+/** How long a failed command may take to end by itself, once its reason is printed, before it is ended. */
+const FAILED_EXIT_GRACE_MS = 1000;
+
 /** A mistake in how the command was called: usage goes to stderr, exit code 2. */
 class UsageError extends Error {}
 
@@ -170,4 +173,8 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     process.stderr.write(`plantstore: ${(error as Error).message ?? String(error)}${cause ? ` (${cause})` : ''}\n`);
     process.exitCode = 1;
   }
+  // A failed command ends now. Whatever it opened is closed on the way out (startServer closes storage when it cannot
+  // listen), so this only matters should some handle still be open: a failed `serve` that lingered would look alive
+  // to a supervisor while serving nothing. Unreferenced, it never delays an exit that happens by itself.
+  if (process.exitCode) setTimeout(() => process.exit(), FAILED_EXIT_GRACE_MS).unref();
 });

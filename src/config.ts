@@ -49,12 +49,43 @@ export class ConfigError extends Error {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/**
+ * Every environment variable loadConfig reads, in the order the README lists them. Reads go through `read`, which
+ * takes no other name, so a new variable cannot be read without being listed; whoever must start the service in its
+ * default configuration (the bench) unsets exactly these.
+ */
+export const CONFIG_VARIABLES = [
+  'PORT',
+  'HOST',
+  'DATABASE_URL',
+  'PG_POOL_SIZE',
+  'LOG_LEVEL',
+  'BODY_LIMIT_BYTES',
+  'NAME_MAX_LENGTH',
+  'TAG_MAX_LENGTH',
+  'WRITE_QUEUE_LIMIT',
+  'WRITE_BATCH_LIMIT',
+  'TOKEN_CACHE_MS',
+  'RATE_LIMIT_MAX',
+  'RATE_LIMIT_WINDOW_MS',
+  'RATE_LIMIT_BURST',
+  'REQUEST_TIMEOUT_MS',
+  'HEADERS_TIMEOUT_MS',
+  'KEEP_ALIVE_TIMEOUT_MS',
+  'MAX_HEADER_BYTES',
+  'SHUTDOWN_TIMEOUT_MS',
+] as const;
+
+export type ConfigVariable = (typeof CONFIG_VARIABLES)[number];
+
+const read = (env: Env, name: ConfigVariable): string | undefined => env[name];
+
 const MAX_TAG_LENGTH = 600;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
+function integer(env: Env, name: ConfigVariable, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
   if (raw === undefined || raw === '') return fallback;
   if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `must be a whole number, got ${JSON.stringify(raw)}`);
   const value = Number(raw.trim());
@@ -63,7 +94,7 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
 }
 
 function database(env: Env, cwd: string): DatabaseConfig {
-  const raw = env.DATABASE_URL?.trim() || 'sqlite:./data/plantstore.db';
+  const raw = read(env, 'DATABASE_URL')?.trim() || 'sqlite:./data/plantstore.db';
   if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
     try {
       new URL(raw);
@@ -85,11 +116,11 @@ function database(env: Env, cwd: string): DatabaseConfig {
 
 /** Reads and validates the whole configuration once; the result is frozen and passed to whoever needs it. */
 export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
-  const logLevel = env.LOG_LEVEL?.trim() || 'info';
+  const logLevel = read(env, 'LOG_LEVEL')?.trim() || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
   const rateMax = integer(env, 'RATE_LIMIT_MAX', 0, 0, 1_000_000_000);
   const config: Config = {
-    host: env.HOST?.trim() || '127.0.0.1',
+    host: read(env, 'HOST')?.trim() || '127.0.0.1',
     port: integer(env, 'PORT', 8080, 0, 65535),
     logLevel,
     database: database(env, cwd),

@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import { createLogger } from './log.js';
 import { startServices, type Services } from './services.js';
 import { openStore } from './storage/open.js';
+import type { Store } from './storage/store.js';
 
 export interface RunningServer {
   readonly app: FastifyInstance;
@@ -17,24 +18,37 @@ export interface RunningServer {
 export async function startServer(config: Config): Promise<RunningServer> {
   const log = createLogger(config);
   const store = await openStore(config.database);
-  let services: Services;
-  let app: FastifyInstance;
+  let services: Services | undefined;
+  let app: FastifyInstance | undefined;
   try {
     services = await startServices(config, store, log);
     app = await buildApp(services);
+    if ((await store.listTokens()).length === 0) {
+      process.stderr.write(
+        'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
+          'plantstore: create one with:  npx plantstore token create --name <name>\n',
+      );
+    }
+    const url = await app.listen({ host: config.host, port: config.port });
+    return { app, url, close: closer(app, services, store) };
   } catch (error) {
-    await store.close();
+    // A server that cannot start must not linger: what was opened (SQLite's checkpointer thread, PostgreSQL's
+    // pooled connections, the token cache's timer) would keep the process alive serving nothing, and a supervisor
+    // would see a live process. The start failure is what the caller reports; closing cannot add to it.
+    await app?.close().catch(() => undefined);
+    await services?.close().catch(() => undefined);
+    await store.close().catch(() => undefined);
     throw error;
   }
-  if ((await store.listTokens()).length === 0) {
-    process.stderr.write(
-      'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
-        'plantstore: create one with:  npx plantstore token create --name <name>\n',
-    );
-  }
-  const url = await app.listen({ host: config.host, port: config.port });
+}
+
+/**
+ * Stops accepting, answers every request in flight, drains the services (every accepted write answered, the last
+ * token uses written), then closes storage; once, however often it is called.
+ */
+function closer(app: FastifyInstance, services: Services, store: Store): () => Promise<void> {
   let closing: Promise<void> | undefined;
-  const close = () =>
+  return () =>
     (closing ??= (async () => {
       // Storage is closed even when closing the app fails, so whatever was committed is left checkpointable and
       // every connection released; the app's failure is still reported.
@@ -42,12 +56,10 @@ export async function startServer(config: Config): Promise<RunningServer> {
       await app.close().catch((error: unknown) => {
         appFailure = { error };
       });
-      // Every accepted write answered and the last token uses written, then storage let go.
       await services.close();
       await store.close();
       if (appFailure) throw appFailure.error;
     })());
-  return { app, url, close };
 }
 
 /** Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). */

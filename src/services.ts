@@ -19,7 +19,10 @@ export interface Services {
   readonly plants: PlantService;
   readonly tokens: TokenAuthenticator;
   readonly readiness: Readiness;
-  /** Stops the token cache (writing the last uses) and waits until every accepted write is answered. The store stays open. */
+  /**
+   * Waits until every accepted write is answered, stops the token cache (writing the last uses) and stops logging
+   * storage's incidents. The store stays open: whoever opened it closes it.
+   */
   close(): Promise<void>;
 }
 
@@ -29,8 +32,15 @@ export async function startServices(config: Config, store: Store, log: Logger): 
     batchLimit: config.writes.batchLimit,
     concurrency: store.writeConcurrency,
   });
+  // Storage has no logger of its own; what it notices outside requests (a background thread dying) is logged here.
+  const stopHearingStorage = store.onIncident(({ level, message, error }) => log[level](error ? { err: error } : {}, message));
   const tokens = new TokenAuthenticator(store, config.tokenCacheMs, log);
-  await tokens.start();
+  try {
+    await tokens.start();
+  } catch (error) {
+    stopHearingStorage();
+    throw error;
+  }
   let closing: Promise<void> | undefined;
   return {
     config,
@@ -44,6 +54,7 @@ export async function startServices(config: Config, store: Store, log: Logger): 
       (closing ??= (async () => {
         await writes.drain();
         await tokens.stop();
+        stopHearingStorage();
       })()),
   };
 }

@@ -1,8 +1,10 @@
 import './helpers/exit-guard.js';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { fileURLToPath } from 'node:url';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.js';
 import { poolConfig } from '../src/storage/postgres/postgres-store.js';
 
 describe('configuration', () => {
@@ -109,4 +111,23 @@ describe('configuration', () => {
       );
     });
   }
+
+  it('reads exactly the variables CONFIG_VARIABLES lists, which the README documents in the same order', () => {
+    // Values that take every branch: a PostgreSQL URL reads PG_POOL_SIZE, a rate limit reads its window and burst.
+    const given: Record<string, string> = { DATABASE_URL: postgresUrl, RATE_LIMIT_MAX: '5' };
+    const asked = new Set<string>();
+    const env = new Proxy(given, {
+      get(target, name) {
+        if (typeof name === 'string') asked.add(name);
+        return typeof name === 'string' ? target[name] : undefined;
+      },
+    });
+    loadConfig(env);
+    assert.deepEqual([...asked].sort(), [...CONFIG_VARIABLES].sort());
+
+    const readme = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('## CLI'));
+    const documented = [...section.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((match) => match[1]);
+    assert.deepEqual(documented, [...CONFIG_VARIABLES]);
+  });
 });

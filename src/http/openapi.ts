@@ -1,5 +1,6 @@
 import type { TSchema } from 'typebox';
-import { ERROR_DESCRIPTIONS, STATUS_HEADERS, openApiPath, type RouteSpec } from './route-spec.js';
+import { ErrorRecord } from '../schemas.js';
+import { ERROR_DESCRIPTIONS, STATUS_HEADERS, openApiPath, statusesBeforeRouting, type RouteSpec } from './route-spec.js';
 
 const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
   200: 'Success',
@@ -20,7 +21,10 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
   for (const route of routes) {
     const path = openApiPath(route.url);
     const responses: Record<string, unknown> = {};
-    for (const [status, schema] of Object.entries(route.schema.response)) {
+    const answers: Record<number, TSchema | null> = { ...route.schema.response };
+    for (const status of statusesBeforeRouting(route)) answers[status] ??= ErrorRecord;
+    // Integer-like keys enumerate in ascending order, so the document lists each operation's statuses sorted.
+    for (const [status, schema] of Object.entries(answers)) {
       const code = Number(status);
       const description = SUCCESS_DESCRIPTIONS[code] ?? ERROR_DESCRIPTIONS[code] ?? String(code);
       const headers = { ...STATUS_HEADERS[code], ...route.responseHeaders?.[code] };
@@ -56,6 +60,9 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
       description:
         'Every non-2xx response is an Error record whose `error` is the HTTP status code. Ids are int64 and are kept exact over the whole range.',
     },
+    // Relative: the service answers at whatever address it is deployed, so the document names no host (OpenAPI 3.1
+    // resolves a relative server URL against where the document was fetched from).
+    servers: [{ url: '/' }],
     paths,
     components: {
       schemas: Object.fromEntries(Object.entries(components).map(([name, schema]) => [name, plain(schema)])),

@@ -68,10 +68,22 @@ export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
   401: 'No bearer token, another scheme, or an unknown or revoked token. Carries WWW-Authenticate: Bearer realm="plantstore" (with error="invalid_token" for a bad token).',
   404: 'No such resource.',
   405: 'The method is not allowed on this path; see the Allow header.',
+  408: 'The request headers or body did not arrive in time (HEADERS_TIMEOUT_MS / REQUEST_TIMEOUT_MS); the connection is closed.',
   409: 'A plant with this id already exists with a different name or tag.',
   413: 'The request body is larger than the configured limit (BODY_LIMIT_BYTES, default 16384).',
+  414: 'A path parameter is longer than 100 characters.',
   415: 'The request body is not application/json in UTF-8, or carries a Content-Encoding other than identity.',
   429: 'The token has sent more requests than its rate limit allows; see Retry-After.',
+  431: 'The request headers are larger than the configured limit (MAX_HEADER_BYTES, default 8192); the connection is closed.',
   500: 'An unexpected failure; details are logged, not sent.',
   503: 'Storage is unavailable or the write queue is full; see Retry-After.',
 };
+
+/**
+ * Statuses answered before any route runs, so no route's schema lists them, yet a request to any operation can get
+ * them: Node's HTTP server answers 408 (headers or body too slow) and 431 (header block too large) whatever the path,
+ * and the router answers 414 for an over-long path parameter, which only a path with a parameter can have.
+ */
+export function statusesBeforeRouting(route: RouteSpec): readonly number[] {
+  return route.schema.params ? [408, 414, 431] : [408, 431];
+}

@@ -23,7 +23,7 @@ export function systemRoutes(readiness: Readiness, openApiDocument: () => unknow
       summary: 'Readiness: storage takes writes',
       description:
         'Answers 200 once a one-row heartbeat write has been committed durably. Answers 503 when that write fails ' +
-        '(database down, disk full, file locked past 1 s, read-only) or when storage refused the latest batch of creates ' +
+        '(database down, disk full, file locked past 1 s, read-only, SQLite WAL not being checkpointed) or when storage refused the latest batch of creates, or part of it, ' +
         'within the last 5 s and none has committed since; it turns 200 again by itself once the cause goes away. A successful ' +
         'heartbeat answers every probe for 250 ms.',
       authenticated: false,

@@ -73,10 +73,22 @@ export interface WritableCheck {
   checkWritable(): Promise<void>;
 }
 
-/** One open database: every interface above, what it can do, and how to let it go. */
+/** Something storage noticed by itself, outside any request (a background thread died, checkpoints keep failing). */
+export interface StorageIncident {
+  readonly level: 'error' | 'warn' | 'info';
+  readonly message: string;
+  readonly error?: Error;
+}
+
+/** One open database: every interface above, what it can do, what it notices by itself, and how to let it go. */
 export interface Store extends PlantStore, TokenStore, WritableCheck {
   readonly kind: 'sqlite' | 'postgres';
   /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */
   readonly writeConcurrency: number;
+  /**
+   * Calls `listener` with every incident from now on, and with those that happened before anyone listened; returns
+   * the function that stops it. Storage has no logger of its own: services.ts logs what it hears here.
+   */
+  onIncident(listener: (incident: StorageIncident) => void): () => void;
   close(): Promise<void>;
 }

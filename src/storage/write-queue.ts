@@ -51,7 +51,7 @@ export class WriteQueue {
   #operations = 0;
   #scheduled = false;
   #idleWaiters: Array<() => void> = [];
-  /** When the latest batch to finish was refused by storage; undefined once one commits. */
+  /** When the latest batch to finish was refused by storage, whole or in part; undefined once one commits whole. */
   #refusedAt: number | undefined;
 
   constructor(store: PlantStore, options: WriteQueueOptions) {
@@ -94,7 +94,8 @@ export class WriteQueue {
   }
 
   /**
-   * True while the latest batch to finish was refused by storage within REFUSAL_MEMORY_MS. A heartbeat write can
+   * True while the latest batch to finish was refused by storage within REFUSAL_MEMORY_MS, whole or in part (some rows
+   * answered 503 after others committed). A heartbeat write can
    * succeed where a batch cannot (on a full disk a one-row commit may fit in WAL space already allocated), so
    * readiness looks at both.
    */
@@ -143,7 +144,10 @@ export class WriteQueue {
       for (const pending of batch) pending.reject(error);
       return;
     }
-    this.#refusedAt = undefined;
+    // A batch storage cut short (PostgreSQL: a later statement failed after earlier rows committed, and the rest were
+    // answered 503) is refused as much as one refused whole: its committed first part does not make storage healthy.
+    const cutShort = outcomes.some((outcome) => outcome.status === 'failed' && outcome.error instanceof StorageUnavailableError);
+    this.#refusedAt = cutShort ? Date.now() : undefined;
     batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
   }
 }

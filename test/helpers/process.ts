@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { once } from 'node:events';
 import { connect, createServer } from 'node:net';
 import path from 'node:path';
@@ -15,8 +15,14 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * A child's environment: process.env with `env` over it. A variable given as undefined is left out of the child's
+ * environment altogether (Node's spawn skips undefined values), so callers can also unset what the shell has.
+ */
+export type EnvOverrides = Readonly<Record<string, string | undefined>>;
+
 /** Runs a CLI command to completion; throws with its stderr when it fails. */
-export function runCli(args: string[], env: Record<string, string>): { stdout: string; stderr: string } {
+export function runCli(args: string[], env: EnvOverrides): { stdout: string; stderr: string } {
   const result = spawnSync(process.execPath, [CLI, ...args], {
     env: { ...process.env, ...env },
     encoding: 'utf8',
@@ -27,7 +33,7 @@ export function runCli(args: string[], env: Record<string, string>): { stdout: s
 }
 
 /** `plantstore token create --name NAME` on the database in `env`; its stdout is the token alone. */
-export function createToken(name: string, env: Record<string, string>): string {
+export function createToken(name: string, env: EnvOverrides): string {
   const token = runCli(['token', 'create', '--name', name], env).stdout.trim();
   if (!/^\S+$/.test(token)) throw new Error(`token create printed ${JSON.stringify(token)}`);
   return token;
@@ -38,6 +44,7 @@ export interface ServerProcess {
   readonly port: number;
   /** e.g. http://127.0.0.1:41234 */
   readonly base: string;
+  /** The tails of stdout and stderr; empty when `stdio` sent them elsewhere. */
   output(): { stdout: string; stderr: string };
   /** Sends the signal and resolves with the exit code (null when killed by a signal) and the signal. */
   stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -46,12 +53,35 @@ export interface ServerProcess {
   exited(): boolean;
 }
 
-/** `plantstore serve` as a child process on a free port; resolves once /healthz answers 200. */
-export async function startServer(env: Record<string, string>, startTimeoutMs = 30_000): Promise<ServerProcess> {
+/** What startServer runs and how; the defaults are what the tests want: `plantstore serve`, ready on /healthz 200. */
+export interface StartServerOptions {
+  /** Node's arguments: any Node flags, then the script and its arguments. Default: the CLI's `serve`. */
+  readonly nodeArgs?: readonly string[];
+  /**
+   * A command node runs under, e.g. `['taskset', '-c', '0']`. It must exec node, so that the child's pid is the
+   * server's own (the bench reads /proc/<pid>).
+   */
+  readonly prefix?: readonly string[];
+  /** Polled until the server answers it (default `/healthz`). */
+  readonly readyPath?: string;
+  /** Any HTTP answer means ready, not only a 2xx: for servers that have no health route. */
+  readonly readyOnAnyStatus?: boolean;
+  /** Passed to spawn. Default: stdout and stderr piped and their tails kept for output(). */
+  readonly stdio?: StdioOptions;
+  readonly startTimeoutMs?: number;
+}
+
+/**
+ * A server as a child process on a free port (given in PORT, with HOST 127.0.0.1; LOG_LEVEL is warn unless `env`
+ * says otherwise); resolves once it answers, and kills it if it does not within the start timeout.
+ */
+export async function startServer(env: EnvOverrides, options: StartServerOptions = {}): Promise<ServerProcess> {
+  const { nodeArgs = [CLI, 'serve'], prefix = [], readyPath = '/healthz', readyOnAnyStatus = false, startTimeoutMs = 30_000 } = options;
   const port = await freePort();
-  const child = spawn(process.execPath, [CLI, 'serve'], {
+  const argv = [...prefix, process.execPath, ...nodeArgs];
+  const child = spawn(argv[0] as string, argv.slice(1), {
     env: { ...process.env, LOG_LEVEL: 'warn', ...env, HOST: '127.0.0.1', PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: options.stdio ?? ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
@@ -72,14 +102,15 @@ export async function startServer(env: Record<string, string>, startTimeoutMs = 
       throw new Error(`server exited before answering (code ${child.exitCode}): ${stderr}`);
     }
     try {
-      const response = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2000) });
-      if (response.ok) break;
+      const response = await fetch(`${base}${readyPath}`, { signal: AbortSignal.timeout(2000) });
+      await response.arrayBuffer();
+      if (response.ok || readyOnAnyStatus) break;
     } catch {
       // not listening yet
     }
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`server did not answer /healthz within ${startTimeoutMs} ms: ${stderr}`);
+      throw new Error(`server did not answer ${readyPath} within ${startTimeoutMs} ms: ${stderr}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

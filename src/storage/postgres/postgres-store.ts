@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { DatabaseConfig } from '../../config.js';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
-import type { CreateOutcome, PlantQuery, PlantToCreate, Store, StoredPlant, StoredToken, TokenInfo } from '../store.js';
+import type { CreateOutcome, PlantQuery, PlantToCreate, Store, StorageIncident, StoredPlant, StoredToken, TokenInfo } from '../store.js';
 import { migrate } from './migrations.js';
 
 type PostgresConfig = Extract<DatabaseConfig, { kind: 'postgres' }>;
@@ -315,6 +315,11 @@ export class PostgresStore implements Store {
        WHERE tokens.name = u.name AND (tokens.last_used_at IS NULL OR tokens.last_used_at < u.at)`,
       [[...uses.keys()], [...uses.values()]],
     );
+  }
+
+  /** Nothing of this store runs outside requests, so it has no incidents to report. */
+  onIncident(_listener: (incident: StorageIncident) => void): () => void {
+    return () => undefined;
   }
 
   async close(): Promise<void> {

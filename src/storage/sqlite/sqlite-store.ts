@@ -1,8 +1,5 @@
-import { once } from 'node:events';
 import fs from 'node:fs';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
@@ -11,12 +8,16 @@ import type {
   PlantQuery,
   PlantToCreate,
   Store,
+  StorageIncident,
   StoredPlant,
   StoredToken,
   TokenInfo,
 } from '../store.js';
+import { Incidents } from '../incidents.js';
+import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
 import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection.js';
 import { migrate } from './migrations.js';
+import { prepareDatabaseFiles } from './private-files.js';
 import { WalSync, type SyncFile } from './wal-sync.js';
 import { SqliteWriter } from './writer.js';
 
@@ -39,7 +40,6 @@ interface TokenInfoRow {
  */
 const WRITER_CACHE_MIB = 16;
 const READER_CACHE_MIB = 16;
-const CHECKPOINT_INTERVAL_MS = 250;
 
 /** A readiness check should answer promptly, so its heartbeat waits for another connection's lock only this long. */
 const HEARTBEAT_LOCK_WAIT_MS = 1000;
@@ -86,24 +86,33 @@ export class SqliteStore implements Store {
   readonly writeConcurrency = 2;
   readonly #reader: Database.Database;
   readonly #writer: SqliteWriter;
-  readonly #checkpointer: Worker;
-  /**
-   * Settles when the checkpointer has exited. It is listened for from the start: a thread that stops emits 'exit'
-   * in the same callback that delivers its last message, so a listener attached later could miss it.
-   */
-  readonly #checkpointerExited: Promise<unknown>;
+  readonly #checkpointer: Checkpointer;
+  readonly #incidents: Incidents;
   readonly #statements;
   readonly #wal: WalSync;
   readonly #walFd: number;
   #closed = false;
 
-  private constructor(reader: Database.Database, writer: SqliteWriter, checkpointer: Worker, walFd: number, sync: SyncFile | undefined) {
+  private constructor(
+    reader: Database.Database,
+    writer: SqliteWriter,
+    checkpointer: Checkpointer,
+    incidents: Incidents,
+    walFd: number,
+    sync: SyncFile | undefined,
+  ) {
     this.#reader = reader;
     this.#writer = writer;
     this.#checkpointer = checkpointer;
+    this.#incidents = incidents;
     this.#walFd = walFd;
-    this.#wal = new WalSync(walFd, sync);
-    this.#checkpointerExited = once(checkpointer, 'exit').catch(() => undefined);
+    this.#wal = new WalSync(walFd, sync, (error) =>
+      incidents.report({
+        level: 'error',
+        message: 'the WAL could not be synced to disk: storage refuses everything until plantstore is restarted',
+        error: error as Error,
+      }),
+    );
     this.#statements = {
       getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
       listAll: reader.prepare<[bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listAll).safeIntegers(true),
@@ -114,12 +123,15 @@ export class SqliteStore implements Store {
     };
   }
 
-  /** `options.sync` replaces fs.fdatasync, for tests that must hold a sync back to see what waits for it. */
-  static open(file: string, options: { readonly sync?: SyncFile } = {}): SqliteStore {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
+  /**
+   * `options` exist for tests: `sync` replaces fs.fdatasync (to hold a sync back and see what waits for it), and
+   * `checkpointer` shortens the real restart delays.
+   */
+  static open(file: string, options: { readonly sync?: SyncFile; readonly checkpointer?: Partial<CheckpointerOptions> } = {}): SqliteStore {
+    prepareDatabaseFiles(file);
     let reader: Database.Database | undefined;
     let writer: Database.Database | undefined;
-    let checkpointer: Worker | undefined;
+    let checkpointer: Checkpointer | undefined;
     let walFd: number | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
@@ -138,13 +150,12 @@ export class SqliteStore implements Store {
       // while the store runs: this descriptor reaches the file every commit writes.
       walFd = fs.openSync(`${file}-wal`, 'r+');
       const sqliteWriter = new SqliteWriter(writer);
-      checkpointer = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
-        workerData: { file, intervalMs: CHECKPOINT_INTERVAL_MS },
-      });
-      return new SqliteStore(reader, sqliteWriter, checkpointer, walFd, options.sync);
+      const incidents = new Incidents();
+      checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
+      return new SqliteStore(reader, sqliteWriter, checkpointer, incidents, walFd, options.sync);
     } catch (error) {
       if (walFd !== undefined) fs.closeSync(walFd);
-      void checkpointer?.terminate();
+      void checkpointer?.stop();
       writer?.close();
       reader?.close();
       throw translate(error);
@@ -215,7 +226,10 @@ export class SqliteStore implements Store {
     return this.#write(() => this.#writer.deletePlant(id));
   }
 
+  /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
   checkWritable(): Promise<void> {
+    const problem = this.#checkpointer.problem;
+    if (problem) return Promise.reject(new StorageUnavailableError(undefined, { cause: problem }));
     return this.#write(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
@@ -255,12 +269,20 @@ export class SqliteStore implements Store {
     await this.#write(() => this.#writer.recordTokenUse(entries));
   }
 
+  onIncident(listener: (incident: StorageIncident) => void): () => void {
+    return this.#incidents.listen(listener);
+  }
+
+  /** The thread checkpointing the WAL; for tests, which make it crash or fail. */
+  get checkpointer(): Checkpointer {
+    return this.#checkpointer;
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     await this.#wal.settled();
-    this.#checkpointer.postMessage('stop');
-    await this.#checkpointerExited;
+    await this.#checkpointer.stop();
     this.#writer.close();
     if (this.#reader.open) this.#reader.close();
     fs.closeSync(this.#walFd);

@@ -1,0 +1,110 @@
+/**
+ * The command line:
+ *
+ *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
+ *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
+ *                    [--reads] [--app-only] [--generator auto|wrk|autocannon]
+ *                    [--quick] [--cpu-prof] [--out DIR] [--db-dir DIR]
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import type { IdMode } from './ids.js';
+import { ROOT } from './layout.js';
+
+/** Every option, resolved; written whole (but `out`) into each result's meta, in this order. */
+export interface BenchOptions {
+  readonly duration: number;
+  readonly warmup: number;
+  readonly pairs: number;
+  readonly connections: number;
+  readonly prefill: number;
+  readonly ids: IdMode;
+  readonly soak: number;
+  readonly store: 'sqlite' | 'postgres';
+  readonly quick: boolean;
+  /** Reads scenario: page reads and GET by id over a prefilled store, plantstore only. */
+  readonly reads: boolean;
+  /** Also run plantstore's HTTP layer on a store that keeps nothing, in every pair. */
+  readonly appOnly: boolean;
+  readonly generator: 'auto' | 'wrk' | 'autocannon';
+  readonly cpuProf: boolean;
+  readonly out: string;
+  /** Where the temporary SQLite database lives (default: the OS temp dir); a tmpfs here shows what fsync costs. */
+  readonly dbDir: string;
+}
+
+/** A command line the bench cannot run: the entry point prints the message and exits 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+export function readOptions(argv: string[]): BenchOptions {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      pairs: { type: 'string' },
+      connections: { type: 'string' },
+      prefill: { type: 'string' },
+      ids: { type: 'string' },
+      soak: { type: 'string' },
+      store: { type: 'string' },
+      quick: { type: 'boolean' },
+      reads: { type: 'boolean' },
+      'app-only': { type: 'boolean' },
+      generator: { type: 'string' },
+      'cpu-prof': { type: 'boolean' },
+      out: { type: 'string' },
+      'db-dir': { type: 'string' },
+    },
+  });
+  const num = (name: string, raw: string | undefined, fallback: number, min: number): number => {
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value < min) throw new UsageError(`--${name} must be a number >= ${min}, got ${JSON.stringify(raw)}`);
+    return value;
+  };
+  const quick = values.quick ?? false;
+  const soak = num('soak', values.soak, 0, 0);
+  const ids = values.ids ?? 'sequential';
+  if (ids !== 'sequential' && ids !== 'random') throw new UsageError('--ids must be sequential or random');
+  const store = values.store ?? 'sqlite';
+  if (store !== 'sqlite' && store !== 'postgres') throw new UsageError('--store must be sqlite or postgres');
+  const generator = values.generator ?? 'auto';
+  if (generator !== 'auto' && generator !== 'wrk' && generator !== 'autocannon') {
+    throw new UsageError('--generator must be auto, wrk or autocannon');
+  }
+  const reads = values.reads ?? false;
+  if (reads && soak > 0) throw new UsageError('--reads and --soak do not combine');
+  return {
+    duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
+    warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
+    pairs: soak > 0 ? 1 : Math.round(num('pairs', values.pairs, quick || reads ? 1 : 3, 1)),
+    connections: Math.round(num('connections', values.connections, 50, 1)),
+    prefill: Math.round(num('prefill', values.prefill, reads ? (quick ? 1000 : 5_000_000) : 0, reads ? 1 : 0)),
+    ids,
+    soak,
+    store,
+    quick,
+    reads,
+    appOnly: values['app-only'] ?? false,
+    generator,
+    cpuProf: values['cpu-prof'] ?? false,
+    out: path.resolve(values.out ?? path.join(ROOT, 'bench/results')),
+    dbDir: path.resolve(values['db-dir'] ?? os.tmpdir()),
+  };
+}
+
+/** What the store holds and which ids the load sends, e.g. "prefill 5000000 random ids". */
+export function workloadTitle(options: BenchOptions): string {
+  if (options.soak > 0) return `soak ${options.soak}s`;
+  return options.prefill > 0 ? `prefill ${options.prefill} ${options.ids} ids` : `empty store, ${options.ids} ids`;
+}
+
+/** The command as typed, for the report. */
+export function commandLine(): string {
+  return `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim();
+}

