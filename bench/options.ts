@@ -4,6 +4,7 @@
  *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
  *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
  *                    [--reads] [--app-only] [--generator auto|wrk|autocannon]
+ *                    [--baseline DIR] [--baseline-env NAME=VALUE ...]
  *                    [--quick] [--cpu-prof] [--out DIR] [--db-dir DIR]
  */
 import os from 'node:os';
@@ -28,6 +29,11 @@ export interface BenchOptions {
   /** Also run plantstore's HTTP layer on a store that keeps nothing, in every pair. */
   readonly appOnly: boolean;
   readonly generator: 'auto' | 'wrk' | 'autocannon';
+  /**
+   * An A/B in one run: a second plantstore, "baseline", in every pair, from another checkout (its root, built) and/or
+   * with other settings; null when not asked for. The headline then also says plantstore ÷ baseline.
+   */
+  readonly baseline: { readonly root: string; readonly env: Readonly<Record<string, string>> } | null;
   readonly cpuProf: boolean;
   readonly out: string;
   /** Where the temporary SQLite database lives (default: the OS temp dir); a tmpfs here shows what fsync costs. */
@@ -56,6 +62,8 @@ export function readOptions(argv: string[]): BenchOptions {
       reads: { type: 'boolean' },
       'app-only': { type: 'boolean' },
       generator: { type: 'string' },
+      baseline: { type: 'string' },
+      'baseline-env': { type: 'string', multiple: true },
       'cpu-prof': { type: 'boolean' },
       out: { type: 'string' },
       'db-dir': { type: 'string' },
@@ -79,6 +87,14 @@ export function readOptions(argv: string[]): BenchOptions {
   }
   const reads = values.reads ?? false;
   if (reads && soak > 0) throw new UsageError('--reads and --soak do not combine');
+  const baselineEnv: Record<string, string> = {};
+  for (const pair of values['baseline-env'] ?? []) {
+    const match = /^([A-Z_][A-Z0-9_]*)=(.*)$/s.exec(pair);
+    if (!match) throw new UsageError(`--baseline-env takes NAME=VALUE, got ${JSON.stringify(pair)}`);
+    baselineEnv[match[1] as string] = match[2] as string;
+  }
+  const wantsBaseline = values.baseline !== undefined || Object.keys(baselineEnv).length > 0;
+  if (wantsBaseline && (reads || store !== 'sqlite')) throw new UsageError('--baseline compares creates on SQLite only');
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
@@ -92,6 +108,7 @@ export function readOptions(argv: string[]): BenchOptions {
     reads,
     appOnly: values['app-only'] ?? false,
     generator,
+    baseline: wantsBaseline ? { root: path.resolve(values.baseline ?? ROOT), env: baselineEnv } : null,
     cpuProf: values['cpu-prof'] ?? false,
     out: path.resolve(values.out ?? path.join(ROOT, 'bench/results')),
     dbDir: path.resolve(values['db-dir'] ?? os.tmpdir()),

@@ -4,6 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { renderBarChart, type ChartData } from './chart.js';
 import { machine, sourceRevision, type Machine, type Pinning } from './environment.js';
 import type { LoadGenerator } from './generator.js';
 import type { LoadResult } from './load.js';
@@ -131,23 +132,33 @@ export interface Report {
   readonly markdown: string;
   /** Distinguishes the result files of one date: store, scenario, options. */
   readonly label: string;
+  /** A picture of the runs, written as .svg when the scenario draws one. */
+  readonly chart?: ChartData;
 }
 
 /** A file written for every result, next to the others: `<date>-<label>.<extension>`. */
 interface ResultWriter {
   readonly extension: string;
-  render(report: Report): string;
+  /** The file's content, or undefined when this result has nothing for this writer. */
+  render(report: Report): string | undefined;
 }
 
 const RESULT_WRITERS: readonly ResultWriter[] = [
   { extension: 'json', render: (report) => `${JSON.stringify(report.result, null, 2)}\n` },
   { extension: 'md', render: (report) => report.markdown },
+  { extension: 'svg', render: (report) => (report.chart ? renderBarChart(report.chart) : undefined) },
 ];
 
 /** Writes every result file into `outDir`, then prints the markdown and where the JSON went. */
 export function writeReport(outDir: string, report: Report): void {
   fs.mkdirSync(outDir, { recursive: true });
   const base = path.join(outDir, `${report.result.meta.date.replace(/[:.]/g, '-')}-${report.label}`);
-  for (const writer of RESULT_WRITERS) fs.writeFileSync(`${base}.${writer.extension}`, writer.render(report));
-  process.stdout.write(`${report.markdown}\nresults: ${base}.json\n`);
+  const written: string[] = [];
+  for (const writer of RESULT_WRITERS) {
+    const content = writer.render(report);
+    if (content === undefined) continue;
+    fs.writeFileSync(`${base}.${writer.extension}`, content);
+    written.push(writer.extension);
+  }
+  process.stdout.write(`${report.markdown}\nresults: ${base}.json\n${written.includes('svg') ? `chart: ${base}.svg\n` : ''}`);
 }

@@ -8,7 +8,7 @@ import { createToken, startServer, type EnvOverrides, type ServerProcess } from 
 import type { Pinning } from './environment.js';
 import { APP_ONLY, CEILING, CLI } from './layout.js';
 
-export type ServerName = 'ceiling' | 'app-only' | 'plantstore';
+export type ServerName = 'ceiling' | 'app-only' | 'baseline' | 'plantstore';
 
 export interface BenchServer {
   readonly name: ServerName;
@@ -60,18 +60,22 @@ export interface PlantstoreStart {
   readonly logFile: string;
   /** Write a V8 CPU profile (--cpu-prof) into this folder. */
   readonly cpuProfDir?: string | undefined;
+  /** Another build's CLI (the baseline of an A/B), and settings on top of the default configuration. */
+  readonly cli?: string;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly name?: 'plantstore' | 'baseline';
 }
 
 export async function startPlantstore(options: PlantstoreStart): Promise<BenchServer> {
   const log = fs.openSync(options.logFile, 'a');
   try {
-    const server = await startServer(plantstoreEnv(options.databaseUrl), {
-      nodeArgs: [...(options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : []), CLI, 'serve'],
+    const server = await startServer({ ...plantstoreEnv(options.databaseUrl), ...options.env }, {
+      nodeArgs: [...(options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : []), options.cli ?? CLI, 'serve'],
       prefix: options.pinning.server,
       stdio: ['ignore', log, log],
       startTimeoutMs: START_TIMEOUT_MS,
     });
-    return benchServer('plantstore', server);
+    return benchServer(options.name ?? 'plantstore', server);
   } finally {
     fs.closeSync(log);
   }

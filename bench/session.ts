@@ -40,6 +40,27 @@ export class BenchSession {
     return this.#track(await startPlantstore({ pinning: this.setup.pinning, databaseUrl: this.store.databaseUrl, logFile: this.logFile, cpuProfDir }));
   }
 
+  /**
+   * The A/B's baseline (--baseline, --baseline-env): another build and/or other settings, on a copy of the session's
+   * SQLite file taken now (so it holds the same plants and token; the baseline must accept this checkout's schema).
+   */
+  async startBaseline(): Promise<BenchServer | undefined> {
+    const { baseline } = this.setup.options;
+    if (!baseline) return undefined;
+    const file = path.join(this.dir, 'baseline.db');
+    fs.copyFileSync(this.store.databaseUrl.slice('sqlite:'.length), file);
+    return this.#track(
+      await startPlantstore({
+        pinning: this.setup.pinning,
+        databaseUrl: `sqlite:${file}`,
+        logFile: path.join(this.dir, 'baseline.log'),
+        cli: path.join(baseline.root, 'dist/src/cli.js'),
+        env: baseline.env,
+        name: 'baseline',
+      }),
+    );
+  }
+
   /** Where plantstore's stdout and stderr go. */
   get logFile(): string {
     return path.join(this.dir, 'plantstore.log');

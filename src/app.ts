@@ -5,6 +5,7 @@ import { readBearerToken } from './http/bearer.js';
 import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
+import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.js';
 import { buildOpenApi } from './http/openapi.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
@@ -118,7 +119,13 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // The document describes every route, itself included, so it is built after the list and read lazily.
     ...systemRoutes(services.readiness, () => openApi),
   ];
-  const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord });
+  // The reference page is documentation of the API, not an operation of it (it answers HTML for people, and its
+  // routes belong to the Swagger UI plugin, not to a RouteSpec): the document links to it instead of listing it.
+  const openApi = buildOpenApi(
+    routes,
+    { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord },
+    { description: 'Interactive reference: this document, rendered', url: API_REFERENCE_PATH },
+  );
 
   const authenticate = async (request: { headers: { authorization?: string }; tokenName: string }) => {
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation.
@@ -168,6 +175,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       },
     });
   }
+  // No token, no rate limit: the page and its assets are public, like /openapi.json itself.
+  await registerApiReference(app, openApi);
   return app;
 }
 

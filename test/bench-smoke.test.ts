@@ -14,14 +14,23 @@ import { fileURLToPath } from 'node:url';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 interface BenchJson {
-  summary: { plantstoreNon2xx: number; plantstoreErrors: number; plantstoreOk: number; everyOkStored: boolean };
+  summary: {
+    plantstoreNon2xx: number;
+    plantstoreErrors: number;
+    plantstoreOk: number;
+    everyOkStored: boolean;
+    plantstoreOverBaseline: number | null;
+    plantstoreOverAppOnly: number | null;
+  };
   runs: Array<{ server: string; load: { ok: number; non2xx: number; errors: number; timeouts: number; responses: number } }>;
 }
 
-test('npm run bench -- --quick completes, prints the table, and plantstore answered every request 2xx', { timeout: 180_000 }, async () => {
+test('npm run bench -- --quick (with an app-only server and an A/B baseline) completes, prints the table and its chart, and plantstore answered every request 2xx', { timeout: 180_000 }, async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-smoke-'));
   try {
-    const child = spawn(process.execPath, [path.join(ROOT, 'dist/bench/bench.js'), '--quick', '--out', out], {
+    // The baseline is this checkout with a setting changed: the A/B path of the bench, end to end.
+    const args = ['--quick', '--app-only', '--baseline-env', 'LOG_LEVEL=warn', '--out', out];
+    const child = spawn(process.execPath, [path.join(ROOT, 'dist/bench/bench.js'), ...args], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -35,11 +44,20 @@ test('npm run bench -- --quick completes, prints the table, and plantstore answe
     assert.match(stdout, /\| pair \| server \| req\/s \| p50 ms \| p99 ms \| max ms \|/);
     assert.match(stdout, /\| 1 \| ceiling \|/);
     assert.match(stdout, /\| 1 \| plantstore \|/);
+    assert.match(stdout, /\| 1 \| app-only \|/);
+    assert.match(stdout, /\| 1 \| baseline \|/);
+    assert.match(stdout, /plantstore ÷ baseline, per pair: \d/);
+    assert.match(stdout, /durable ÷ app-only, per pair: \d/);
     assert.match(stdout, /Load generator: (autocannon|wrk)/, "the output names the load generator");
 
     const jsonPath = /^results: (.+\.json)$/m.exec(stdout)?.[1];
     assert.ok(jsonPath, 'the results file is named');
     assert.ok(fs.existsSync(jsonPath.replace(/\.json$/, '.md')), 'the markdown table is written');
+    const chartPath = /^chart: (.+\.svg)$/m.exec(stdout)?.[1];
+    assert.equal(chartPath, jsonPath.replace(/\.json$/, '.svg'), 'the chart is written next to the JSON');
+    const svg = fs.readFileSync(chartPath, 'utf8');
+    assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    for (const server of ['ceiling', 'app-only', 'baseline', 'plantstore']) assert.match(svg, new RegExp(`<title>pair 1 ${server}: \\d+ req/s</title>`));
     const result = JSON.parse(fs.readFileSync(jsonPath, 'utf8')) as BenchJson;
     const plantstore = result.runs.filter((run) => run.server === 'plantstore');
     assert.equal(plantstore.length, 1);
@@ -52,6 +70,8 @@ test('npm run bench -- --quick completes, prints the table, and plantstore answe
     assert.equal(result.summary.plantstoreNon2xx, 0, 'warm-up included');
     assert.equal(result.summary.plantstoreErrors, 0);
     assert.ok(result.summary.everyOkStored, 'every 2xx is in the store');
+    assert.equal(typeof result.summary.plantstoreOverBaseline, 'number');
+    assert.equal(typeof result.summary.plantstoreOverAppOnly, 'number');
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }

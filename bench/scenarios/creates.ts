@@ -38,6 +38,28 @@ interface RunRecord extends MeasuredRow {
   ratio?: number;
 }
 
+/** Per pair, `name`'s req/s over `over`'s: the A/B figures (plantstore ÷ app-only, plantstore ÷ baseline). */
+function medianPairRatio(runs: readonly RunRecord[], pairs: number, name: ServerName, over: ServerName): number | null {
+  const ratios: number[] = [];
+  for (let pair = 1; pair <= pairs; pair += 1) {
+    const a = runs.find((run) => run.pair === pair && run.server === name);
+    const b = runs.find((run) => run.pair === pair && run.server === over);
+    if (a && b && b.load.reqPerSec > 0) ratios.push(a.load.reqPerSec / b.load.reqPerSec);
+  }
+  return ratios.length ? ratio3(median(ratios)) : null;
+}
+
+/** Per pair, `over`'s CPU per request over `name`'s: the A/B of cost, steadier than req/s on a shared machine. */
+function medianPairCpuRatio(runs: readonly RunRecord[], pairs: number, name: ServerName, over: ServerName): number | null {
+  const ratios: number[] = [];
+  for (let pair = 1; pair <= pairs; pair += 1) {
+    const a = runs.find((run) => run.pair === pair && run.server === name);
+    const b = runs.find((run) => run.pair === pair && run.server === over);
+    if (a && b && a.serverCpuMicrosPerRequest > 0) ratios.push(b.serverCpuMicrosPerRequest / a.serverCpuMicrosPerRequest);
+  }
+  return ratios.length ? ratio3(median(ratios)) : null;
+}
+
 const COLUMNS: ReadonlyArray<Column<RunRecord>> = [
   { header: 'pair', numeric: true, cell: (run) => String(run.pair) },
   { header: 'server', numeric: false, cell: (run) => run.server },
@@ -128,14 +150,17 @@ export function runCreates(setup: BenchSetup): Promise<void> {
     const token = cliToken(store.databaseUrl);
     const ceiling = await session.startTokenServer('ceiling', token);
     const appOnly = options.appOnly ? await session.startTokenServer('app-only', token) : undefined;
+    const baseline = await session.startBaseline();
     const plantstore = await session.startPlantstore();
 
-    const runs = await runPairs({ session, token, servers: appOnly ? [ceiling, appOnly, plantstore] : [ceiling, plantstore], sequence: new Sequence() });
+    const servers = [ceiling, ...(appOnly ? [appOnly] : []), ...(baseline ? [baseline] : []), plantstore];
+    const runs = await runPairs({ session, token, servers, sequence: new Sequence() });
 
     const plantstoreHwm = mb(procStatusKb(plantstore.pid, 'VmHWM') ?? 0);
     const codes = {
       ceiling: await session.stop(ceiling),
       ...(appOnly ? { appOnly: await session.stop(appOnly) } : {}),
+      ...(baseline ? { baseline: await session.stop(baseline) } : {}),
       plantstore: await session.stop(plantstore),
     };
     const plantsAfter = await store.countPlants();
@@ -151,6 +176,10 @@ export function runCreates(setup: BenchSetup): Promise<void> {
       medianCpuRatio: medianCpuRatio(runs, options.pairs, 'plantstore'),
       appOnlyMedianRatio: medianRatio(runs.filter((run) => run.server === 'app-only')),
       appOnlyMedianCpuRatio: appOnly ? medianCpuRatio(runs, options.pairs, 'app-only') : null,
+      plantstoreOverAppOnly: appOnly ? medianPairRatio(runs, options.pairs, 'plantstore', 'app-only') : null,
+      baselineMedianRatio: medianRatio(runs.filter((run) => run.server === 'baseline')),
+      plantstoreOverBaseline: baseline ? medianPairRatio(runs, options.pairs, 'plantstore', 'baseline') : null,
+      plantstoreOverBaselineCpu: baseline ? medianPairCpuRatio(runs, options.pairs, 'plantstore', 'baseline') : null,
       plantstoreMedianP99Ms: median(psRuns.map((r) => r.load.latency.p99)),
       plantstorePeakRssMb: Math.max(...psRuns.map((r) => r.rssPeakMb)),
       plantstoreVmHwmMb: plantstoreHwm,
@@ -178,7 +207,17 @@ export function runCreates(setup: BenchSetup): Promise<void> {
         `${summary.plantstoreOk} answered 2xx, plants stored ${summary.plantsBefore} → ${summary.plantsAfter} (${summary.everyOkStored ? 'every 2xx is stored; the few extra are requests cut off in flight at the end of a run' : 'MISMATCH with the 2xx count'}), ` +
         `${summary.plantstoreLogLines} log lines, exit codes ${Object.entries(codes).map(([name, code]) => `${name} ${code}`).join(' ')}`,
       ...(appOnly
-        ? [`app-only (plantstore's HTTP layer, storing nothing): median ratio ${summary.appOnlyMedianRatio ?? 'n/a'}, CPU-cost ratio ${summary.appOnlyMedianCpuRatio ?? 'n/a'}`]
+        ? [
+            `app-only (plantstore's HTTP layer, storing nothing): median ratio ${summary.appOnlyMedianRatio ?? 'n/a'}, CPU-cost ratio ${summary.appOnlyMedianCpuRatio ?? 'n/a'}; ` +
+              `**durable ÷ app-only, per pair: ${summary.plantstoreOverAppOnly ?? 'n/a'}**`,
+          ]
+        : []),
+      ...(options.baseline
+        ? [
+            `baseline (${options.baseline.root}${Object.keys(options.baseline.env).length ? `, ${Object.entries(options.baseline.env).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''}): ` +
+              `median ratio ${summary.baselineMedianRatio ?? 'n/a'}; **plantstore ÷ baseline, per pair: ${summary.plantstoreOverBaseline ?? 'n/a'} req/s, ` +
+              `${summary.plantstoreOverBaselineCpu ?? 'n/a'} CPU cost (baseline µs/req ÷ plantstore µs/req)**`,
+          ]
         : []),
       ...(runs.some((run) => run.load.cpuPercent >= LOAD_BOUND_PERCENT)
         ? [`⚠ load CPU ≥ ${LOAD_BOUND_PERCENT}%: the load generator saturated its core in that run, so its req/s is a floor for the server's capacity, not the capacity.`]
@@ -186,6 +225,19 @@ export function runCreates(setup: BenchSetup): Promise<void> {
       ...soakLines(summary),
       '',
     ];
-    writeReport(options.out, { result: { meta, summary, runs }, markdown: lines.join('\n'), label: label(setup) });
+    const chart = {
+      title: `Durable creates, ${workloadTitle(options)} (${options.store}): req/s per pair`,
+      subtitle:
+        `median plantstore ÷ ceiling ${summary.medianRatio ?? 'n/a'}` +
+        (summary.plantstoreOverAppOnly !== null ? ` · ÷ app-only ${summary.plantstoreOverAppOnly}` : '') +
+        (summary.plantstoreOverBaseline !== null ? ` · ÷ baseline ${summary.plantstoreOverBaseline}` : '') +
+        ` · ${meta.commit}, Node ${meta.machine.node}`,
+      unit: 'req/s',
+      groups: Array.from({ length: options.pairs }, (_, index) => ({
+        label: options.soak > 0 ? `soak ${options.soak} s` : `pair ${index + 1}`,
+        bars: runs.filter((run) => run.pair === index + 1).map((run) => ({ series: run.server, value: run.load.reqPerSec })),
+      })),
+    };
+    writeReport(options.out, { result: { meta, summary, runs }, markdown: lines.join('\n'), label: label(setup), chart });
   });
 }

