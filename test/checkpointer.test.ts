@@ -68,7 +68,7 @@ interface Fixture {
 async function fixture(restartDelayMs: number): Promise<Fixture> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-checkpointer-'));
   const file = path.join(dir, 'plants.db');
-  const store = SqliteStore.open(file, { restartDelayMs });
+  const store = SqliteStore.open(file, { checkpointer: { restartDelayMs } });
   const incidents: StorageIncident[] = [];
   store.onIncident((incident) => incidents.push(incident));
   const logLines: Fixture['logLines'] = [];
