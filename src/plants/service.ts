@@ -20,6 +20,14 @@ export interface PlantPage {
   readonly nextAfter?: bigint;
 }
 
+/**
+ * Whether a create of `wanted` where `stored` has its id is a replay (the same name and tag) rather than a conflict.
+ * One rule for every way in: POST /plants, `plantstore import`, `plantstore copy`.
+ */
+export function isSamePlant(stored: Plant, wanted: Plant): boolean {
+  return stored.id === wanted.id && stored.name === wanted.name && stored.tag === wanted.tag;
+}
+
 /** What plants may do: create (idempotently), read, list by keyset, delete. It knows no transport. */
 export class PlantService {
   readonly #writes: WriteQueue;
@@ -67,7 +75,7 @@ export class PlantService {
       case 'created':
         return plant;
       case 'exists':
-        if (outcome.stored.name === plant.name && outcome.stored.tag === plant.tag) return outcome.stored;
+        if (isSamePlant(outcome.stored, plant)) return outcome.stored;
         throw new PlantConflictError(plant.id);
       case 'failed':
         throw outcome.error;
