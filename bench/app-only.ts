@@ -36,6 +36,8 @@ const nothingStore: Store = {
   findToken: () => Promise.resolve(undefined),
   allTokens: () => Promise.resolve([benchToken]),
   recordTokenUse: () => Promise.resolve(),
+  exportTokens: unsupported,
+  importTokens: unsupported,
   close: () => Promise.resolve(),
 };
 

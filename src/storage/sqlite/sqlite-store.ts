@@ -13,11 +13,13 @@ import type {
   Store,
   StoredPlant,
   StoredToken,
+  TokenImportOutcome,
   TokenInfo,
+  TokenRecord,
 } from '../store.js';
 import { BUSY_TIMEOUT_MS, UNAVAILABLE_CODES, openConnection } from './connection.js';
 import { migrate } from './migrations.js';
-import { SqliteWriter } from './writer.js';
+import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
 
 interface TokenRow {
   name: string;
@@ -102,6 +104,8 @@ export class SqliteStore implements Store {
       listTokens: reader.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
       findToken: reader.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
       allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
+      // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
+      exportTokens: reader.prepare<[], TokenRecordRow>('SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
     };
   }
 
@@ -215,6 +219,14 @@ export class SqliteStore implements Store {
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
     const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
     await this.#unlocked(() => this.#writer.recordTokenUse(entries));
+  }
+
+  exportTokens(): Promise<TokenRecord[]> {
+    return this.#unlocked(() => this.#statements.exportTokens.all().map(toTokenRecord));
+  }
+
+  importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
+    return this.#unlocked(() => this.#writer.importTokens(tokens));
   }
 
   async close(): Promise<void> {
