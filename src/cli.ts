@@ -1,11 +1,13 @@
 #!/usr/bin/env node
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { generateToken, hashToken } from './auth/tokens.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { plantJson } from './plant-json.js';
 import { serveUntilSignalled } from './server.js';
-import { DuplicateTokenNameError } from './storage/errors.js';
+import { DatabaseInUseError, DuplicateTokenNameError, UnusableDatabaseFileError } from './storage/errors.js';
 import { openStore } from './storage/open.js';
+import { backupDatabase, restoreDatabase } from './storage/sqlite/backup.js';
 import type { Store } from './storage/store.js';
 
 const USAGE = `Usage: plantstore <command>
@@ -19,12 +21,19 @@ Commands:
   plants list [--tag T] [--limit N]
                               print stored plants in ascending id order, one JSON object per line
                               (exact ids); only those tagged exactly T; the first N (default: all)
+  backup FILE                 write a consistent copy of the SQLite database to FILE while servers keep
+                              running (PostgreSQL: use pg_dump)
+  restore FILE                replace the SQLite database with the backup FILE, after checking it;
+                              refused while a server or another command has the database open
 
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
 `;
 
 /** A mistake in how the command was called: usage goes to stderr, exit code 2. */
 class UsageError extends Error {}
+
+/** A command this database cannot do, and what to use instead: exit code 2, without the usage text. */
+class WrongDatabaseError extends Error {}
 
 const TOKEN_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -131,6 +140,40 @@ function writeOut(text: string): Promise<boolean> {
   });
 }
 
+function sqlitePathFor(config: Config, command: string): string {
+  if (config.database.kind === 'sqlite') return config.database.path;
+  throw new WrongDatabaseError(
+    `${command} works on a SQLite database, and DATABASE_URL is PostgreSQL, whose own tools do this consistently while it serves: ` +
+      'pg_dump --format=custom --file=FILE "$DATABASE_URL" to back up, pg_restore --clean --if-exists --dbname="$DATABASE_URL" FILE to restore',
+  );
+}
+
+function oneFile(args: string[], command: string): string {
+  const { positionals } = parseArgs({ args, options: {}, allowPositionals: true, strict: true });
+  const [file] = positionals;
+  if (file === undefined || file === '' || positionals.length !== 1) throw new UsageError(`${command} needs exactly one FILE`);
+  return path.resolve(file);
+}
+
+function backupCommand(config: Config, args: string[]): void {
+  const file = oneFile(args, 'backup');
+  const database = sqlitePathFor(config, 'backup');
+  const summary = backupDatabase(database, file);
+  process.stderr.write(
+    `backed up ${database} to ${file}: ${summary.plants} plants, ${summary.tokens} tokens, schema version ${summary.schemaVersion}; integrity check ok\n`,
+  );
+}
+
+function restoreCommand(config: Config, args: string[]): void {
+  const file = oneFile(args, 'restore');
+  const database = sqlitePathFor(config, 'restore');
+  const summary = restoreDatabase(file, database);
+  process.stderr.write(
+    `restored ${file} into ${database}: ${summary.plants} plants, ${summary.tokens} tokens; ` +
+      'tokens revoked since the backup was taken are valid again: revoke them again\n',
+  );
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...args] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
@@ -149,6 +192,10 @@ async function main(argv: string[]): Promise<void> {
       return tokenCommand(config, args);
     case 'plants':
       return plantsCommand(config, args);
+    case 'backup':
+      return backupCommand(config, args);
+    case 'restore':
+      return restoreCommand(config, args);
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }
@@ -161,7 +208,14 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   } else if (error instanceof ConfigError) {
     process.stderr.write(`plantstore: invalid configuration: ${error.message}\n`);
     process.exitCode = 2;
-  } else if (error instanceof DuplicateTokenNameError) {
+  } else if (error instanceof WrongDatabaseError) {
+    process.stderr.write(`plantstore: ${error.message}\n`);
+    process.exitCode = 2;
+  } else if (
+    error instanceof DuplicateTokenNameError ||
+    error instanceof UnusableDatabaseFileError ||
+    error instanceof DatabaseInUseError
+  ) {
     process.stderr.write(`plantstore: ${error.message}\n`);
     process.exitCode = 1;
   } else {
