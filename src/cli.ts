@@ -1,14 +1,20 @@
 #!/usr/bin/env node
+import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { AtomicFileWriter } from './atomic-file.js';
 import { generateToken, hashToken } from './auth/tokens.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { newPlantReader } from './http/new-plant.js';
 import { plantJson } from './plant-json.js';
 import { serveUntilSignalled } from './server.js';
 import { DatabaseInUseError, DuplicateTokenNameError, UnusableDatabaseFileError } from './storage/errors.js';
 import { openStore } from './storage/open.js';
 import { backupDatabase, restoreDatabase } from './storage/sqlite/backup.js';
 import type { Store } from './storage/store.js';
+import { exportPlants } from './transfer/export.js';
+import { ImportStoppedError, importPlants, type ImportCounts } from './transfer/import.js';
+import { readLines } from './transfer/lines.js';
 
 const USAGE = `Usage: plantstore <command>
 
@@ -25,6 +31,12 @@ Commands:
                               running (PostgreSQL: use pg_dump)
   restore FILE                replace the SQLite database with the backup FILE, after checking it;
                               refused while a server or another command has the database open
+  export [--out FILE] [--tag T]
+                              print every plant (only those tagged T) as JSON lines in id order; with
+                              --out, write them to FILE, which appears only once complete
+  import [FILE] [--dry-run]   store the NewPlant JSON lines of FILE (default: standard input), each
+                              validated as POST /plants validates a body; identical plants are skipped,
+                              invalid and conflicting lines reported; --dry-run checks, writes nothing
 
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
 `;
@@ -122,10 +134,14 @@ async function plantsCommand(config: Config, args: string[]): Promise<void> {
 }
 
 let stdoutClosed = false;
+let stdoutWatched = false;
 
 /** Writes to stdout, waiting until it is flushed; resolves false once stdout is closed by its reader. */
 function writeOut(text: string): Promise<boolean> {
-  if (process.stdout.listenerCount('error') === 0) {
+  // A flag, not a count of 'error' listeners: the SQLite checkpointer thread's stdout is piped into process.stdout,
+  // and the pipe's own listener, which rethrows once it has unpiped, would otherwise stand in for this one.
+  if (!stdoutWatched) {
+    stdoutWatched = true;
     process.stdout.on('error', (error: NodeJS.ErrnoException) => {
       stdoutClosed = true;
       if (error.code !== 'EPIPE') {
@@ -174,6 +190,111 @@ function restoreCommand(config: Config, args: string[]): void {
   );
 }
 
+async function exportCommand(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { out: { type: 'string' }, tag: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length > 0) throw new UsageError('export takes no FILE argument; use --out FILE');
+  if (values.out === '') throw new UsageError('export --out needs a FILE');
+  const tag = values.tag;
+  const options = tag === undefined ? {} : { tag };
+  await withStore(config, async (store) => {
+    if (values.out === undefined) {
+      await exportPlants(store, { ...options, write: writeOut });
+      return;
+    }
+    const file = path.resolve(values.out);
+    const output = await AtomicFileWriter.open(file);
+    let written: number;
+    try {
+      written = await exportPlants(store, {
+        ...options,
+        write: async (text) => {
+          await output.write(text);
+          return true;
+        },
+      });
+      await output.commit();
+    } catch (error) {
+      await output.abort();
+      throw error;
+    }
+    process.stderr.write(`exported ${written} plants to ${file}\n`);
+  });
+}
+
+/**
+ * One status line on stderr, redrawn in place, when stderr is a terminal; elsewhere (a file, a pipe, a log) nothing
+ * but whole lines. Redrawn at most every INTERVAL_MS.
+ */
+class ProgressLine {
+  static readonly INTERVAL_MS = 250;
+  readonly #enabled = process.stderr.isTTY === true;
+  #shown = false;
+  #lastDrawn = 0;
+
+  update(text: string): void {
+    if (!this.#enabled || performance.now() - this.#lastDrawn < ProgressLine.INTERVAL_MS) return;
+    this.#lastDrawn = performance.now();
+    this.#shown = true;
+    process.stderr.write(`\r${text}\x1b[K`);
+  }
+
+  /** A whole line, above the status line. */
+  line(text: string): void {
+    this.clear();
+    process.stderr.write(`${text}\n`);
+  }
+
+  clear(): void {
+    if (!this.#shown) return;
+    this.#shown = false;
+    this.#lastDrawn = 0;
+    process.stderr.write('\r\x1b[K');
+  }
+}
+
+function importSummary(counts: Readonly<ImportCounts>, dryRun: boolean): string {
+  return (
+    `${counts.lines} lines: ${counts.created} ${dryRun ? 'to create' : 'created'}, ${counts.identical} identical (skipped), ` +
+    `${counts.conflicting} conflicting, ${counts.invalid} invalid, ${counts.blank} blank (skipped)`
+  );
+}
+
+async function importCommand(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, options: { 'dry-run': { type: 'boolean' } }, allowPositionals: true, strict: true });
+  if (positionals.length > 1) throw new UsageError('import reads one FILE (or standard input)');
+  const [file] = positionals;
+  const dryRun = values['dry-run'] === true;
+  const fromStdin = file === undefined || file === '-';
+  const input = fromStdin ? process.stdin : fs.createReadStream(file);
+  if (fromStdin && process.stdin.isTTY) process.stderr.write('reading NewPlant JSON lines from the terminal; end with Ctrl-D\n');
+  const progress = new ProgressLine();
+  const label = dryRun ? 'import --dry-run' : 'import';
+  await withStore(config, async (store) => {
+    let counts: ImportCounts;
+    try {
+      counts = await importPlants({
+        store,
+        lines: readLines(input, config.limits.bodyBytes),
+        readPlant: newPlantReader(config.limits),
+        maxLineBytes: config.limits.bodyBytes,
+        batchSize: config.writes.batchLimit,
+        dryRun,
+        onProblem: (line, reason) => progress.line(`line ${line}: ${reason}`),
+        onProgress: (current) => progress.update(`${label}: ${importSummary(current, dryRun)}`),
+      });
+    } finally {
+      progress.clear();
+    }
+    process.stderr.write(`${label}: ${importSummary(counts, dryRun)}${dryRun ? '; nothing was written' : ''}\n`);
+    if (counts.conflicting + counts.invalid > 0) process.exitCode = 1;
+  });
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...args] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
@@ -196,6 +317,10 @@ async function main(argv: string[]): Promise<void> {
       return backupCommand(config, args);
     case 'restore':
       return restoreCommand(config, args);
+    case 'export':
+      return exportCommand(config, args);
+    case 'import':
+      return importCommand(config, args);
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }
@@ -214,7 +339,8 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   } else if (
     error instanceof DuplicateTokenNameError ||
     error instanceof UnusableDatabaseFileError ||
-    error instanceof DatabaseInUseError
+    error instanceof DatabaseInUseError ||
+    error instanceof ImportStoppedError
   ) {
     process.stderr.write(`plantstore: ${error.message}\n`);
     process.exitCode = 1;
