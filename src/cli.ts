@@ -4,7 +4,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { AtomicFileWriter } from './atomic-file.js';
 import { generateToken, hashToken } from './auth/tokens.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, loadConfig, type Config, type DatabaseConfig } from './config.js';
 import { newPlantReader } from './http/new-plant.js';
 import { plantJson } from './plant-json.js';
 import { serveUntilSignalled } from './server.js';
@@ -12,6 +12,7 @@ import { DatabaseInUseError, DuplicateTokenNameError, UnusableDatabaseFileError 
 import { openStore } from './storage/open.js';
 import { backupDatabase, restoreDatabase } from './storage/sqlite/backup.js';
 import type { Store } from './storage/store.js';
+import { TargetHoldsOtherDataError, copyDatabase } from './transfer/copy.js';
 import { exportPlants } from './transfer/export.js';
 import { ImportStoppedError, importPlants, type ImportCounts } from './transfer/import.js';
 import { readLines } from './transfer/lines.js';
@@ -37,6 +38,8 @@ Commands:
   import [FILE] [--dry-run]   store the NewPlant JSON lines of FILE (default: standard input), each
                               validated as POST /plants validates a body; identical plants are skipped,
                               invalid and conflicting lines reported; --dry-run checks, writes nothing
+  copy --to URL               copy plants and tokens from DATABASE_URL into the database at URL (e.g.
+                              SQLite to PostgreSQL), then compare both sides; safe to run again
 
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
 `;
@@ -154,6 +157,14 @@ function writeOut(text: string): Promise<boolean> {
   return new Promise((resolve) => {
     process.stdout.write(text, (error) => resolve(!error && !stdoutClosed));
   });
+}
+
+/** A database as the operator knows it, for messages: a PostgreSQL URL without its password. */
+function describeDatabase(database: DatabaseConfig): string {
+  if (database.kind === 'sqlite') return `SQLite ${database.path}`;
+  const url = new URL(database.url);
+  if (url.password !== '') url.password = '***';
+  return `PostgreSQL ${url.toString()}`;
 }
 
 function sqlitePathFor(config: Config, command: string): string {
@@ -295,6 +306,69 @@ async function importCommand(config: Config, args: string[]): Promise<void> {
   });
 }
 
+function sameDatabase(a: DatabaseConfig, b: DatabaseConfig): boolean {
+  if (a.kind === 'sqlite' && b.kind === 'sqlite') {
+    const real = (file: string) => {
+      try {
+        return fs.realpathSync(file);
+      } catch {
+        return file;
+      }
+    };
+    return real(a.path) === real(b.path);
+  }
+  return a.kind === 'postgres' && b.kind === 'postgres' && a.url === b.url;
+}
+
+async function copyCommand(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, options: { to: { type: 'string' } }, allowPositionals: true, strict: true });
+  if (positionals.length > 0 || !values.to) throw new UsageError('copy needs --to URL (sqlite:FILE or postgres://…), and nothing else');
+  let target: DatabaseConfig;
+  try {
+    // The target is read as DATABASE_URL would be, with the same rules and messages.
+    target = loadConfig({ ...process.env, DATABASE_URL: values.to }).database;
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(`copy --to: ${error.message.replace(/^DATABASE_URL: /, '')}`);
+    throw error;
+  }
+  if (sameDatabase(config.database, target)) throw new UsageError('copy --to names the database DATABASE_URL names; copy into another one');
+  process.stderr.write(`copy: from ${describeDatabase(config.database)} to ${describeDatabase(target)}\n`);
+  const progress = new ProgressLine();
+  await withStore(config, async (source) => {
+    // Opening the target creates or upgrades its schema to this plantstore's, as every command does.
+    const destination = await openStore(target);
+    try {
+      const report = await (async () => {
+        try {
+          return await copyDatabase(source, destination, {
+            batchSize: config.writes.batchLimit,
+            onProgress: (section, created) => progress.update(`copy: ${created} ${section} created`),
+          });
+        } finally {
+          progress.clear();
+        }
+      })();
+      for (const section of report.sections) {
+        const { name, created, source: ours, target: theirs } = section;
+        const sides = ours.equals(theirs)
+          ? `${ours.count} on both sides, checksum ${ours.checksum} on both`
+          : `source ${ours.count} (checksum ${ours.checksum}), target ${theirs.count} (checksum ${theirs.checksum})`;
+        process.stderr.write(`copy: ${name}: ${created} created; ${sides}\n`);
+      }
+      if (report.verified) {
+        process.stderr.write('copy: verified: the target holds exactly what the source holds\n');
+      } else {
+        process.stderr.write(
+          'copy: NOT verified: the two sides differ, so the source changed while the copy ran; stop writes to it and run the same copy again\n',
+        );
+        process.exitCode = 1;
+      }
+    } finally {
+      await destination.close();
+    }
+  });
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...args] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
@@ -321,6 +395,8 @@ async function main(argv: string[]): Promise<void> {
       return exportCommand(config, args);
     case 'import':
       return importCommand(config, args);
+    case 'copy':
+      return copyCommand(config, args);
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }
@@ -340,6 +416,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     error instanceof DuplicateTokenNameError ||
     error instanceof UnusableDatabaseFileError ||
     error instanceof DatabaseInUseError ||
+    error instanceof TargetHoldsOtherDataError ||
     error instanceof ImportStoppedError
   ) {
     process.stderr.write(`plantstore: ${error.message}\n`);
