@@ -1,7 +1,7 @@
 import type { PlantStore, StoredPlant } from '../storage/store.js';
 
 /** Plants read per keyset query: memory holds a page or two, whatever the table's size. */
-export const READ_PAGE_SIZE = 5000;
+export const READ_PAGE_SIZE = 1000;
 
 /**
  * Every plant of `store` in ascending id order, one keyset page at a time (`id > last id of the previous page`), only
