@@ -171,7 +171,7 @@ describe('plantstore backup and restore (SQLite)', () => {
     assert.equal(plantstore(['token', 'revoke', 'restorer'], env).status, 0);
     const restored = plantstore(['restore', backupFile], env);
     assert.equal(restored.status, 0, restored.stderr);
-    assert.match(restored.stderr, /restored .* 2 plants, \d+ tokens; tokens revoked since the backup was taken are valid again/);
+    assert.match(restored.stderr, /^restored .*round-trip\.db into .*: \d+ plants, \d+ tokens; tokens revoked since the backup was taken are valid again/);
     assert.equal(exported(env), atBackup);
     assert.deepEqual(integrityOf(sqliteFile(db.url)), ['ok']);
     assert.deepEqual(partials(dir), []);
