@@ -25,6 +25,12 @@ const layers = [
     why: 'token checks know no HTTP: the Authorization header is parsed in src/http/bearer.ts',
   },
   {
+    folder: 'src/transfer',
+    forbidden: ['http', 'routes'],
+    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    why: 'data movement (export, import, copy) works on the storage interfaces and the domain; the CLI hands it the NewPlant reader of src/http',
+  },
+  {
     folder: 'src/health',
     forbidden: ['http', 'routes'],
     packages: ['fastify', 'fastify/*', '@fastify/*'],

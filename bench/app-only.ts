@@ -37,6 +37,8 @@ const nothingStore: Store = {
   allTokens: () => Promise.resolve([benchToken]),
   recordTokenUse: () => Promise.resolve(),
   onIncident: () => () => undefined,
+  exportTokens: unsupported,
+  importTokens: unsupported,
   close: () => Promise.resolve(),
 };
 

@@ -14,6 +14,7 @@ import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './ht
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.js';
+import { STRICT_AJV_OPTIONS } from './http/new-plant.js';
 import { buildOpenApi } from './http/openapi.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
@@ -85,10 +86,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     },
     // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
     return503OnClosing: false,
-    ajv: {
-      // The contract forbids silently changing data: no coercion ("5" is not an id), no stripping of unknown fields.
-      customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false, allErrors: false },
-    },
+    // The contract forbids silently changing data; `plantstore import` compiles NewPlant with the same options.
+    ajv: { customOptions: { ...STRICT_AJV_OPTIONS } },
     schemaErrorFormatter: describeValidationError,
     clientErrorHandler: writeClientError,
     // Errors the router raises before any route or error handler (a path that is not valid percent-encoded UTF-8,

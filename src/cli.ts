@@ -1,12 +1,21 @@
 #!/usr/bin/env node
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { AtomicFileWriter } from './atomic-file.js';
 import { generateToken, hashToken } from './auth/tokens.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, loadConfig, type Config, type DatabaseConfig } from './config.js';
+import { newPlantReader } from './http/new-plant.js';
 import { plantJson } from './plant-json.js';
 import { serveUntilSignalled } from './server.js';
-import { DuplicateTokenNameError } from './storage/errors.js';
+import { DatabaseInUseError, DuplicateTokenNameError, UnusableDatabaseFileError } from './storage/errors.js';
 import { openStore } from './storage/open.js';
+import { backupDatabase, restoreDatabase } from './storage/sqlite/backup.js';
 import type { Store } from './storage/store.js';
+import { TargetHoldsOtherDataError, copyDatabase } from './transfer/copy.js';
+import { exportPlants } from './transfer/export.js';
+import { ImportStoppedError, importPlants, type ImportCounts } from './transfer/import.js';
+import { readLines } from './transfer/lines.js';
 
 const USAGE = `Usage: plantstore <command>
 
@@ -19,6 +28,18 @@ Commands:
   plants list [--tag T] [--limit N]
                               print stored plants in ascending id order, one JSON object per line
                               (exact ids); only those tagged exactly T; the first N (default: all)
+  backup FILE                 write a consistent copy of the SQLite database to FILE while servers keep
+                              running (PostgreSQL: use pg_dump)
+  restore FILE                replace the SQLite database with the backup FILE, after checking it;
+                              refused while a server or another command has the database open
+  export [--out FILE] [--tag T]
+                              print every plant (only those tagged T) as JSON lines in id order; with
+                              --out, write them to FILE, which appears only once complete
+  import [FILE] [--dry-run]   store the NewPlant JSON lines of FILE (default: standard input), each
+                              validated as POST /plants validates a body; identical plants are skipped,
+                              invalid and conflicting lines reported; --dry-run checks, writes nothing
+  copy --to URL               copy plants and tokens from DATABASE_URL into the database at URL (e.g.
+                              SQLite to PostgreSQL), then compare both sides; safe to run again
 
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
 `;
@@ -28,6 +49,9 @@ const FAILED_EXIT_GRACE_MS = 1000;
 
 /** A mistake in how the command was called: usage goes to stderr, exit code 2. */
 class UsageError extends Error {}
+
+/** A command this database cannot do, and what to use instead: exit code 2, without the usage text. */
+class WrongDatabaseError extends Error {}
 
 const TOKEN_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -116,10 +140,14 @@ async function plantsCommand(config: Config, args: string[]): Promise<void> {
 }
 
 let stdoutClosed = false;
+let stdoutWatched = false;
 
 /** Writes to stdout, waiting until it is flushed; resolves false once stdout is closed by its reader. */
 function writeOut(text: string): Promise<boolean> {
-  if (process.stdout.listenerCount('error') === 0) {
+  // A flag, not a count of 'error' listeners: the SQLite checkpointer thread's stdout is piped into process.stdout,
+  // and the pipe's own listener, which rethrows once it has unpiped, would otherwise stand in for this one.
+  if (!stdoutWatched) {
+    stdoutWatched = true;
     process.stdout.on('error', (error: NodeJS.ErrnoException) => {
       stdoutClosed = true;
       if (error.code !== 'EPIPE') {
@@ -131,6 +159,216 @@ function writeOut(text: string): Promise<boolean> {
   if (stdoutClosed) return Promise.resolve(false);
   return new Promise((resolve) => {
     process.stdout.write(text, (error) => resolve(!error && !stdoutClosed));
+  });
+}
+
+/** A database as the operator knows it, for messages: a PostgreSQL URL without its password. */
+function describeDatabase(database: DatabaseConfig): string {
+  if (database.kind === 'sqlite') return `SQLite ${database.path}`;
+  const url = new URL(database.url);
+  if (url.password !== '') url.password = '***';
+  return `PostgreSQL ${url.toString()}`;
+}
+
+function sqlitePathFor(config: Config, command: string): string {
+  if (config.database.kind === 'sqlite') return config.database.path;
+  throw new WrongDatabaseError(
+    `${command} works on a SQLite database, and DATABASE_URL is PostgreSQL, whose own tools do this consistently while it serves: ` +
+      'pg_dump --format=custom --file=FILE "$DATABASE_URL" to back up, pg_restore --clean --if-exists --dbname="$DATABASE_URL" FILE to restore',
+  );
+}
+
+function oneFile(args: string[], command: string): string {
+  const { positionals } = parseArgs({ args, options: {}, allowPositionals: true, strict: true });
+  const [file] = positionals;
+  if (file === undefined || file === '' || positionals.length !== 1) throw new UsageError(`${command} needs exactly one FILE`);
+  return path.resolve(file);
+}
+
+function backupCommand(config: Config, args: string[]): void {
+  const file = oneFile(args, 'backup');
+  const database = sqlitePathFor(config, 'backup');
+  const summary = backupDatabase(database, file);
+  process.stderr.write(
+    `backed up ${database} to ${file}: ${summary.plants} plants, ${summary.tokens} tokens, schema version ${summary.schemaVersion}; integrity check ok\n`,
+  );
+}
+
+function restoreCommand(config: Config, args: string[]): void {
+  const file = oneFile(args, 'restore');
+  const database = sqlitePathFor(config, 'restore');
+  const summary = restoreDatabase(file, database);
+  process.stderr.write(
+    `restored ${file} into ${database}: ${summary.plants} plants, ${summary.tokens} tokens; ` +
+      'tokens revoked since the backup was taken are valid again: revoke them again\n',
+  );
+}
+
+async function exportCommand(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { out: { type: 'string' }, tag: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length > 0) throw new UsageError('export takes no FILE argument; use --out FILE');
+  if (values.out === '') throw new UsageError('export --out needs a FILE');
+  const tag = values.tag;
+  const options = tag === undefined ? {} : { tag };
+  await withStore(config, async (store) => {
+    if (values.out === undefined) {
+      await exportPlants(store, { ...options, write: writeOut });
+      return;
+    }
+    const file = path.resolve(values.out);
+    const output = await AtomicFileWriter.open(file);
+    let written: number;
+    try {
+      written = await exportPlants(store, {
+        ...options,
+        write: async (text) => {
+          await output.write(text);
+          return true;
+        },
+      });
+      await output.commit();
+    } catch (error) {
+      await output.abort();
+      throw error;
+    }
+    process.stderr.write(`exported ${written} plants to ${file}\n`);
+  });
+}
+
+/**
+ * One status line on stderr, redrawn in place, when stderr is a terminal; elsewhere (a file, a pipe, a log) nothing
+ * but whole lines. Redrawn at most every INTERVAL_MS.
+ */
+class ProgressLine {
+  static readonly INTERVAL_MS = 250;
+  readonly #enabled = process.stderr.isTTY === true;
+  #shown = false;
+  #lastDrawn = 0;
+
+  update(text: string): void {
+    if (!this.#enabled || performance.now() - this.#lastDrawn < ProgressLine.INTERVAL_MS) return;
+    this.#lastDrawn = performance.now();
+    this.#shown = true;
+    process.stderr.write(`\r${text}\x1b[K`);
+  }
+
+  /** A whole line, above the status line. */
+  line(text: string): void {
+    this.clear();
+    process.stderr.write(`${text}\n`);
+  }
+
+  clear(): void {
+    if (!this.#shown) return;
+    this.#shown = false;
+    this.#lastDrawn = 0;
+    process.stderr.write('\r\x1b[K');
+  }
+}
+
+function importSummary(counts: Readonly<ImportCounts>, dryRun: boolean): string {
+  return (
+    `${counts.lines} lines: ${counts.created} ${dryRun ? 'to create' : 'created'}, ${counts.identical} identical (skipped), ` +
+    `${counts.conflicting} conflicting, ${counts.invalid} invalid, ${counts.blank} blank (skipped)`
+  );
+}
+
+async function importCommand(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, options: { 'dry-run': { type: 'boolean' } }, allowPositionals: true, strict: true });
+  if (positionals.length > 1) throw new UsageError('import reads one FILE (or standard input)');
+  const [file] = positionals;
+  const dryRun = values['dry-run'] === true;
+  const fromStdin = file === undefined || file === '-';
+  const input = fromStdin ? process.stdin : fs.createReadStream(file);
+  if (fromStdin && process.stdin.isTTY) process.stderr.write('reading NewPlant JSON lines from the terminal; end with Ctrl-D\n');
+  const progress = new ProgressLine();
+  const label = dryRun ? 'import --dry-run' : 'import';
+  await withStore(config, async (store) => {
+    let counts: ImportCounts;
+    try {
+      counts = await importPlants({
+        store,
+        lines: readLines(input, config.limits.bodyBytes),
+        readPlant: newPlantReader(config.limits),
+        maxLineBytes: config.limits.bodyBytes,
+        batchSize: config.writes.batchLimit,
+        dryRun,
+        onProblem: (line, reason) => progress.line(`line ${line}: ${reason}`),
+        onProgress: (current) => progress.update(`${label}: ${importSummary(current, dryRun)}`),
+      });
+    } finally {
+      progress.clear();
+    }
+    process.stderr.write(`${label}: ${importSummary(counts, dryRun)}${dryRun ? '; nothing was written' : ''}\n`);
+    if (counts.conflicting + counts.invalid > 0) process.exitCode = 1;
+  });
+}
+
+function sameDatabase(a: DatabaseConfig, b: DatabaseConfig): boolean {
+  if (a.kind === 'sqlite' && b.kind === 'sqlite') {
+    const real = (file: string) => {
+      try {
+        return fs.realpathSync(file);
+      } catch {
+        return file;
+      }
+    };
+    return real(a.path) === real(b.path);
+  }
+  return a.kind === 'postgres' && b.kind === 'postgres' && a.url === b.url;
+}
+
+async function copyCommand(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, options: { to: { type: 'string' } }, allowPositionals: true, strict: true });
+  if (positionals.length > 0 || !values.to) throw new UsageError('copy needs --to URL (sqlite:FILE or postgres://…), and nothing else');
+  let target: DatabaseConfig;
+  try {
+    // The target is read as DATABASE_URL would be, with the same rules and messages.
+    target = loadConfig({ ...process.env, DATABASE_URL: values.to }).database;
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(`copy --to: ${error.message.replace(/^DATABASE_URL: /, '')}`);
+    throw error;
+  }
+  if (sameDatabase(config.database, target)) throw new UsageError('copy --to names the database DATABASE_URL names; copy into another one');
+  process.stderr.write(`copy: from ${describeDatabase(config.database)} to ${describeDatabase(target)}\n`);
+  const progress = new ProgressLine();
+  await withStore(config, async (source) => {
+    // Opening the target creates or upgrades its schema to this plantstore's, as every command does.
+    const destination = await openStore(target);
+    try {
+      const report = await (async () => {
+        try {
+          return await copyDatabase(source, destination, {
+            batchSize: config.writes.batchLimit,
+            onProgress: (section, created) => progress.update(`copy: ${created} ${section} created`),
+          });
+        } finally {
+          progress.clear();
+        }
+      })();
+      for (const section of report.sections) {
+        const { name, created, source: ours, target: theirs } = section;
+        const sides = ours.equals(theirs)
+          ? `${ours.count} on both sides, checksum ${ours.checksum} on both`
+          : `source ${ours.count} (checksum ${ours.checksum}), target ${theirs.count} (checksum ${theirs.checksum})`;
+        process.stderr.write(`copy: ${name}: ${created} created; ${sides}\n`);
+      }
+      if (report.verified) {
+        process.stderr.write('copy: verified: the target holds exactly what the source holds\n');
+      } else {
+        process.stderr.write(
+          'copy: NOT verified: the two sides differ, so the source changed while the copy ran; stop writes to it and run the same copy again\n',
+        );
+        process.exitCode = 1;
+      }
+    } finally {
+      await destination.close();
+    }
   });
 }
 
@@ -152,6 +390,16 @@ async function main(argv: string[]): Promise<void> {
       return tokenCommand(config, args);
     case 'plants':
       return plantsCommand(config, args);
+    case 'backup':
+      return backupCommand(config, args);
+    case 'restore':
+      return restoreCommand(config, args);
+    case 'export':
+      return exportCommand(config, args);
+    case 'import':
+      return importCommand(config, args);
+    case 'copy':
+      return copyCommand(config, args);
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }
@@ -164,7 +412,16 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   } else if (error instanceof ConfigError) {
     process.stderr.write(`plantstore: invalid configuration: ${error.message}\n`);
     process.exitCode = 2;
-  } else if (error instanceof DuplicateTokenNameError) {
+  } else if (error instanceof WrongDatabaseError) {
+    process.stderr.write(`plantstore: ${error.message}\n`);
+    process.exitCode = 2;
+  } else if (
+    error instanceof DuplicateTokenNameError ||
+    error instanceof UnusableDatabaseFileError ||
+    error instanceof DatabaseInUseError ||
+    error instanceof TargetHoldsOtherDataError ||
+    error instanceof ImportStoppedError
+  ) {
     process.stderr.write(`plantstore: ${error.message}\n`);
     process.exitCode = 1;
   } else {

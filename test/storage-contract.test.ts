@@ -229,6 +229,61 @@ for (const database of DATABASES) {
         assert.deepEqual(await store.findToken(hashOf('b2')), { name: 'beta', hash: hashOf('b2') });
       }));
 
+    it('exports tokens with their hashes and times, in byte order of name', () =>
+      withStore(async (store) => {
+        assert.deepEqual(await store.exportTokens(), []);
+        // Byte order puts '.' < digits < upper case < '_' < lower case; a linguistic collation would not.
+        const names = ['b', 'B', '_x', 'a.1', 'A-2', '.dot', '9'];
+        for (const [index, name] of names.entries()) await store.addToken(name, hashOf(name), new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)));
+        const used = new Date('2026-03-04T05:06:07.089Z');
+        await store.recordTokenUse(new Map([['b', used]]));
+        const exported = await store.exportTokens();
+        assert.deepEqual(
+          exported.map((token) => token.name),
+          [...names].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+        );
+        assert.deepEqual(exported.find((token) => token.name === 'b'), { name: 'b', hash: hashOf('b'), createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, 0, 7)), lastUsedAt: used });
+        assert.deepEqual(exported.find((token) => token.name === '9'), { name: '9', hash: hashOf('9'), createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, 6, 7)), lastUsedAt: null });
+        assert.ok(exported.every((token) => Buffer.isBuffer(token.hash)));
+      }));
+
+    it('imports tokens as another database had them: new ones with their times, identical ones kept, clashes refused', () =>
+      withStore(async (store) => {
+        const createdAt = new Date('2026-01-02T03:04:05.678Z');
+        const used = new Date('2026-02-01T00:00:00.123Z');
+        await store.addToken('kept', hashOf('kept'), createdAt);
+        await store.addToken('used', hashOf('used'), createdAt);
+        await store.recordTokenUse(new Map([['used', used]]));
+        const record = (name: string, hash: Buffer, at: Date, lastUsedAt: Date | null) => ({ name, hash, createdAt: at, lastUsedAt });
+        const later = new Date('2026-05-05T05:05:05.555Z');
+        const outcomes = await store.importTokens([
+          record('new', hashOf('new'), new Date('2025-12-31T23:59:59.999Z'), later),
+          record('kept', hashOf('kept'), createdAt, later),
+          record('used', hashOf('used'), createdAt, new Date('2026-01-15T00:00:00.000Z')),
+          record('kept', hashOf('another'), createdAt, null),
+          record('thief', hashOf('used'), createdAt, null),
+          record('used', hashOf('used'), new Date(0), null),
+        ]);
+        const storedUsed = record('used', hashOf('used'), createdAt, used);
+        assert.deepEqual(outcomes, [
+          { status: 'created' },
+          { status: 'exists' },
+          { status: 'exists' },
+          { status: 'conflict', stored: record('kept', hashOf('kept'), createdAt, later) },
+          { status: 'conflict', stored: storedUsed },
+          { status: 'conflict', stored: storedUsed },
+        ]);
+        assert.deepEqual(await store.exportTokens(), [
+          // The identical token's last use moved forward to the imported one; the other's was not moved back.
+          record('kept', hashOf('kept'), createdAt, later),
+          record('new', hashOf('new'), new Date('2025-12-31T23:59:59.999Z'), later),
+          storedUsed,
+        ]);
+        // An imported token authenticates like any other.
+        assert.deepEqual(await store.findToken(hashOf('new')), { name: 'new', hash: hashOf('new') });
+        assert.deepEqual(await store.importTokens([]), []);
+      }));
+
     it('keeps data across close and reopen, and migrating again changes nothing', async () => {
       const db = await database.create();
       try {

@@ -55,25 +55,29 @@ export function checkContentEncoding(header: string | undefined): void {
   }
 }
 
-export function parseJsonBody(body: Buffer): ParsedJson {
-  if (body.length === 0) throw new BadRequestError('request body is empty; a JSON NewPlant is required');
-  if (!isUtf8(body)) throw new BadRequestError('request body is not valid UTF-8');
+/**
+ * Parses a JSON document exactly (see docs/design.md, "int64 without loss"). `subject` names the text in messages: a
+ * request body here, a line of `plantstore import` there, which is otherwise parsed the very same way.
+ */
+export function parseJsonBody(body: Buffer, subject = 'request body'): ParsedJson {
+  if (body.length === 0) throw new BadRequestError(`${subject} is empty; a JSON NewPlant is required`);
+  if (!isUtf8(body)) throw new BadRequestError(`${subject} is not valid UTF-8`);
   const text = body.toString('utf8');
   if (!NEEDS_EXACT_PARSE.test(text) && !mayRepeatAKey(text)) {
     try {
       return JSON.parse(text) as ParsedJson;
     } catch (error) {
-      throw new BadRequestError(`request body is not valid JSON: ${(error as Error).message}`);
+      throw new BadRequestError(`${subject} is not valid JSON: ${(error as Error).message}`);
     }
   }
-  return parseExact(text);
+  return parseExact(text, subject);
 }
 
-function parseExact(text: string): ParsedJson {
+function parseExact(text: string, subject: string): ParsedJson {
   try {
     const value = parseLossless(text, null, parseNumber);
-    rejectDuplicateKeys(text);
-    rejectLoneSurrogates(value);
+    rejectDuplicateKeys(text, subject);
+    rejectLoneSurrogates(value, subject);
     if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
       const record = value as Record<string | symbol, unknown>;
       if (typeof record.id === 'bigint') record[EXACT_ID] = record.id;
@@ -81,8 +85,8 @@ function parseExact(text: string): ParsedJson {
     return toPlainNumbers(value);
   } catch (error) {
     if (error instanceof BadRequestError) throw error;
-    if (error instanceof RangeError) throw new BadRequestError('request body is nested too deeply');
-    throw new BadRequestError(`request body is not valid JSON: ${(error as Error).message}`);
+    if (error instanceof RangeError) throw new BadRequestError(`${subject} is nested too deeply`);
+    throw new BadRequestError(`${subject} is not valid JSON: ${(error as Error).message}`);
   }
 }
 
@@ -109,7 +113,7 @@ function parseNumber(literal: string): number | bigint {
  * `{"name":"a","name":"a"}` would pass): what the second copy meant is a guess. Runs on text already parsed, so it only
  * has to tell keys from other strings; keys are compared decoded (`"n\u0061me"` is `"name"`).
  */
-function rejectDuplicateKeys(text: string): void {
+function rejectDuplicateKeys(text: string, subject: string): void {
   /** One entry per open container: the keys seen so far in an object, null in an array. */
   const open: Array<Set<string> | null> = [];
   let expectingKey = false;
@@ -121,7 +125,7 @@ function rejectDuplicateKeys(text: string): void {
       const keys = open.at(-1);
       if (expectingKey && keys) {
         const key = JSON.parse(text.slice(index, end + 1)) as string;
-        if (keys.has(key)) throw new BadRequestError(`request body is not valid JSON: Duplicate key '${key}' encountered at position ${index}`);
+        if (keys.has(key)) throw new BadRequestError(`${subject} is not valid JSON: Duplicate key '${key}' encountered at position ${index}`);
         keys.add(key);
         expectingKey = false;
       }
@@ -140,13 +144,13 @@ function rejectDuplicateKeys(text: string): void {
   }
 }
 
-function rejectLoneSurrogates(value: unknown): void {
+function rejectLoneSurrogates(value: unknown, subject: string): void {
   if (typeof value === 'string') {
-    if (!value.isWellFormed()) throw new BadRequestError('request body contains a lone UTF-16 surrogate escape, which is not valid Unicode');
+    if (!value.isWellFormed()) throw new BadRequestError(`${subject} contains a lone UTF-16 surrogate escape, which is not valid Unicode`);
   } else if (value !== null && typeof value === 'object') {
     for (const [key, inner] of Object.entries(value)) {
-      rejectLoneSurrogates(key);
-      rejectLoneSurrogates(inner);
+      rejectLoneSurrogates(key, subject);
+      rejectLoneSurrogates(inner, subject);
     }
   }
 }

@@ -30,6 +30,14 @@ export interface PlantObserver {
 
 const UNOBSERVED: PlantObserver = { createAnswered: () => undefined };
 
+/**
+ * Whether a create of `wanted` where `stored` has its id is a replay (the same name and tag) rather than a conflict.
+ * One rule for every way in: POST /plants, `plantstore import`, `plantstore copy`.
+ */
+export function isSamePlant(stored: Plant, wanted: Plant): boolean {
+  return stored.id === wanted.id && stored.name === wanted.name && stored.tag === wanted.tag;
+}
+
 /** What plants may do: create (idempotently), read, list by keyset, delete. It knows no transport. */
 export class PlantService {
   readonly #writes: WriteQueue;
@@ -86,7 +94,7 @@ export class PlantService {
         this.#observer.createAnswered('created');
         return plant;
       case 'exists':
-        if (outcome.stored.name === plant.name && outcome.stored.tag === plant.tag) {
+        if (isSamePlant(outcome.stored, plant)) {
           this.#observer.createAnswered('replayed');
           return outcome.stored;
         }

@@ -48,3 +48,19 @@ export class DuplicateTokenNameError extends Error {
 export function unavailableIf(error: unknown, isUnavailable: (error: unknown) => boolean): unknown {
   return isUnavailable(error) ? new StorageUnavailableError(undefined, { cause: error }) : error;
 }
+
+/** A file offered as a SQLite database (a backup to restore, a copy just made) that is not a whole, healthy plantstore database. */
+export class UnusableDatabaseFileError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'UnusableDatabaseFileError';
+  }
+}
+
+/** The database is open in another process (a running server, another command), so it cannot be replaced now. */
+export class DatabaseInUseError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'DatabaseInUseError';
+  }
+}

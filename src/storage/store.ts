@@ -66,6 +66,34 @@ export interface TokenStore {
   recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void>;
 }
 
+/** A token as stored, with everything another database needs to keep it working: never the token itself. */
+export interface TokenRecord {
+  readonly name: string;
+  /** SHA-256 of the token. */
+  readonly hash: Buffer;
+  readonly createdAt: Date;
+  readonly lastUsedAt: Date | null;
+}
+
+export type TokenImportOutcome =
+  | { readonly status: 'created' }
+  /** The same name, hash and creation time were stored already; the last use was moved forward if this one is later. */
+  | { readonly status: 'exists' }
+  /** Another token holds this name or this hash: nothing was changed. */
+  | { readonly status: 'conflict'; readonly stored: TokenRecord };
+
+/** Moving tokens between databases (`plantstore copy`): clients keep working with the tokens they have. */
+export interface TokenTransfer {
+  /** Every token with its hash and times, in ascending byte order of name. Tokens are made by hand, so they are few. */
+  exportTokens(): Promise<TokenRecord[]>;
+  /**
+   * Stores tokens as another database had them (hashes, creation and last-use times), all committed durably in one
+   * transaction before the promise resolves; one outcome per token, in input order. A token already stored
+   * identically is left as it is except that its last use moves forward, never back (as recordTokenUse does).
+   */
+  importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]>;
+}
+
 export interface WritableCheck {
   /**
    * Resolves once a one-row heartbeat write has been committed durably, proving the store can take writes now (a
@@ -92,7 +120,7 @@ export interface ConnectionPoolState {
 }
 
 /** One open database: every interface above, what it can do, what it notices by itself, and how to let it go. */
-export interface Store extends PlantStore, TokenStore, WritableCheck {
+export interface Store extends PlantStore, TokenStore, TokenTransfer, WritableCheck {
   readonly kind: 'sqlite' | 'postgres';
   /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */
   readonly writeConcurrency: number;

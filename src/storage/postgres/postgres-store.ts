@@ -3,7 +3,19 @@ import type { DatabaseConfig } from '../../config.js';
 import { StorageUnavailableError, unavailableIf, type StorageErrorKind } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
-import type { ConnectionPoolState, CreateOutcome, PlantQuery, PlantToCreate, Store, StorageIncident, StoredPlant, StoredToken, TokenInfo } from '../store.js';
+import type {
+  ConnectionPoolState,
+  CreateOutcome,
+  PlantQuery,
+  PlantToCreate,
+  Store,
+  StorageIncident,
+  StoredPlant,
+  StoredToken,
+  TokenImportOutcome,
+  TokenInfo,
+  TokenRecord,
+} from '../store.js';
 import { migrate } from './migrations.js';
 
 type PostgresConfig = Extract<DatabaseConfig, { kind: 'postgres' }>;
@@ -115,6 +127,27 @@ function firstCopies(plants: readonly PlantToCreate[]): Map<bigint, { readonly i
 function toToken(row: StoredToken): StoredToken {
   return { name: row.name, hash: row.hash };
 }
+
+interface TokenRecordRow {
+  readonly name: string;
+  readonly hash: Buffer;
+  readonly created_at: Date;
+  readonly last_used_at: Date | null;
+}
+
+function toTokenRecord(row: TokenRecordRow): TokenRecord {
+  return { name: row.name, hash: row.hash, createdAt: row.created_at, lastUsedAt: row.last_used_at };
+}
+
+/** Every token, by name in byte order (COLLATE "C"), the order SQLite gives: the database's collation may differ. */
+const EXPORT_TOKENS = 'SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name COLLATE "C"';
+/** Without a conflict target: a clash on the name or on the hash leaves the stored token alone. */
+const IMPORT_TOKEN = `INSERT INTO tokens (name, hash, created_at, last_used_at) VALUES ($1, $2, $3, $4)
+  ON CONFLICT DO NOTHING RETURNING name`;
+/** The token that stood in the way: the one of that name if any, else the one with that hash. */
+const CLASHING_TOKEN = `SELECT name, hash, created_at, last_used_at FROM tokens WHERE name = $1 OR hash = $2
+  ORDER BY name = $1 DESC LIMIT 1`;
+const TOUCH_TOKEN = 'UPDATE tokens SET last_used_at = $2 WHERE name = $1 AND (last_used_at IS NULL OR last_used_at < $2)';
 
 /** Bounds every wait on the database, so an unreachable or stuck server is a prompt StorageUnavailableError, never a hang. */
 export const POSTGRES_TIMEOUTS = {
@@ -342,6 +375,56 @@ export class PostgresStore implements Store {
        WHERE tokens.name = u.name AND (tokens.last_used_at IS NULL OR tokens.last_used_at < u.at)`,
       [[...uses.keys()], [...uses.values()]],
     );
+  }
+
+  async exportTokens(): Promise<TokenRecord[]> {
+    return (await this.#query<TokenRecordRow>(EXPORT_TOKENS)).rows.map(toTokenRecord);
+  }
+
+  async importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
+    if (tokens.length === 0) return [];
+    return this.#transaction(async (client) => {
+      const outcomes: TokenImportOutcome[] = [];
+      for (const token of tokens) {
+        const inserted = await client.query(IMPORT_TOKEN, [token.name, token.hash, token.createdAt, token.lastUsedAt]);
+        if (inserted.rowCount === 1) {
+          outcomes.push({ status: 'created' });
+          continue;
+        }
+        const stored = (await client.query<TokenRecordRow>(CLASHING_TOKEN, [token.name, token.hash])).rows[0] as TokenRecordRow;
+        if (stored.name !== token.name || !stored.hash.equals(token.hash) || stored.created_at.getTime() !== token.createdAt.getTime()) {
+          outcomes.push({ status: 'conflict', stored: toTokenRecord(stored) });
+          continue;
+        }
+        if (token.lastUsedAt !== null) await client.query(TOUCH_TOKEN, [token.name, token.lastUsedAt]);
+        outcomes.push({ status: 'exists' });
+      }
+      return outcomes;
+    });
+  }
+
+  /** `work` in one transaction on one pooled connection, committed (durably: synchronous_commit on) before it resolves. */
+  async #transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      throw translate(error);
+    }
+    let broken: unknown;
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      broken = error;
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw translate(error);
+    } finally {
+      // A connection whose transaction failed is not trusted again: the pool replaces it.
+      client.release(broken !== undefined);
+    }
   }
 
   /** Nothing of this store runs outside requests, so it has no incidents to report. */

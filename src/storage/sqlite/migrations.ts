@@ -1,4 +1,4 @@
-import type Database from 'better-sqlite3';
+import Database from 'better-sqlite3';
 
 /**
  * Schema versions, applied in order and recorded in PRAGMA user_version. Append only: a released step is
@@ -39,4 +39,33 @@ export function migrate(db: Database.Database): void {
     }
     db.pragma(`user_version = ${MIGRATIONS.length}`);
   }).immediate();
+}
+
+/** One table or index as sqlite_schema lists it; the SQL text is kept as the migration wrote it. */
+export interface SchemaObject {
+  readonly type: string;
+  readonly name: string;
+  readonly tableName: string;
+  readonly sql: string | null;
+}
+
+/** The tables and indexes of `schema` (`main` or an attached name), SQLite's internal ones left out. */
+export function schemaObjects(db: Database.Database, schema = 'main'): SchemaObject[] {
+  return db
+    .prepare<[], SchemaObject>(
+      `SELECT type, name, tbl_name AS tableName, sql FROM "${schema.replaceAll('"', '""')}".sqlite_schema
+       WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name`,
+    )
+    .all();
+}
+
+/** What a plantstore database of schema `version` holds: the migrations up to it, applied to an empty database. */
+export function expectedSchemaObjects(version: number): SchemaObject[] {
+  const db = new Database(':memory:');
+  try {
+    for (let step = 0; step < version; step += 1) db.exec(MIGRATIONS[step] as string);
+    return schemaObjects(db);
+  } finally {
+    db.close();
+  }
 }

@@ -12,7 +12,9 @@ import type {
   StorageIncident,
   StoredPlant,
   StoredToken,
+  TokenImportOutcome,
   TokenInfo,
+  TokenRecord,
 } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
@@ -20,7 +22,7 @@ import { BUSY_TIMEOUT_MS, openConnection, unavailableKind } from './connection.j
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { WalSync, type SyncFile } from './wal-sync.js';
-import { SqliteWriter } from './writer.js';
+import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
 
 interface TokenRow {
   name: string;
@@ -117,6 +119,8 @@ export class SqliteStore implements Store {
       listTokens: reader.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
       findToken: reader.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
       allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
+      // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
+      exportTokens: reader.prepare<[], TokenRecordRow>('SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
     };
   }
 
@@ -286,6 +290,14 @@ export class SqliteStore implements Store {
   /** The thread checkpointing the WAL; for tests, which make it crash or fail. */
   get checkpointer(): Checkpointer {
     return this.#checkpointer;
+  }
+
+  exportTokens(): Promise<TokenRecord[]> {
+    return this.#unlocked(() => this.#statements.exportTokens.all().map(toTokenRecord));
+  }
+
+  importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
+    return this.#unlocked(() => this.#writer.importTokens(tokens));
   }
 
   async close(): Promise<void> {

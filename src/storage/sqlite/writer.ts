@@ -1,6 +1,23 @@
 import type Database from 'better-sqlite3';
 import { toStoredPlant, type PlantRow } from '../rows.js';
-import type { CreateOutcome, PlantToCreate } from '../store.js';
+import type { CreateOutcome, PlantToCreate, TokenImportOutcome, TokenRecord } from '../store.js';
+
+/** A tokens row as SQLite keeps it: times in milliseconds since the epoch. */
+export interface TokenRecordRow {
+  readonly name: string;
+  readonly hash: Buffer;
+  readonly created_at: number;
+  readonly last_used_at: number | null;
+}
+
+export function toTokenRecord(row: TokenRecordRow): TokenRecord {
+  return {
+    name: row.name,
+    hash: row.hash,
+    createdAt: new Date(row.created_at),
+    lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
+  };
+}
 
 /**
  * Every write of the SQLite store, on the one connection that writes. Each method is one durable commit that
@@ -12,6 +29,7 @@ export class SqliteWriter {
   readonly #statements;
   readonly #createBatch: Database.Transaction<(plants: readonly PlantToCreate[]) => CreateOutcome[]>;
   readonly #touchTokens: Database.Transaction<(uses: ReadonlyArray<readonly [string, number]>) => void>;
+  readonly #importTokens: Database.Transaction<(tokens: readonly TokenRecord[]) => TokenImportOutcome[]>;
 
   constructor(db: Database.Database) {
     this.#db = db;
@@ -27,8 +45,16 @@ export class SqliteWriter {
       touchToken: db.prepare<[number, string, number]>(
         'UPDATE tokens SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)',
       ),
+      // Without a conflict target: a clash on the name or on the hash leaves the stored token alone.
+      importToken: db.prepare<[string, Buffer, number, number | null]>(
+        'INSERT INTO tokens (name, hash, created_at, last_used_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      ),
+      // The token that stood in the way: the one of that name if any, else the one with that hash.
+      clashingToken: db.prepare<[string, Buffer, string], TokenRecordRow>(
+        'SELECT name, hash, created_at, last_used_at FROM tokens WHERE name = ? OR hash = ? ORDER BY name = ? DESC LIMIT 1',
+      ),
     };
-    const { insertPlant, getPlant, touchToken } = this.#statements;
+    const { insertPlant, getPlant, touchToken, importToken, clashingToken } = this.#statements;
     this.#createBatch = db.transaction((plants: readonly PlantToCreate[]) =>
       plants.map((plant): CreateOutcome => {
         try {
@@ -44,6 +70,19 @@ export class SqliteWriter {
     this.#touchTokens = db.transaction((uses: ReadonlyArray<readonly [string, number]>) => {
       for (const [name, at] of uses) touchToken.run(at, name, at);
     });
+    this.#importTokens = db.transaction((tokens: readonly TokenRecord[]) =>
+      tokens.map((token): TokenImportOutcome => {
+        const createdAt = token.createdAt.getTime();
+        const lastUsedAt = token.lastUsedAt?.getTime() ?? null;
+        if (importToken.run(token.name, token.hash, createdAt, lastUsedAt).changes === 1) return { status: 'created' };
+        const stored = clashingToken.get(token.name, token.hash, token.name) as TokenRecordRow;
+        if (stored.name !== token.name || !stored.hash.equals(token.hash) || stored.created_at !== createdAt) {
+          return { status: 'conflict', stored: toTokenRecord(stored) };
+        }
+        if (lastUsedAt !== null) touchToken.run(lastUsedAt, token.name, lastUsedAt);
+        return { status: 'exists' };
+      }),
+    );
   }
 
   createPlants(plants: readonly PlantToCreate[]): CreateOutcome[] {
@@ -65,6 +104,10 @@ export class SqliteWriter {
 
   recordTokenUse(uses: ReadonlyArray<readonly [string, number]>): void {
     this.#touchTokens.immediate(uses);
+  }
+
+  importTokens(tokens: readonly TokenRecord[]): TokenImportOutcome[] {
+    return this.#importTokens.immediate(tokens);
   }
 
   /** One durable commit of the heartbeat row. */

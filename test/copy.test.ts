@@ -1,0 +1,247 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { hashToken } from '../src/auth/tokens.js';
+import { loadConfig } from '../src/config.js';
+import { INT64_MAX, INT64_MIN } from '../src/int64.js';
+import { openStore } from '../src/storage/open.js';
+import type { StoredPlant } from '../src/storage/store.js';
+import { SetDigest } from '../src/transfer/digest.js';
+import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { CLI, createToken, startServer } from './helpers/process.js';
+import { keepWriting, numberedPlants, plantstore, plantstoreAsync, postPlant, sqliteFile, storePlants } from './helpers/transfer.js';
+import { stopPostgresAfterAll } from './helpers/postgres.js';
+
+stopPostgresAfterAll();
+
+const SPECIAL: readonly StoredPlant[] = [
+  { id: INT64_MIN, name: 'smallest', tag: '' },
+  { id: 9007199254740993n, name: 'Monstera 🌿 "quoted" \\ back', tag: 'aroid' },
+  { id: INT64_MAX, name: '日本語', tag: null },
+];
+const PLANTS = SPECIAL.length + 12_000;
+
+function exportOf(url: string): string {
+  const result = plantstore(['export'], { DATABASE_URL: url });
+  assert.equal(result.status, 0, result.stderr);
+  return result.stdout;
+}
+
+function tokensOf(url: string): string {
+  const result = plantstore(['token', 'list'], { DATABASE_URL: url });
+  assert.equal(result.status, 0, result.stderr);
+  return result.stdout;
+}
+
+async function plantCount(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM plants')).rows[0]?.n);
+  } catch {
+    return 0;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('plantstore copy', () => {
+  let source: TestDatabase;
+  let env: Record<string, string>;
+  let alice: string;
+  let bob: string;
+  const cleanups: Array<() => Promise<void>> = [];
+
+  async function postgresTarget(): Promise<TestDatabase> {
+    const db = await postgresDatabase();
+    cleanups.push(() => db.cleanup());
+    return db;
+  }
+
+  before(async () => {
+    source = await sqliteDatabase();
+    env = { DATABASE_URL: source.url };
+    await storePlants(source.url, [...SPECIAL, ...numberedPlants(12_000, -6_000n)]);
+    alice = createToken('alice', env);
+    bob = createToken('bob', env);
+    // alice has been used, so she has a last use to carry over.
+    const server = await startServer(env);
+    try {
+      assert.equal((await postPlant(server.base, alice, '{"id":424242424242,"name":"made on SQLite"}')).status, 200);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+    assert.match(tokensOf(source.url), /^alice\tcreated \S+\tlast used 20/m);
+  });
+  after(async () => {
+    for (const cleanup of cleanups.splice(0)) await cleanup();
+    await source?.cleanup();
+  });
+
+  it('copies SQLite into PostgreSQL exactly and verifies it; a server on PostgreSQL accepts the tokens made on SQLite', async () => {
+    const target = await postgresTarget();
+    const result = plantstore(['copy', '--to', target.url], env);
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.match(result.stderr, /^copy: from SQLite .*plants\.db to PostgreSQL postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/t_\w+\n/);
+    assert.match(result.stderr, /^copy: tokens: 2 created; 2 on both sides, checksum [0-9a-f]{16} on both$/m);
+    assert.match(result.stderr, new RegExp(`^copy: plants: ${PLANTS + 1} created; ${PLANTS + 1} on both sides, checksum [0-9a-f]{16} on both$`, 'm'));
+    assert.match(result.stderr, /^copy: verified: the target holds exactly what the source holds$/m);
+    assert.equal(exportOf(target.url), exportOf(source.url));
+    assert.equal(tokensOf(target.url), tokensOf(source.url), 'names, creation and last use times');
+
+    const server = await startServer({ DATABASE_URL: target.url });
+    try {
+      for (const token of [alice, bob]) {
+        const read = await fetch(`${server.base}/plants/-9223372036854775808`, { headers: { authorization: `Bearer ${token}` } });
+        assert.equal(read.status, 200);
+        assert.equal(await read.text(), '{"id":-9223372036854775808,"name":"smallest","tag":""}');
+      }
+      assert.equal((await postPlant(server.base, alice, '{"id":424242424242,"name":"made on SQLite"}')).status, 200, 'a replay of a copied plant');
+      assert.equal((await postPlant(server.base, bob, '{"id":7777777777777,"name":"made on PostgreSQL"}')).status, 200);
+      assert.equal((await postPlant(server.base, `plst_${randomBytes(32).toString('base64url')}`, '{"id":78,"name":"x"}')).status, 401);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+
+  it('is idempotent: run again it creates nothing and verifies; interrupted, a second run finishes the job', async () => {
+    const target = await postgresTarget();
+    // Small batches, so the copy is still running when it is killed.
+    const slowEnv = { ...env, WRITE_BATCH_LIMIT: '50' };
+    const child = spawn(process.execPath, [CLI, 'copy', '--to', target.url], { env: { ...process.env, ...slowEnv }, stdio: 'ignore' });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+    let copied = 0;
+    while (copied === 0 && child.exitCode === null) {
+      copied = await plantCount(target.url);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    child.kill('SIGKILL');
+    assert.equal(await exited, 'SIGKILL', 'the copy was killed while it ran');
+    const partly = await plantCount(target.url);
+    assert.ok(partly > 0 && partly < PLANTS + 1, `${partly} plants copied when it was killed`);
+
+    const resumed = plantstore(['copy', '--to', target.url], slowEnv);
+    assert.equal(resumed.status, 0, resumed.stderr);
+    assert.match(resumed.stderr, /^copy: verified/m);
+    assert.equal(exportOf(target.url), exportOf(source.url));
+    assert.equal(tokensOf(target.url), tokensOf(source.url));
+
+    const again = plantstore(['copy', '--to', target.url], env);
+    assert.equal(again.status, 0, again.stderr);
+    assert.match(again.stderr, /^copy: tokens: 0 created; 2 on both sides/m);
+    assert.match(again.stderr, new RegExp(`^copy: plants: 0 created; ${PLANTS + 1} on both sides`, 'm'));
+    assert.match(again.stderr, /^copy: verified/m);
+  });
+
+  it('refuses a target that holds different data, and writes nothing to it', async () => {
+    const cases: Array<{ what: string; prepare: (url: string) => Promise<void>; problem: RegExp }> = [
+      {
+        what: 'a plant of the same id with another name',
+        prepare: (url) => storePlants(url, [{ id: 9007199254740993n, name: 'not a Monstera', tag: 'aroid' }]),
+        problem: /plant 9007199254740993, which differs from the source's/,
+      },
+      {
+        what: 'a plant the source does not hold',
+        prepare: (url) => storePlants(url, [{ id: -6_000n, name: 'plant -6000', tag: null }, { id: 10n ** 15n, name: 'stranger', tag: null }]),
+        problem: /plant 1000000000000000, which the source does not hold/,
+      },
+      {
+        what: 'a token of the same name with another hash',
+        prepare: async (url) => {
+          const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
+          await store.addToken('alice', hashToken('someone else'), new Date());
+          await store.close();
+        },
+        problem: /token "alice", which differs from the source's/,
+      },
+    ];
+    for (const { what, prepare, problem } of cases) {
+      const target = await postgresTarget();
+      await prepare(target.url);
+      const before = { plants: exportOf(target.url), tokens: tokensOf(target.url) };
+      const result = plantstore(['copy', '--to', target.url], env);
+      assert.equal(result.status, 1, what);
+      assert.match(result.stderr, /the target already holds different data: /, what);
+      assert.match(result.stderr, problem, what);
+      assert.deepEqual({ plants: exportOf(target.url), tokens: tokensOf(target.url) }, before, `${what}: nothing written`);
+    }
+  });
+
+  it('copies back from PostgreSQL into SQLite: the way back', async () => {
+    const middle = await postgresTarget();
+    assert.equal(plantstore(['copy', '--to', middle.url], env).status, 0);
+    const back = await sqliteDatabase();
+    cleanups.push(() => back.cleanup());
+    const result = plantstore(['copy', '--to', back.url], { DATABASE_URL: middle.url });
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stderr, /^copy: from PostgreSQL .* to SQLite /);
+    assert.match(result.stderr, /^copy: verified/m);
+    assert.equal(exportOf(back.url), exportOf(source.url));
+    assert.equal(tokensOf(back.url), tokensOf(source.url));
+  });
+
+  it('says NOT verified, exit 1, when the source changes while it runs; run again once writes stop, it verifies', async () => {
+    const busy = await sqliteDatabase();
+    cleanups.push(() => busy.cleanup());
+    const busyEnv = { DATABASE_URL: busy.url };
+    await storePlants(busy.url, numberedPlants(20_000));
+    const token = createToken('writer', busyEnv);
+    const target = await postgresTarget();
+    const server = await startServer(busyEnv);
+    try {
+      const load = keepWriting(server.base, token, 4, 10n ** 12n);
+      let result;
+      try {
+        result = await plantstoreAsync(['copy', '--to', target.url], busyEnv);
+      } finally {
+        await load.stop();
+      }
+      assert.equal(result.status, 1, result.stderr);
+      assert.match(result.stderr, /^copy: plants: \d+ created; source \d+ \(checksum [0-9a-f]{16}\), target \d+ \(checksum [0-9a-f]{16}\)$/m);
+      assert.match(result.stderr, /^copy: NOT verified: the two sides differ, so the source changed while the copy ran; stop writes to it and run the same copy again$/m);
+    } finally {
+      await server.stop();
+    }
+    const again = plantstore(['copy', '--to', target.url], busyEnv);
+    assert.equal(again.status, 0, again.stderr);
+    assert.match(again.stderr, /^copy: verified/m);
+    assert.equal(exportOf(target.url), exportOf(busy.url));
+  });
+
+  it('needs --to naming another database, in a form DATABASE_URL takes', () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['copy'], /copy needs --to URL/],
+      [['copy', '--to', source.url], /names the database DATABASE_URL names/],
+      [['copy', '--to', `sqlite:${path.relative(process.cwd(), sqliteFile(source.url))}`], /names the database DATABASE_URL names/],
+      [['copy', '--to', 'mysql://x'], /copy --to: must start with sqlite:, postgres:\/\/ or postgresql:\/\//],
+      [['copy', '--to', 'sqlite::memory:'], /copy --to: must name a SQLite file/],
+    ];
+    for (const [args, problem] of cases) {
+      const result = plantstore(args, env);
+      assert.equal(result.status, 2, args.join(' '));
+      assert.match(result.stderr, problem);
+    }
+  });
+});
+
+describe('the copy checksum', () => {
+  it('is the same for the same rows in any order, and differs when one row differs or is counted twice', () => {
+    const rows = Array.from({ length: 100 }, (_, index) => `{"id":${index},"name":"p"}`);
+    const digest = (list: readonly string[]) => {
+      const result = new SetDigest();
+      for (const row of list) result.add(row);
+      return result;
+    };
+    const forward = digest(rows);
+    assert.ok(forward.equals(digest([...rows].reverse())));
+    assert.equal(forward.count, 100);
+    assert.match(forward.checksum, /^[0-9a-f]{16}$/);
+    assert.ok(!forward.equals(digest([...rows.slice(1), '{"id":0,"name":"q"}'])));
+    // A row twice and another missing: the count agrees, the checksum does not (a XOR would cancel the pair out).
+    assert.ok(!forward.equals(digest([...rows.slice(2), rows[2] as string, rows[2] as string])));
+  });
+});
