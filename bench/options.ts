@@ -4,7 +4,7 @@
  *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
  *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
  *                    [--reads] [--app-only] [--generator auto|wrk|autocannon]
- *                    [--baseline DIR] [--baseline-env NAME=VALUE ...]
+ *                    [--baseline DIR] [--baseline-env NAME=VALUE ...] [--plantstore DIR]
  *                    [--quick] [--cpu-prof] [--out DIR] [--db-dir DIR]
  */
 import os from 'node:os';
@@ -34,6 +34,8 @@ export interface BenchOptions {
    * with other settings; null when not asked for. The headline then also says plantstore ÷ baseline.
    */
   readonly baseline: { readonly root: string; readonly env: Readonly<Record<string, string>> } | null;
+  /** The checkout whose plantstore is measured (its root, built): this one unless --plantstore names another. */
+  readonly plantstoreRoot: string;
   readonly cpuProf: boolean;
   readonly out: string;
   /** Where the temporary SQLite database lives (default: the OS temp dir); a tmpfs here shows what fsync costs. */
@@ -64,6 +66,7 @@ export function readOptions(argv: string[]): BenchOptions {
       generator: { type: 'string' },
       baseline: { type: 'string' },
       'baseline-env': { type: 'string', multiple: true },
+      plantstore: { type: 'string' },
       'cpu-prof': { type: 'boolean' },
       out: { type: 'string' },
       'db-dir': { type: 'string' },
@@ -109,6 +112,7 @@ export function readOptions(argv: string[]): BenchOptions {
     appOnly: values['app-only'] ?? false,
     generator,
     baseline: wantsBaseline ? { root: path.resolve(values.baseline ?? ROOT), env: baselineEnv } : null,
+    plantstoreRoot: path.resolve(values.plantstore ?? ROOT),
     cpuProf: values['cpu-prof'] ?? false,
     out: path.resolve(values.out ?? path.join(ROOT, 'bench/results')),
     dbDir: path.resolve(values['db-dir'] ?? os.tmpdir()),

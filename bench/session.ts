@@ -37,7 +37,15 @@ export class BenchSession {
     const { options } = this.setup;
     const cpuProfDir = options.cpuProf ? path.join(options.out, 'profiles') : undefined;
     if (cpuProfDir) fs.mkdirSync(cpuProfDir, { recursive: true });
-    return this.#track(await startPlantstore({ pinning: this.setup.pinning, databaseUrl: this.store.databaseUrl, logFile: this.logFile, cpuProfDir }));
+    return this.#track(
+      await startPlantstore({
+        pinning: this.setup.pinning,
+        databaseUrl: this.store.databaseUrl,
+        logFile: this.logFile,
+        cpuProfDir,
+        cli: path.join(options.plantstoreRoot, 'dist/src/cli.js'),
+      }),
+    );
   }
 
   /**
