@@ -25,3 +25,10 @@ export class DuplicateTokenNameError extends Error {
 export function unavailableIf(error: unknown, isUnavailable: (error: unknown) => boolean): unknown {
   return isUnavailable(error) ? new StorageUnavailableError(undefined, { cause: error }) : error;
 }
+
+export class DuplicateWebhookNameError extends Error {
+  constructor(name: string) {
+    super(`a webhook subscription named ${JSON.stringify(name)} already exists`);
+    this.name = 'DuplicateWebhookNameError';
+  }
+}

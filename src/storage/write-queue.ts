@@ -16,6 +16,8 @@ export interface WriteQueueOptions {
   readonly batchLimit: number;
   /** Batches committing at once: 1 for a single-writer store, more for a server database. */
   readonly concurrency: number;
+  /** Called after a batch that created plants has committed (the webhook dispatcher looks for their events then). */
+  readonly onCreated?: () => void;
 }
 
 /**
@@ -149,5 +151,6 @@ export class WriteQueue {
     const cutShort = outcomes.some((outcome) => outcome.status === 'failed' && outcome.error instanceof StorageUnavailableError);
     this.#refusedAt = cutShort ? Date.now() : undefined;
     batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
+    if (this.#options.onCreated && outcomes.some((outcome) => outcome.status === 'created')) this.#options.onCreated();
   }
 }
