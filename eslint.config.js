@@ -8,8 +8,8 @@ import tseslint from 'typescript-eslint';
 const layers = [
   {
     folder: 'src/storage',
-    forbidden: ['http', 'routes', 'auth', 'plants', 'health'],
-    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    forbidden: ['http', 'routes', 'auth', 'plants', 'health', 'webhooks'],
+    packages: ['fastify', 'fastify/*', '@fastify/*', 'undici'],
     why: 'storage knows nothing above it: it raises storage errors (src/storage/errors.ts), never HTTP ones',
   },
   {
@@ -23,6 +23,12 @@ const layers = [
     forbidden: ['http', 'routes', 'plants'],
     packages: ['fastify', 'fastify/*', '@fastify/*'],
     why: 'token checks know no HTTP: the Authorization header is parsed in src/http/bearer.ts',
+  },
+  {
+    folder: 'src/webhooks',
+    forbidden: ['http', 'routes', 'auth', 'plants', 'health'],
+    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    why: 'the dispatcher sends webhooks (undici) from the outbox through the storage interfaces; it serves no request',
   },
   {
     folder: 'src/health',
@@ -55,7 +61,7 @@ export default tseslint.config(
               regex: `^(\\.\\./)+(${forbidden.join('|')})/|^(\\.\\./)+(app|schemas|server|cli|services)\\.js$`,
               message: `${folder} may not import from ${forbidden.join(', ')}, the app or the HTTP schemas: ${why}.`,
             },
-            { group: packages, message: `${folder} may not use the HTTP framework: ${why}.` },
+            { group: packages, message: `${folder} may not use the HTTP framework or client: ${why}.` },
           ],
         },
       ],
