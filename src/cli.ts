@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { generateToken, hashToken } from './auth/tokens.js';
+import { WEBHOOK_USAGE, webhookCommand } from './cli/webhook-command.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { plantJson } from './plant-json.js';
 import { serveUntilSignalled } from './server.js';
-import { DuplicateTokenNameError } from './storage/errors.js';
+import { DuplicateTokenNameError, DuplicateWebhookNameError } from './storage/errors.js';
 import { openStore } from './storage/open.js';
 import type { Store } from './storage/store.js';
 
@@ -19,6 +20,7 @@ Commands:
   plants list [--tag T] [--limit N]
                               print stored plants in ascending id order, one JSON object per line
                               (exact ids); only those tagged exactly T; the first N (default: all)
+${WEBHOOK_USAGE}
 
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
 `;
@@ -152,6 +154,8 @@ async function main(argv: string[]): Promise<void> {
       return tokenCommand(config, args);
     case 'plants':
       return plantsCommand(config, args);
+    case 'webhook':
+      return webhookCommand(config, args, { usage: (message) => new UsageError(message), withStore: (work) => withStore(config, work) });
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }
@@ -164,7 +168,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   } else if (error instanceof ConfigError) {
     process.stderr.write(`plantstore: invalid configuration: ${error.message}\n`);
     process.exitCode = 2;
-  } else if (error instanceof DuplicateTokenNameError) {
+  } else if (error instanceof DuplicateTokenNameError || error instanceof DuplicateWebhookNameError) {
     process.stderr.write(`plantstore: ${error.message}\n`);
     process.exitCode = 1;
   } else {
