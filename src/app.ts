@@ -5,7 +5,7 @@ import { readBearerToken } from './http/bearer.js';
 import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
-import { buildOpenApi } from './http/openapi.js';
+import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
@@ -118,7 +118,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // The document describes every route, itself included, so it is built after the list and read lazily.
     ...systemRoutes(services.readiness, () => openApi),
   ];
-  const openApi = buildOpenApi(routes, { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord });
+  const openApi = buildOpenApi(
+    routes,
+    { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord },
+    newPlantWebhook(),
+  );
 
   const authenticate = async (request: { headers: { authorization?: string }; tokenName: string }) => {
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation.
