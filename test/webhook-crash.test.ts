@@ -141,18 +141,13 @@ describe('two plantstore instances on one PostgreSQL outbox', () => {
     const db = await postgresDatabase();
     cleanups.push(() => db.cleanup());
     // Slow enough that both instances hold claims at the same moment.
-    let inFlight = 0;
     let overlapping = 0;
     const open = new Set<string>();
     const hook = await Receiver.start((request) => {
       const id = String(request.headers['webhook-id']);
       if (open.has(id)) overlapping += 1;
       open.add(id);
-      inFlight += 1;
-      setTimeout(() => {
-        open.delete(id);
-        inFlight -= 1;
-      }, 20);
+      setTimeout(() => open.delete(id), 20);
       return { status: 200, delayMs: 20 };
     });
     cleanups.push(() => hook.close());
