@@ -60,12 +60,14 @@ export interface PlantstoreStart {
   readonly logFile: string;
   /** Write a V8 CPU profile (--cpu-prof) into this folder. */
   readonly cpuProfDir?: string | undefined;
+  /** Set over the default configuration (the webhook scenario lets the dispatcher reach its local receiver). */
+  readonly env?: EnvOverrides;
 }
 
 export async function startPlantstore(options: PlantstoreStart): Promise<BenchServer> {
   const log = fs.openSync(options.logFile, 'a');
   try {
-    const server = await startServer(plantstoreEnv(options.databaseUrl), {
+    const server = await startServer({ ...plantstoreEnv(options.databaseUrl), ...options.env }, {
       nodeArgs: [...(options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : []), CLI, 'serve'],
       prefix: options.pinning.server,
       stdio: ['ignore', log, log],

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { runLoad, type LoadMeasurement, type LoadPlace, type LoadRun } from './measure.js';
 import type { RunConditions } from './report.js';
+import type { EnvOverrides } from '../test/helpers/process.js';
 import { startPlantstore, startTokenServer, stopServer, type BenchServer } from './servers.js';
 import { openStore, type StoreHandle } from './stores.js';
 
@@ -33,11 +34,11 @@ export class BenchSession {
   }
 
   /** plantstore on the session's store; its output goes to `logFile`, which the caller may count afterwards. */
-  async startPlantstore(): Promise<BenchServer> {
+  async startPlantstore(env: EnvOverrides = {}): Promise<BenchServer> {
     const { options } = this.setup;
     const cpuProfDir = options.cpuProf ? path.join(options.out, 'profiles') : undefined;
     if (cpuProfDir) fs.mkdirSync(cpuProfDir, { recursive: true });
-    return this.#track(await startPlantstore({ pinning: this.setup.pinning, databaseUrl: this.store.databaseUrl, logFile: this.logFile, cpuProfDir }));
+    return this.#track(await startPlantstore({ pinning: this.setup.pinning, databaseUrl: this.store.databaseUrl, logFile: this.logFile, cpuProfDir, env }));
   }
 
   /** Where plantstore's stdout and stderr go. */
