@@ -58,10 +58,11 @@ const PRUNE_INTERVAL_MS = 3_600_000;
 /** The first prune comes soon after start, not an interval later. */
 const FIRST_PRUNE_DELAY_MS = 60_000;
 /**
- * Each claim is a write transaction (on SQLite an fsync on the event loop, shared with creates), so under load claims
- * are at most this often; the first after a quiet spell runs at once. Throughput is kept by claiming ahead (PREFETCH).
+ * Each round trip (settling finished attempts, claiming more) is a write transaction, on SQLite an fsync on the event
+ * loop shared with creates, so under load there is at most one this often; the first after a quiet spell runs at
+ * once. Throughput is kept by claiming ahead (PREFETCH) and settling many attempts per round trip.
  */
-const MIN_CLAIM_INTERVAL_MS = 20;
+const MIN_ROUND_TRIP_INTERVAL_MS = 20;
 /** Events claimed per subscription: up to this many times its in-flight bound, queued here until a slot frees. */
 const PREFETCH = 4;
 /** Counting waiting events walks the index of waiting events, so it is done this often, not at every poll. */
@@ -107,7 +108,7 @@ export class WebhookDispatcher implements WebhookStats {
   #tickAgain = false;
   #tickTimer: NodeJS.Timeout | undefined;
   #tickAt = Infinity;
-  #lastClaimAt = -Infinity;
+  #lastRoundTripAt = -Infinity;
   #pollTimer: NodeJS.Timeout | undefined;
   #countedAt = -Infinity;
   /** Wakes the dispatcher when the soonest retry it scheduled is due, rather than at the next poll. */
@@ -278,20 +279,16 @@ export class WebhookDispatcher implements WebhookStats {
       return;
     }
     const claims = this.#mayBeDue ? this.#claims() : [];
-    if (claims.length > 0) {
-      const wait = this.#lastClaimAt + MIN_CLAIM_INTERVAL_MS - performance.now();
-      if (wait > 0) {
-        this.#scheduleTick(wait);
-        return;
-      }
+    if (this.#results.length === 0 && claims.length === 0) return;
+    const wait = this.#lastRoundTripAt + MIN_ROUND_TRIP_INTERVAL_MS - performance.now();
+    if (wait > 0) {
+      this.#scheduleTick(wait);
+      return;
     }
     const results = this.#results.splice(0);
-    if (results.length === 0 && claims.length === 0) return;
     this.#ticking = true;
-    if (claims.length > 0) {
-      this.#mayBeDue = false;
-      this.#lastClaimAt = performance.now();
-    }
+    this.#lastRoundTripAt = performance.now();
+    if (claims.length > 0) this.#mayBeDue = false;
     try {
       const { claimed, disabled } = await this.#store.settleAndClaimWebhookEvents(results, claims, this.#leaseMs);
       this.#logDisabled(disabled);
