@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 
 /** Standard Webhooks' prefix of a signing secret; the rest is the key, base64. */
 export const SECRET_PREFIX = 'whsec_';
@@ -14,8 +14,18 @@ export function generateEventIdPrefix(): string {
   return randomBytes(6).toString('hex');
 }
 
-function key(secret: string): Buffer {
-  return Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
+/** Keys by secret: a KeyObject made once, since createHmac would otherwise wrap the raw bytes anew for every attempt. */
+const keys = new Map<string, KeyObject>();
+const KEYS_KEPT = 1000;
+
+function key(secret: string): KeyObject {
+  let found = keys.get(secret);
+  if (!found) {
+    if (keys.size >= KEYS_KEPT) keys.clear();
+    found = createSecretKey(Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64'));
+    keys.set(secret, found);
+  }
+  return found;
 }
 
 /**
