@@ -8,8 +8,8 @@ import tseslint from 'typescript-eslint';
 const layers = [
   {
     folder: 'src/storage',
-    forbidden: ['http', 'routes', 'auth', 'plants', 'health'],
-    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    forbidden: ['http', 'routes', 'auth', 'plants', 'health', 'webhooks'],
+    packages: ['fastify', 'fastify/*', '@fastify/*', 'undici'],
     why: 'storage knows nothing above it: it raises storage errors (src/storage/errors.ts), never HTTP ones',
   },
   {
@@ -29,6 +29,12 @@ const layers = [
     forbidden: ['http', 'routes'],
     packages: ['fastify', 'fastify/*', '@fastify/*'],
     why: 'data movement (export, import, copy) works on the storage interfaces and the domain; the CLI hands it the NewPlant reader of src/http',
+  },
+  {
+    folder: 'src/webhooks',
+    forbidden: ['http', 'routes', 'auth', 'plants', 'health'],
+    packages: ['fastify', 'fastify/*', '@fastify/*'],
+    why: 'the dispatcher sends webhooks (undici) from the outbox through the storage interfaces; it serves no request',
   },
   {
     folder: 'src/health',
@@ -61,7 +67,7 @@ export default tseslint.config(
               regex: `^(\\.\\./)+(${forbidden.join('|')})/|^(\\.\\./)+(app|schemas|server|cli|services|metrics)\\.js$`,
               message: `${folder} may not import from ${forbidden.join(', ')}, the app, the HTTP schemas or the metrics: ${why}.`,
             },
-            { group: packages, message: `${folder} may not use the HTTP framework: ${why}.` },
+            { group: packages, message: `${folder} may not use the HTTP framework or client: ${why}.` },
             {
               group: ['prom-client', 'prom-client/*'],
               message: `${folder} may not use the metrics library: it reports to an observer interface it declares, implemented with prom-client in src/metrics.ts.`,

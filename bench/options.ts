@@ -3,7 +3,7 @@
  *
  *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
  *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
- *                    [--reads] [--app-only] [--generator auto|wrk|autocannon]
+ *                    [--reads] [--webhook] [--app-only] [--generator auto|wrk|autocannon]
  *                    [--baseline DIR] [--baseline-env NAME=VALUE ...] [--plantstore DIR]
  *                    [--quick] [--cpu-prof] [--out DIR] [--db-dir DIR]
  */
@@ -26,6 +26,8 @@ export interface BenchOptions {
   readonly quick: boolean;
   /** Reads scenario: page reads and GET by id over a prefilled store, plantstore only. */
   readonly reads: boolean;
+  /** Webhook scenario: plantstore with one subscription (a local receiver) against plantstore with none, in pairs. */
+  readonly webhook: boolean;
   /** Also run plantstore's HTTP layer on a store that keeps nothing, in every pair. */
   readonly appOnly: boolean;
   readonly generator: 'auto' | 'wrk' | 'autocannon';
@@ -62,6 +64,7 @@ export function readOptions(argv: string[]): BenchOptions {
       store: { type: 'string' },
       quick: { type: 'boolean' },
       reads: { type: 'boolean' },
+      webhook: { type: 'boolean' },
       'app-only': { type: 'boolean' },
       generator: { type: 'string' },
       baseline: { type: 'string' },
@@ -98,6 +101,8 @@ export function readOptions(argv: string[]): BenchOptions {
   }
   const wantsBaseline = values.baseline !== undefined || Object.keys(baselineEnv).length > 0;
   if (wantsBaseline && (reads || store !== 'sqlite')) throw new UsageError('--baseline compares creates on SQLite only');
+  const webhook = values.webhook ?? false;
+  if (webhook && (reads || soak > 0 || values['app-only'])) throw new UsageError('--webhook does not combine with --reads, --soak or --app-only');
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
@@ -109,6 +114,7 @@ export function readOptions(argv: string[]): BenchOptions {
     store,
     quick,
     reads,
+    webhook,
     appOnly: values['app-only'] ?? false,
     generator,
     baseline: wantsBaseline ? { root: path.resolve(values.baseline ?? ROOT), env: baselineEnv } : null,

@@ -60,9 +60,10 @@ export interface PlantstoreStart {
   readonly logFile: string;
   /** Write a V8 CPU profile (--cpu-prof) into this folder. */
   readonly cpuProfDir?: string | undefined;
-  /** Another build's CLI (the baseline of an A/B), and settings on top of the default configuration. */
+  /** Another build's CLI (the baseline of an A/B). */
   readonly cli?: string;
-  readonly env?: Readonly<Record<string, string>>;
+  /** Set over the default configuration (the webhook scenario lets the dispatcher reach its local receiver; an A/B's settings). */
+  readonly env?: EnvOverrides;
   readonly name?: 'plantstore' | 'baseline';
 }
 

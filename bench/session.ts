@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { runLoad, type LoadMeasurement, type LoadPlace, type LoadRun } from './measure.js';
 import type { RunConditions } from './report.js';
+import type { EnvOverrides } from '../test/helpers/process.js';
 import { startPlantstore, startTokenServer, stopServer, type BenchServer } from './servers.js';
 import { openStore, type StoreHandle } from './stores.js';
 
@@ -33,7 +34,7 @@ export class BenchSession {
   }
 
   /** plantstore on the session's store; its output goes to `logFile`, which the caller may count afterwards. */
-  async startPlantstore(): Promise<BenchServer> {
+  async startPlantstore(env: EnvOverrides = {}): Promise<BenchServer> {
     const { options } = this.setup;
     const cpuProfDir = options.cpuProf ? path.join(options.out, 'profiles') : undefined;
     if (cpuProfDir) fs.mkdirSync(cpuProfDir, { recursive: true });
@@ -44,6 +45,7 @@ export class BenchSession {
         logFile: this.logFile,
         cpuProfDir,
         cli: path.join(options.plantstoreRoot, 'dist/src/cli.js'),
+        env,
       }),
     );
   }

@@ -15,7 +15,7 @@ import { describeValidationError, toErrorReply, writeClientError } from './http/
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.js';
 import { STRICT_AJV_OPTIONS } from './http/new-plant.js';
-import { buildOpenApi } from './http/openapi.js';
+import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
 import { tokenBucketStore } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
@@ -147,7 +147,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const openApi = buildOpenApi(
     routes,
     { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord },
-    { description: 'Interactive reference: this document, rendered', url: API_REFERENCE_PATH },
+    { externalDocs: { description: 'Interactive reference: this document, rendered', url: API_REFERENCE_PATH }, webhooks: newPlantWebhook() },
   );
 
   const authenticate = async (request: { headers: { authorization?: string }; tokenName: string }) => {

@@ -4,11 +4,12 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { AtomicFileWriter } from './atomic-file.js';
 import { generateToken, hashToken } from './auth/tokens.js';
+import { WEBHOOK_USAGE, webhookCommand } from './cli/webhook-command.js';
 import { ConfigError, loadConfig, type Config, type DatabaseConfig } from './config.js';
 import { newPlantReader } from './http/new-plant.js';
 import { plantJson } from './plant-json.js';
 import { serveUntilSignalled } from './server.js';
-import { DatabaseInUseError, DuplicateTokenNameError, UnusableDatabaseFileError } from './storage/errors.js';
+import { DatabaseInUseError, DuplicateTokenNameError, DuplicateWebhookNameError, UnusableDatabaseFileError } from './storage/errors.js';
 import { openStore } from './storage/open.js';
 import { backupDatabase, restoreDatabase } from './storage/sqlite/backup.js';
 import type { Store } from './storage/store.js';
@@ -40,6 +41,7 @@ Commands:
                               invalid and conflicting lines reported; --dry-run checks, writes nothing
   copy --to URL               copy plants and tokens from DATABASE_URL into the database at URL (e.g.
                               SQLite to PostgreSQL), then compare both sides; safe to run again
+${WEBHOOK_USAGE}
 
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.
 `;
@@ -400,6 +402,8 @@ async function main(argv: string[]): Promise<void> {
       return importCommand(config, args);
     case 'copy':
       return copyCommand(config, args);
+    case 'webhook':
+      return webhookCommand(config, args, { usage: (message) => new UsageError(message), withStore: (work) => withStore(config, work) });
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }
@@ -417,6 +421,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     process.exitCode = 2;
   } else if (
     error instanceof DuplicateTokenNameError ||
+    error instanceof DuplicateWebhookNameError ||
     error instanceof UnusableDatabaseFileError ||
     error instanceof DatabaseInUseError ||
     error instanceof TargetHoldsOtherDataError ||

@@ -12,6 +12,23 @@ export interface RateLimitConfig {
   readonly burst: number;
 }
 
+export interface WebhookConfig {
+  /** Delay after each failed attempt, in milliseconds; one attempt more than there are delays. */
+  readonly retrySchedule: readonly number[];
+  /** One attempt, from connecting to the end of the answer. */
+  readonly timeoutMs: number;
+  /** Off by default: a subscription may then reach only public addresses (checked on the address connected to). */
+  readonly allowPrivateNetworks: boolean;
+  /** Delivered events and their attempts are deleted after this long. */
+  readonly retentionMs: number;
+  /** Attempts in flight at once, over all subscriptions of this instance. */
+  readonly maxInFlight: number;
+  /** Attempts in flight at once to one subscription, per instance. */
+  readonly maxInFlightPerSubscription: number;
+  /** After `webhook rotate-secret`, how long the previous secret also signs. */
+  readonly secretGraceMs: number;
+}
+
 export interface Config {
   readonly host: string;
   readonly port: number;
@@ -40,6 +57,7 @@ export interface Config {
   readonly shutdownTimeoutMs: number;
   /** Whether GET /metrics exists and the service keeps Prometheus metrics (METRICS=on|off). */
   readonly metrics: boolean;
+  readonly webhooks: WebhookConfig;
 }
 
 export class ConfigError extends Error {
@@ -77,6 +95,13 @@ export const CONFIG_VARIABLES = [
   'MAX_HEADER_BYTES',
   'SHUTDOWN_TIMEOUT_MS',
   'METRICS',
+  'WEBHOOK_RETRY_SCHEDULE',
+  'WEBHOOK_TIMEOUT_MS',
+  'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
+  'WEBHOOK_RETENTION',
+  'WEBHOOK_MAX_IN_FLIGHT',
+  'WEBHOOK_MAX_IN_FLIGHT_PER_SUBSCRIPTION',
+  'WEBHOOK_SECRET_GRACE',
 ] as const;
 
 export type ConfigVariable = (typeof CONFIG_VARIABLES)[number];
@@ -102,6 +127,62 @@ function onOff(env: Env, name: string, fallback: boolean): boolean {
   if (raw === 'on') return true;
   if (raw === 'off') return false;
   throw new ConfigError(name, `must be on or off, got ${JSON.stringify(raw)}`);
+}
+
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION = /^(\d{1,9})(ms|s|m|h|d)$/;
+
+/** `500ms`, `5s`, `5m`, `2h`, `7d` in milliseconds, or undefined when the text is not one. */
+function parseDuration(text: string): number | undefined {
+  const match = DURATION.exec(text.trim());
+  if (!match) return undefined;
+  return Number(match[1]) * (DURATION_UNITS_MS[match[2] as string] as number);
+}
+
+const MAX_DURATION_MS = 366 * 86_400_000;
+
+function duration(env: Env, name: ConfigVariable, fallback: string, minMs: number): number {
+  const raw = read(env, name)?.trim() || fallback;
+  const value = parseDuration(raw);
+  if (value === undefined) throw new ConfigError(name, `must be a duration such as 500ms, 5s, 5m, 2h or 7d, got ${JSON.stringify(raw)}`);
+  if (value < minMs || value > MAX_DURATION_MS) throw new ConfigError(name, `must be between ${minMs} ms and 366 days, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+function boolean(env: Env, name: ConfigVariable, fallback: boolean): boolean {
+  const raw = read(env, name)?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === '1') return true;
+  if (raw === 'false' || raw === '0') return false;
+  throw new ConfigError(name, `must be true or false, got ${JSON.stringify(raw)}`);
+}
+
+/** Standard Webhooks' schedule, with 10 h steps until about three days have passed. */
+export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h,10h,10h,10h,10h';
+
+function retrySchedule(env: Env): number[] {
+  const raw = read(env, 'WEBHOOK_RETRY_SCHEDULE')?.trim() || DEFAULT_WEBHOOK_RETRY_SCHEDULE;
+  const steps = raw.split(',').map((step) => step.trim());
+  if (steps.length > 100) throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `has ${steps.length} delays; at most 100`);
+  return steps.map((step) => {
+    const value = parseDuration(step);
+    if (value === undefined || value < 1 || value > MAX_DURATION_MS) {
+      throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `must be comma-separated durations such as 5s,5m,30m,2h; ${JSON.stringify(step)} is not one`);
+    }
+    return value;
+  });
+}
+
+function webhooks(env: Env): WebhookConfig {
+  return {
+    retrySchedule: retrySchedule(env),
+    timeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000),
+    allowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
+    retentionMs: duration(env, 'WEBHOOK_RETENTION', '7d', 0),
+    maxInFlight: integer(env, 'WEBHOOK_MAX_IN_FLIGHT', 64, 1, 10_000),
+    maxInFlightPerSubscription: integer(env, 'WEBHOOK_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 16, 1, 10_000),
+    secretGraceMs: duration(env, 'WEBHOOK_SECRET_GRACE', '24h', 0),
+  };
 }
 
 function database(env: Env, cwd: string): DatabaseConfig {
@@ -163,6 +244,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     },
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
     metrics: onOff(env, 'METRICS', true),
+    webhooks: webhooks(env),
   };
   return deepFreeze(config);
 }

@@ -5,6 +5,7 @@ import { STORAGE_ERROR_KINDS, type StorageErrorKind } from './storage/errors.js'
 import type { StorageObserver, WriteQueueObserver } from './storage/observer.js';
 import type { ConnectionPoolState, Store } from './storage/store.js';
 import type { WriteQueue } from './storage/write-queue.js';
+import type { WebhookStats } from './webhooks/dispatcher.js';
 
 /**
  * Seconds, from a tenth of a millisecond to ten: prom-client's default buckets start at 5 ms, below which a create
@@ -113,7 +114,6 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
       registers,
     });
     this.#tokenCacheReloads = childrenOf(tokenCacheReloads, ['success', 'failure'] as const);
-    // Webhook deliveries (counted by outcome) are added here, reported through an observer their own module declares.
   }
 
   /** The Content-Type of `render()`'s text: the Prometheus text exposition format, 0.0.4. */
@@ -151,6 +151,50 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
         },
       });
     }
+  }
+
+  /**
+   * The webhook dispatcher's counts, read from its snapshot when scraped: events waiting (in the whole database),
+   * attempts in flight on this instance, and this instance's attempts by outcome since it started.
+   */
+  watchWebhooks(stats: WebhookStats): void {
+    const registers = [this.#registry];
+    new Gauge({
+      name: 'plantstore_webhook_events_waiting',
+      help: 'Webhook events of active subscriptions waiting for an attempt, in the whole database (refreshed every few seconds)',
+      registers,
+      collect() {
+        this.set(stats.snapshot().waiting);
+      },
+    });
+    new Gauge({
+      name: 'plantstore_webhook_attempts_in_flight',
+      help: 'Webhook attempts this instance has in flight now',
+      registers,
+      collect() {
+        this.set(stats.snapshot().inFlight);
+      },
+    });
+    new Counter({
+      name: 'plantstore_webhook_deliveries_total',
+      help: 'Webhook attempts of this instance by outcome: delivered (2xx), retried (failed, another attempt is due), failed (the schedule spent: given up)',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        const snapshot = stats.snapshot();
+        this.reset();
+        for (const outcome of ['delivered', 'retried', 'failed'] as const) this.labels(outcome).inc(snapshot[outcome]);
+      },
+    });
+    new Counter({
+      name: 'plantstore_webhook_subscriptions_disabled_total',
+      help: 'Webhook subscriptions this instance disabled: 410 Gone, or a whole retry schedule spent without a success',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(stats.snapshot().disabled);
+      },
+    });
   }
 
   /** The durations of one route's requests; `route` is its path as /openapi.json spells it, or UNMATCHED_ROUTE. */

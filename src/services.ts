@@ -6,6 +6,8 @@ import { Metrics } from './metrics.js';
 import { PlantService } from './plants/service.js';
 import type { Store } from './storage/store.js';
 import { WriteQueue } from './storage/write-queue.js';
+import type { Resolver } from './webhooks/address-policy.js';
+import { WebhookDispatcher, type WebhookStats } from './webhooks/dispatcher.js';
 
 /**
  * Everything the service does, without a transport: the HTTP app (src/app.ts) is built on it, the entry
@@ -22,31 +24,61 @@ export interface Services {
   readonly readiness: Readiness;
   /** What GET /metrics serves; null when METRICS=off, and then nothing is counted. */
   readonly metrics: Metrics | null;
+  /** The webhook dispatcher's counts, for metrics. */
+  readonly webhooks: WebhookStats & { prune(): Promise<number> };
   /**
-   * Waits until every accepted write is answered, stops the token cache (writing the last uses) and stops logging
-   * storage's incidents. The store stays open: whoever opened it closes it.
+   * Waits until every accepted write is answered, stops the webhook dispatcher (attempts in flight get half the
+   * shutdown timeout to finish), stops the token cache (writing the last uses) and stops logging storage's incidents.
+   * The store stays open: whoever opened it closes it.
    */
   close(): Promise<void>;
 }
 
-export async function startServices(config: Config, store: Store, log: Logger): Promise<Services> {
+/** What tests may change about how services start. */
+export interface ServiceOptions {
+  /** How the webhook dispatcher resolves host names (the address check still runs on the address connected to). */
+  readonly webhookResolver?: Resolver;
+  readonly webhookPollIntervalMs?: number;
+  readonly webhookPruneIntervalMs?: number;
+}
+
+export async function startServices(config: Config, store: Store, log: Logger, options: ServiceOptions = {}): Promise<Services> {
   // Everything below reports to it: the store its failures, the queue its batches, the token cache its reloads, the
-  // plant service each create's answer.
+  // plant service each create's answer, the webhook dispatcher its deliveries.
   const metrics = config.metrics ? new Metrics({ batchLimit: config.writes.batchLimit }) : null;
   if (metrics) metrics.watchStore(store);
+  const dispatcher = new WebhookDispatcher(store, {
+    config: config.webhooks,
+    log: log.child({ component: 'webhooks' }),
+    stopGraceMs: config.shutdownTimeoutMs / 2,
+    ...(options.webhookResolver ? { resolve: options.webhookResolver } : {}),
+    ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
+    ...(options.webhookPruneIntervalMs ? { pruneIntervalMs: options.webhookPruneIntervalMs } : {}),
+  });
   const writes = new WriteQueue(store, {
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,
     concurrency: store.writeConcurrency,
     ...(metrics ? { observer: metrics } : {}),
+    onCreated: () => dispatcher.wake(),
   });
   metrics?.watchWriteQueue(writes);
+  metrics?.watchWebhooks(dispatcher);
   // Storage has no logger of its own; what it notices outside requests (a background thread dying) is logged here.
   const stopHearingStorage = store.onIncident(({ level, message, error }) => log[level](error ? { err: error } : {}, message));
   const tokens = new TokenAuthenticator(store, config.tokenCacheMs, log, metrics ?? undefined);
   try {
     await tokens.start();
   } catch (error) {
+    stopHearingStorage();
+    throw error;
+  }
+  try {
+    // Only one process dispatches from a SQLite file: leases a killed predecessor held are void.
+    await dispatcher.start(store.kind === 'sqlite');
+  } catch (error) {
+    await dispatcher.stop();
+    await tokens.stop();
     stopHearingStorage();
     throw error;
   }
@@ -60,9 +92,11 @@ export async function startServices(config: Config, store: Store, log: Logger): 
     tokens,
     readiness: new Readiness(store, writes),
     metrics,
+    webhooks: dispatcher,
     close: () =>
       (closing ??= (async () => {
         await writes.drain();
+        await dispatcher.stop();
         await tokens.stop();
         stopHearingStorage();
       })()),

@@ -8,6 +8,7 @@ import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/d
 import { CLI, createToken, startServer } from './helpers/process.js';
 import { keepWriting, numberedPlants, plantstore, plantstoreAsync, postPlant, sqliteFile, storePlants } from './helpers/transfer.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { SQLITE_SCHEMA_VERSION } from '../src/storage/sqlite/migrations.js';
 
 stopPostgresAfterAll();
 
@@ -195,9 +196,9 @@ describe('plantstore backup and restore (SQLite)', () => {
     const backupFile = path.join(dir, 'old-schema.db');
     assert.equal(plantstore(['backup', backupFile], env).status, 0);
     const content = exported(env);
-    // What plantstore's first schema looked like: no heartbeat table, user_version 1.
+    // What plantstore's first schema looked like: no heartbeat table and no webhook tables, user_version 1.
     const old = new Database(backupFile);
-    old.exec('DROP TABLE plantstore_heartbeat');
+    old.exec('DROP TABLE plantstore_heartbeat; DROP TABLE webhook_attempts; DROP TABLE webhook_events; DROP TABLE webhook_subscriptions');
     old.pragma('user_version = 1');
     old.close();
     const fresh = { DATABASE_URL: `sqlite:${path.join(dir, 'new-place', 'plants.db')}` };
@@ -205,7 +206,7 @@ describe('plantstore backup and restore (SQLite)', () => {
     assert.equal(restored.status, 0, restored.stderr);
     assert.equal(exported(fresh), content);
     const db2 = new Database(path.join(dir, 'new-place', 'plants.db'), { readonly: true });
-    assert.equal(db2.pragma('user_version', { simple: true }), 2);
+    assert.equal(db2.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
     db2.close();
   });
 
@@ -232,7 +233,7 @@ describe('plantstore backup and restore (SQLite)', () => {
           extra.exec('CREATE TABLE extra (x)');
           extra.close();
         },
-        problem: /holds a table extra that plantstore schema version 2 does not have/,
+        problem: new RegExp(`holds a table extra that plantstore schema version ${SQLITE_SCHEMA_VERSION} does not have`),
       },
       {
         file: 'newer.db',

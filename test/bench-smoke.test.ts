@@ -75,3 +75,26 @@ test('npm run bench -- --quick (with an app-only server and an A/B baseline) com
     fs.rmSync(out, { recursive: true, force: true });
   }
 });
+
+test('npm run bench -- --webhook --quick completes, and every event of an acknowledged create reached the local receiver', { timeout: 240_000 }, async () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-smoke-'));
+  try {
+    const child = spawn(process.execPath, [path.join(ROOT, 'dist/bench/bench.js'), '--webhook', '--quick', '--out', out], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    assert.equal(code, 0, `bench exited with ${code}\n${stderr}`);
+    assert.match(stdout, /\| 1 \| no subscription \|/);
+    assert.match(stdout, /\| 1 \| webhook \|/);
+    const jsonPath = /^results: (.+\.json)$/m.exec(stdout)?.[1];
+    assert.ok(jsonPath, 'the results file is named');
+    const result = JSON.parse(fs.readFileSync(jsonPath, 'utf8')) as { summary: { medianRatio: number | null; everyAcknowledgedEventReceived: boolean; webhookAcknowledged: number } };
+    assert.ok(result.summary.webhookAcknowledged > 0);
+    assert.ok(result.summary.everyAcknowledgedEventReceived, 'the outbox drained and every event arrived');
+    assert.equal(typeof result.summary.medianRatio, 'number');
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});

@@ -76,6 +76,15 @@ describe('configuration', () => {
     ['TAG_MAX_LENGTH', '601', /between 1 and 600/],
     ['METRICS', 'yes', /must be on or off, got "yes"/],
     ['METRICS', 'OFF', /must be on or off/],
+    ['WEBHOOK_RETRY_SCHEDULE', '5s,soon', /comma-separated durations.*"soon" is not one/],
+    ['WEBHOOK_RETRY_SCHEDULE', '5s,,5m', /"" is not one/],
+    ['WEBHOOK_RETRY_SCHEDULE', '0ms', /"0ms" is not one/],
+    ['WEBHOOK_TIMEOUT_MS', '0', /between 1 and/],
+    ['WEBHOOK_ALLOW_PRIVATE_NETWORKS', 'yes', /true or false/],
+    ['WEBHOOK_RETENTION', '7 days', /must be a duration/],
+    ['WEBHOOK_MAX_IN_FLIGHT', '0', /between 1 and/],
+    ['WEBHOOK_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 'many', /whole number/],
+    ['WEBHOOK_SECRET_GRACE', '400d', /between 0 ms and 366 days/],
   ];
   const postgresUrl = 'postgres://u:p@db:5432/plants';
 
@@ -94,6 +103,21 @@ describe('configuration', () => {
       );
     });
   }
+
+  it('reads the webhook settings: Standard Webhooks\' schedule, 10 s, no private networks, 7 days by default', () => {
+    const defaults = loadConfig({}).webhooks;
+    const [s, m, h] = [1000, 60_000, 3_600_000];
+    assert.deepEqual(defaults.retrySchedule, [5 * s, 5 * m, 30 * m, 2 * h, 5 * h, 10 * h, 10 * h, 10 * h, 10 * h, 10 * h, 10 * h]);
+    assert.equal(defaults.timeoutMs, 10_000);
+    assert.equal(defaults.allowPrivateNetworks, false);
+    assert.equal(defaults.retentionMs, 7 * 24 * h);
+    assert.equal(defaults.secretGraceMs, 24 * h);
+    const given = loadConfig({ WEBHOOK_RETRY_SCHEDULE: ' 50ms, 1s ,2m,1h,1d', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETENTION: '0ms' }).webhooks;
+    assert.deepEqual(given.retrySchedule, [50, s, 2 * m, h, 24 * h]);
+    assert.equal(given.allowPrivateNetworks, true);
+    assert.equal(given.retentionMs, 0);
+    assert.ok(Object.isFrozen(given.retrySchedule));
+  });
 
   it('sizes the PostgreSQL pool from PG_POOL_SIZE, 10 by default', () => {
     const sizes: Array<[string | undefined, number]> = [

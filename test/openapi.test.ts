@@ -18,6 +18,7 @@ interface Document {
   paths: Record<string, Record<string, Operation>>;
   components: { schemas: Record<string, object>; securitySchemes: Record<string, object> };
   security: unknown[];
+  webhooks?: Record<string, Record<string, Operation & { parameters?: Array<{ name: string; in: string; required: boolean }> }>>;
 }
 
 describe('/openapi.json', () => {
@@ -88,6 +89,21 @@ describe('/openapi.json', () => {
     for (const status of ['400', '401', '409', '413', '415']) {
       assert.deepEqual(create.responses[status]?.content?.['application/json']?.schema, { $ref: '#/components/schemas/Error' });
     }
+  });
+
+  it('describes the newPlant webhook: a POST of the NewPlant schema with the Standard Webhooks headers', () => {
+    const post = document.webhooks?.newPlant?.post;
+    assert.ok(post, 'webhooks.newPlant.post');
+    assert.deepEqual(post.requestBody?.content['application/json']?.schema, { $ref: '#/components/schemas/NewPlant' });
+    assert.deepEqual(
+      (post.parameters ?? []).map((parameter) => [parameter.name, parameter.in, parameter.required]),
+      [
+        ['webhook-id', 'header', true],
+        ['webhook-timestamp', 'header', true],
+        ['webhook-signature', 'header', true],
+      ],
+    );
+    assert.ok(post.responses['200']);
   });
 
   it('documents the schemas the server validates with', () => {

@@ -18,7 +18,18 @@ export interface ExternalDocs {
  * The OpenAPI 3.1 document, generated from the same route specs and schema objects the server validates and
  * serializes with. Schemas named in `components` are referenced by identity.
  */
-export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<Record<string, TSchema>>, externalDocs?: ExternalDocs): object {
+export interface DocumentExtras {
+  /** Documentation outside the document that it links to. */
+  readonly externalDocs?: ExternalDocs;
+  /** OpenAPI 3.1 `webhooks`: requests this service sends rather than answers. */
+  readonly webhooks?: Readonly<Record<string, unknown>>;
+}
+
+export function buildOpenApi(
+  routes: readonly RouteSpec[],
+  components: Readonly<Record<string, TSchema>>,
+  { externalDocs, webhooks = {} }: DocumentExtras = {},
+): object {
   const names = new Map<unknown, string>(Object.entries(components).map(([name, schema]) => [schema, name]));
   const ref = (schema: TSchema): unknown => {
     const name = names.get(schema);
@@ -79,6 +90,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], components: Readonly<
     servers: [{ url: '/' }],
     ...(externalDocs ? { externalDocs: { ...externalDocs } } : {}),
     paths,
+    ...(Object.keys(webhooks).length ? { webhooks } : {}),
     components: {
       schemas: Object.fromEntries(Object.entries(components).map(([name, schema]) => [name, plain(schema)])),
       securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } },
@@ -101,4 +113,54 @@ function parametersOf(schema: TSchema | undefined, where: 'path' | 'query'): obj
     ...(property.description ? { description: property.description } : {}),
     schema: property,
   }));
+}
+
+const STANDARD_WEBHOOKS = 'https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md';
+
+/**
+ * The Plant Store's one event, as OpenAPI 3.1 and the original Plant Store describe it: `newPlant`, a POST of the
+ * NewPlant that was created, to each subscriber's URL, with the Standard Webhooks headers.
+ */
+export function newPlantWebhook(): Record<string, unknown> {
+  const header = (name: string, description: string, example: string) => ({
+    name,
+    in: 'header',
+    required: true,
+    description,
+    schema: { type: 'string' },
+    example,
+  });
+  return {
+    newPlant: {
+      post: {
+        operationId: 'newPlant',
+        summary: 'Information about a new plant added to the store',
+        description:
+          'Sent to every active subscription (managed with `plantstore webhook`) once per plant created, at least once: a retry ' +
+          'carries the same `webhook-id`, so receivers use it to drop duplicates. Ordering is not guaranteed. Any 2xx ' +
+          'acknowledges; anything else, a timeout or a connection error is retried with backoff; 410 Gone disables the ' +
+          `subscription. Signed as Standard Webhooks specify (${STANDARD_WEBHOOKS}).`,
+        security: [],
+        parameters: [
+          header('webhook-id', "The event's id, the same on every retry: the receiver's idempotency key", 'msg_5f0c3a9e1b7d_42'),
+          header('webhook-timestamp', 'When this attempt was made, in Unix seconds', '1767225600'),
+          header(
+            'webhook-signature',
+            '`v1,` + base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}` keyed with the base64 part of the `whsec_` secret; ' +
+              'space-separated when a rotated secret still signs beside the new one',
+            'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
+          ),
+        ],
+        requestBody: {
+          description: 'The plant as it was created: id exact over the whole int64 range, name, and tag when one was given',
+          required: true,
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/NewPlant' } } },
+        },
+        responses: {
+          '200': { description: 'Return a 2xx status to indicate that the data was received successfully' },
+          '410': { description: 'The receiver is gone for good: the subscription is disabled at once' },
+        },
+      },
+    },
+  };
 }

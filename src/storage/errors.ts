@@ -64,3 +64,10 @@ export class DatabaseInUseError extends Error {
     this.name = 'DatabaseInUseError';
   }
 }
+
+export class DuplicateWebhookNameError extends Error {
+  constructor(name: string) {
+    super(`a webhook subscription named ${JSON.stringify(name)} already exists`);
+    this.name = 'DuplicateWebhookNameError';
+  }
+}

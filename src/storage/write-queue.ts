@@ -19,6 +19,8 @@ export interface WriteQueueOptions {
   readonly concurrency: number;
   /** Told of every batch the store answers. */
   readonly observer?: WriteQueueObserver;
+  /** Called after a batch that created plants has committed (the webhook dispatcher looks for their events then). */
+  readonly onCreated?: () => void;
 }
 
 /**
@@ -160,5 +162,6 @@ export class WriteQueue {
     const cutShort = outcomes.some((outcome) => outcome.status === 'failed' && outcome.error instanceof StorageUnavailableError);
     this.#refusedAt = cutShort ? Date.now() : undefined;
     batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
+    if (this.#options.onCreated && outcomes.some((outcome) => outcome.status === 'created')) this.#options.onCreated();
   }
 }

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import { buildApp, type AppOptions } from '../../src/app.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
 import { createLogger } from '../../src/log.js';
-import { startServices, type Services } from '../../src/services.js';
+import { startServices, type ServiceOptions, type Services } from '../../src/services.js';
 import type { Store } from '../../src/storage/store.js';
 
 export interface TestApp {
@@ -24,16 +25,21 @@ export interface TestApp {
 }
 
 /**
- * The app, in-process, on the given database, with one token; `env` overrides configuration variables. The caller
- * closes it; a test that needs it for its own length only takes buildTestApp instead.
+ * The app, in-process, on the given database, with one token; `env` overrides configuration variables, `options` how
+ * the app (its clock) and services (the webhook resolver) start. The caller closes it; a test that needs it for its
+ * own length only takes buildTestApp instead.
  */
-export async function startTestApp(databaseUrl: string, env: Record<string, string> = {}, options: AppOptions = {}): Promise<TestApp> {
+export async function startTestApp(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  options: AppOptions & ServiceOptions & { readonly log?: Logger } = {},
+): Promise<TestApp> {
   const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, ...env });
   const store = await openStore(config.database);
   const token = generateToken();
   const tokenName = `test-${randomUUID()}`;
   await store.addToken(tokenName, hashToken(token), new Date());
-  const services = await startServices(config, store, createLogger(config));
+  const services = await startServices(config, store, options.log ?? createLogger(config), options);
   const app = await buildApp(services, options);
   await app.ready();
   return {

@@ -21,6 +21,55 @@ const MIGRATIONS: readonly string[] = [
      id         INTEGER PRIMARY KEY CHECK (id = 1),
      checked_at TIMESTAMPTZ NOT NULL
    );`,
+  // Webhooks (src/webhooks/): subscriptions, the outbox of events (written by the statement that stores the plants)
+  // and the log of attempts. Identity ids are never reused, so an event's webhook-id never repeats. No foreign keys:
+  // an event row must never make a batch of plants fail (a subscription removed while its events are written); the
+  // dispatcher ignores events whose subscription is gone, and pruning removes them.
+  `CREATE TABLE webhook_subscriptions (
+     id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+     name            TEXT NOT NULL UNIQUE,
+     url             TEXT NOT NULL,
+     secret          TEXT NOT NULL,
+     previous_secret TEXT,
+     previous_secret_until TIMESTAMPTZ,
+     id_prefix       TEXT NOT NULL,
+     created_at      TIMESTAMPTZ NOT NULL,
+     disabled_at     TIMESTAMPTZ,
+     disabled_reason TEXT,
+     last_success_at TIMESTAMPTZ,
+     last_failure_at TIMESTAMPTZ,
+     last_error      TEXT,
+     delivered_total BIGINT NOT NULL DEFAULT 0,
+     retried_total   BIGINT NOT NULL DEFAULT 0,
+     failed_total    BIGINT NOT NULL DEFAULT 0
+   );
+   CREATE TABLE webhook_events (
+     id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+     subscription_id BIGINT NOT NULL,
+     plant_id        BIGINT NOT NULL,
+     name            TEXT NOT NULL,
+     tag             TEXT,
+     created_at      TIMESTAMPTZ NOT NULL,
+     attempts        INTEGER NOT NULL DEFAULT 0,
+     retry_index     INTEGER NOT NULL DEFAULT 0,
+     next_attempt_at TIMESTAMPTZ,
+     lease_until     TIMESTAMPTZ,
+     delivered_at    TIMESTAMPTZ,
+     failed_at       TIMESTAMPTZ
+   );
+   CREATE INDEX webhook_events_due ON webhook_events (subscription_id, next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+   CREATE INDEX webhook_events_delivered ON webhook_events (delivered_at) WHERE delivered_at IS NOT NULL;
+   CREATE TABLE webhook_attempts (
+     id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+     event_id        BIGINT NOT NULL,
+     subscription_id BIGINT NOT NULL,
+     attempt         INTEGER NOT NULL,
+     attempted_at    TIMESTAMPTZ NOT NULL,
+     status          INTEGER,
+     error           TEXT
+   );
+   CREATE INDEX webhook_attempts_by_event ON webhook_attempts (event_id);
+   CREATE INDEX webhook_attempts_by_subscription ON webhook_attempts (subscription_id, id);`,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;

@@ -4,10 +4,14 @@ import { StorageUnavailableError, unavailableIf, type StorageErrorKind } from '.
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
 import type {
+  ActiveWebhookSubscription,
+  ClaimedWebhookEvent,
   ConnectionPoolState,
   CreateOutcome,
+  NewWebhookSubscription,
   PlantQuery,
   PlantToCreate,
+  RedeliverResult,
   Store,
   StorageIncident,
   StoredPlant,
@@ -15,8 +19,13 @@ import type {
   TokenImportOutcome,
   TokenInfo,
   TokenRecord,
+  WebhookAttemptResult,
+  WebhookClaim,
+  WebhookDelivery,
+  WebhookSubscriptionInfo,
 } from '../store.js';
 import { migrate } from './migrations.js';
+import { PostgresWebhooks } from './webhooks.js';
 
 type PostgresConfig = Extract<DatabaseConfig, { kind: 'postgres' }>;
 
@@ -91,10 +100,18 @@ export function translate(error: unknown): unknown {
  */
 const INSERT_PLANTS: pg.QueryConfig = {
   name: 'plantstore_insert_plants',
-  text: `INSERT INTO plants (id, name, tag)
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(id, name, tag) ORDER BY id
-    ON CONFLICT (id) DO NOTHING
-    RETURNING id`,
+  // The webhook outbox is written by the same statement, so by the same transaction and commit: one event per plant
+  // it inserted and subscription active then. With no subscription the join is empty and costs next to nothing.
+  text: `WITH inserted AS (
+      INSERT INTO plants (id, name, tag)
+      SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(id, name, tag) ORDER BY id
+      ON CONFLICT (id) DO NOTHING
+      RETURNING id, name, tag
+    ), events AS (
+      INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at)
+      SELECT s.id, i.id, i.name, i.tag, now(), now() FROM inserted i CROSS JOIN webhook_subscriptions s WHERE s.disabled_at IS NULL
+    )
+    SELECT id FROM inserted`,
 };
 
 /** The keyset list queries (`id >= $1`), exported so test/indexes.test.ts checks the plans of these very texts. */
@@ -215,10 +232,15 @@ export class PostgresStore implements Store {
   readonly writeConcurrency: number;
   readonly #pool: pg.Pool;
   #observer: StorageObserver = UNOBSERVED;
+  readonly #webhooks: PostgresWebhooks;
 
   private constructor(pool: pg.Pool, poolSize: number) {
     this.#pool = pool;
     this.writeConcurrency = Math.max(1, Math.min(4, poolSize - 1));
+    this.#webhooks = new PostgresWebhooks(
+      (text, values) => this.#query(text, values),
+      (work) => this.#transaction(work),
+    );
   }
 
   /** `timeouts` exist for tests, which cannot wait the real ones out. */
@@ -262,6 +284,30 @@ export class PostgresStore implements Store {
 
   connectionPoolState(): ConnectionPoolState {
     return { total: this.#pool.totalCount, idle: this.#pool.idleCount, waiting: this.#pool.waitingCount };
+  }
+
+  /** `work` in one transaction on one pooled connection; rolled back if it throws. */
+  async #transaction<T>(work: (query: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      throw translate(error);
+    }
+    let broken: unknown;
+    try {
+      await client.query('BEGIN');
+      const result = await work((text, values = []) => client.query({ text, values }));
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      broken = error;
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw translate(error);
+    } finally {
+      // A connection whose statement failed is discarded rather than reused.
+      client.release(broken instanceof Error ? broken : undefined);
+    }
   }
 
   async createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
@@ -383,48 +429,75 @@ export class PostgresStore implements Store {
 
   async importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
     if (tokens.length === 0) return [];
-    return this.#transaction(async (client) => {
+    return this.#transaction(async (query) => {
       const outcomes: TokenImportOutcome[] = [];
       for (const token of tokens) {
-        const inserted = await client.query(IMPORT_TOKEN, [token.name, token.hash, token.createdAt, token.lastUsedAt]);
+        const inserted = await query(IMPORT_TOKEN, [token.name, token.hash, token.createdAt, token.lastUsedAt]);
         if (inserted.rowCount === 1) {
           outcomes.push({ status: 'created' });
           continue;
         }
-        const stored = (await client.query<TokenRecordRow>(CLASHING_TOKEN, [token.name, token.hash])).rows[0] as TokenRecordRow;
+        const stored = (await query<TokenRecordRow>(CLASHING_TOKEN, [token.name, token.hash])).rows[0] as TokenRecordRow;
         if (stored.name !== token.name || !stored.hash.equals(token.hash) || stored.created_at.getTime() !== token.createdAt.getTime()) {
           outcomes.push({ status: 'conflict', stored: toTokenRecord(stored) });
           continue;
         }
-        if (token.lastUsedAt !== null) await client.query(TOUCH_TOKEN, [token.name, token.lastUsedAt]);
+        if (token.lastUsedAt !== null) await query(TOUCH_TOKEN, [token.name, token.lastUsedAt]);
         outcomes.push({ status: 'exists' });
       }
       return outcomes;
     });
   }
 
-  /** `work` in one transaction on one pooled connection, committed (durably: synchronous_commit on) before it resolves. */
-  async #transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.#pool.connect();
-    } catch (error) {
-      throw translate(error);
-    }
-    let broken: unknown;
-    try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      broken = error;
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw translate(error);
-    } finally {
-      // A connection whose transaction failed is not trusted again: the pool replaces it.
-      client.release(broken !== undefined);
-    }
+  addWebhook(subscription: NewWebhookSubscription): Promise<void> {
+    return this.#webhooks.add(subscription);
+  }
+
+  listWebhooks(): Promise<WebhookSubscriptionInfo[]> {
+    return this.#webhooks.list();
+  }
+
+  removeWebhook(name: string): Promise<boolean> {
+    return this.#webhooks.remove(name);
+  }
+
+  setWebhookEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
+    return this.#webhooks.setEnabled(name, enabled, reason);
+  }
+
+  rotateWebhookSecret(name: string, secret: string, graceMs: number): Promise<boolean> {
+    return this.#webhooks.rotateSecret(name, secret, graceMs);
+  }
+
+  webhookDeliveries(query: { readonly name?: string; readonly failedOnly: boolean; readonly limit: number }): Promise<WebhookDelivery[]> {
+    return this.#webhooks.deliveries(query);
+  }
+
+  redeliverWebhookEvent(eventId: string): Promise<RedeliverResult> {
+    return this.#webhooks.redeliver(eventId);
+  }
+
+  activeWebhooks(): Promise<ActiveWebhookSubscription[]> {
+    return this.#webhooks.active();
+  }
+
+  settleAndClaimWebhookEvents(
+    results: readonly WebhookAttemptResult[],
+    claims: readonly WebhookClaim[],
+    leaseMs: number,
+  ): Promise<{ claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> }> {
+    return this.#webhooks.settleAndClaim(results, claims, leaseMs);
+  }
+
+  /** Another instance may hold leases: they are left to run out. */
+  async releaseWebhookLeases(): Promise<void> {}
+
+  countWaitingWebhookEvents(): Promise<number> {
+    return this.#webhooks.countWaiting();
+  }
+
+  pruneWebhookEvents(retentionMs: number): Promise<number> {
+    return this.#webhooks.prune(retentionMs);
   }
 
   /** Nothing of this store runs outside requests, so it has no incidents to report. */

@@ -23,6 +23,55 @@ const MIGRATIONS: readonly string[] = [
      id         INTEGER PRIMARY KEY CHECK (id = 1),
      checked_at INTEGER NOT NULL
    );`,
+  // Webhooks (src/webhooks/): subscriptions, the outbox of events (written in the transaction that stores the plants)
+  // and the log of attempts. Times are Unix milliseconds. AUTOINCREMENT so that an event's row id, part of its
+  // webhook-id (the subscriber's idempotency key), is never reused after a prune.
+  `CREATE TABLE webhook_subscriptions (
+     id              INTEGER PRIMARY KEY AUTOINCREMENT,
+     name            TEXT NOT NULL UNIQUE,
+     url             TEXT NOT NULL,
+     secret          TEXT NOT NULL,
+     previous_secret TEXT,
+     previous_secret_until INTEGER,
+     id_prefix       TEXT NOT NULL,
+     created_at      INTEGER NOT NULL,
+     disabled_at     INTEGER,
+     disabled_reason TEXT,
+     last_success_at INTEGER,
+     last_failure_at INTEGER,
+     last_error      TEXT,
+     delivered_total INTEGER NOT NULL DEFAULT 0,
+     retried_total   INTEGER NOT NULL DEFAULT 0,
+     failed_total    INTEGER NOT NULL DEFAULT 0
+   );
+   CREATE TABLE webhook_events (
+     id              INTEGER PRIMARY KEY AUTOINCREMENT,
+     subscription_id INTEGER NOT NULL,
+     plant_id        INTEGER NOT NULL,
+     name            TEXT NOT NULL,
+     tag             TEXT,
+     created_at      INTEGER NOT NULL,
+     attempts        INTEGER NOT NULL DEFAULT 0,
+     retry_index     INTEGER NOT NULL DEFAULT 0,
+     next_attempt_at INTEGER,  -- when due; NULL once delivered or failed
+     lease_until     INTEGER,  -- claimed by a dispatcher until then
+     delivered_at    INTEGER,
+     failed_at       INTEGER
+   );
+   -- The dispatcher's claim walks this: due events of one subscription, oldest due first. Only waiting events are in it.
+   CREATE INDEX webhook_events_due ON webhook_events (subscription_id, next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+   CREATE INDEX webhook_events_delivered ON webhook_events (delivered_at) WHERE delivered_at IS NOT NULL;
+   CREATE TABLE webhook_attempts (
+     id              INTEGER PRIMARY KEY AUTOINCREMENT,
+     event_id        INTEGER NOT NULL,
+     subscription_id INTEGER NOT NULL,
+     attempt         INTEGER NOT NULL,
+     attempted_at    INTEGER NOT NULL,
+     status          INTEGER,
+     error           TEXT
+   );
+   CREATE INDEX webhook_attempts_by_event ON webhook_attempts (event_id);
+   CREATE INDEX webhook_attempts_by_subscription ON webhook_attempts (subscription_id, id);`,
 ];
 
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;

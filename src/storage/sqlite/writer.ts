@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { toStoredPlant, type PlantRow } from '../rows.js';
 import type { CreateOutcome, PlantToCreate, TokenImportOutcome, TokenRecord } from '../store.js';
+import { SqliteWebhookWriter } from './webhook-writer.js';
 
 /** A tokens row as SQLite keeps it: times in milliseconds since the epoch. */
 export interface TokenRecordRow {
@@ -30,9 +31,12 @@ export class SqliteWriter {
   readonly #createBatch: Database.Transaction<(plants: readonly PlantToCreate[]) => CreateOutcome[]>;
   readonly #touchTokens: Database.Transaction<(uses: ReadonlyArray<readonly [string, number]>) => void>;
   readonly #importTokens: Database.Transaction<(tokens: readonly TokenRecord[]) => TokenImportOutcome[]>;
+  /** Webhook subscriptions and outbox, on this same connection: their events are written in #createBatch's transaction. */
+  readonly webhooks: SqliteWebhookWriter;
 
   constructor(db: Database.Database) {
     this.#db = db;
+    this.webhooks = new SqliteWebhookWriter(db);
     this.#statements = {
       insertPlant: db.prepare<[bigint, string, string | null]>('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
       getPlant: db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
@@ -55,8 +59,8 @@ export class SqliteWriter {
       ),
     };
     const { insertPlant, getPlant, touchToken, importToken, clashingToken } = this.#statements;
-    this.#createBatch = db.transaction((plants: readonly PlantToCreate[]) =>
-      plants.map((plant): CreateOutcome => {
+    this.#createBatch = db.transaction((plants: readonly PlantToCreate[]) => {
+      const outcomes = plants.map((plant): CreateOutcome => {
         try {
           if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { status: 'created' };
         } catch (error) {
@@ -65,8 +69,11 @@ export class SqliteWriter {
           throw error;
         }
         return { status: 'exists', stored: toStoredPlant(getPlant.get(plant.id) as PlantRow) };
-      }),
-    );
+      });
+      // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
+      this.webhooks.recordEvents(plants, outcomes);
+      return outcomes;
+    });
     this.#touchTokens = db.transaction((uses: ReadonlyArray<readonly [string, number]>) => {
       for (const [name, at] of uses) touchToken.run(at, name, at);
     });

@@ -1,0 +1,142 @@
+/**
+ * `--webhook`: what a subscription costs creates. Each pair runs plantstore with its one subscription disabled (so no
+ * event is written: the no-subscription case), then enabled, each after its own warm-up, on the same store; the
+ * headline is the median of the per-pair ratios of req/s (webhook / none). The subscriber is a local receiver on
+ * 127.0.0.1 in this process, answering 204 at once (WEBHOOK_ALLOW_PRIVATE_NETWORKS=true lets the dispatcher reach it).
+ * Afterwards the outbox is left to drain, and the report says how long that took and whether every event arrived.
+ */
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import { runCli } from '../../test/helpers/process.js';
+import { Sequence } from '../measure.js';
+import { mb, median, ratio3 } from '../metrics.js';
+import { workloadTitle } from '../options.js';
+import { headerLines, markdownTable, measuredColumns, progressLine, runMeta, writeReport, type Column, type MeasuredRow } from '../report.js';
+import { cliToken, plantstoreEnv } from '../servers.js';
+import { withSession, type BenchSetup } from '../session.js';
+
+type Variant = 'no subscription' | 'webhook';
+
+interface RunRecord extends MeasuredRow {
+  readonly pair: number;
+  readonly variant: Variant;
+  ratio?: number;
+}
+
+const COLUMNS: ReadonlyArray<Column<RunRecord>> = [
+  { header: 'pair', numeric: true, cell: (run) => String(run.pair) },
+  { header: 'plantstore', numeric: false, cell: (run) => run.variant },
+  ...measuredColumns<RunRecord>(),
+  { header: 'ratio', numeric: true, cell: (run) => (run.ratio === undefined ? '' : run.ratio.toFixed(3)) },
+];
+
+/** How long the outbox may take to drain after the last run before the report says it did not. */
+const DRAIN_LIMIT_MS = 120_000;
+
+/** A receiver that acknowledges at once and counts distinct webhook-ids. */
+async function startReceiver() {
+  const ids = new Set<string>();
+  let requests = 0;
+  const server = createServer((request, response) => {
+    requests += 1;
+    ids.add(String(request.headers['webhook-id']));
+    request.resume();
+    request.on('end', () => {
+      response.writeHead(204);
+      response.end();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}/bench-hook`,
+    counts: () => ({ requests, events: ids.size }),
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+export function runWebhook(setup: BenchSetup): Promise<void> {
+  const { options, log } = setup;
+  return withSession(setup, async (session) => {
+    const { store } = session;
+    const receiver = await startReceiver();
+    try {
+      const cliEnv = { ...plantstoreEnv(store.databaseUrl), WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
+      const serverEnv = { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
+      const token = cliToken(store.databaseUrl);
+      runCli(['webhook', 'add', '--url', receiver.url, '--name', 'bench'], cliEnv);
+      const load = { token, connections: options.connections, ids: options.ids, offset: options.ids === 'sequential' ? options.prefill : 0, sequence: new Sequence() };
+      const runs: RunRecord[] = [];
+      let webhookOk = 0;
+      for (let pair = 1; pair <= options.pairs; pair += 1) {
+        let baseline: RunRecord | undefined;
+        for (const variant of ['no subscription', 'webhook'] as const) {
+          runCli(['webhook', variant === 'webhook' ? 'enable' : 'disable', 'bench'], cliEnv);
+          const server = await session.startPlantstore(serverEnv);
+          if (options.warmup > 0) {
+            const warm = await session.runLoad({ ...load, server, seconds: options.warmup, rssSampleEveryMs: 0 });
+            if (variant === 'webhook') webhookOk += warm.load.ok;
+          }
+          const m = await session.runLoad({ ...load, server, seconds: options.duration, rssSampleEveryMs: 0 });
+          if (variant === 'webhook') webhookOk += m.load.ok;
+          const record: RunRecord = {
+            pair,
+            variant,
+            load: m.load,
+            rssPeakMb: mb(m.rssPeakKb),
+            serverCpuPercent: m.serverCpuPercent,
+            serverCpuMicrosPerRequest: m.serverCpuMicrosPerRequest,
+          };
+          if (variant === 'no subscription') baseline = record;
+          else if (baseline) record.ratio = ratio3(m.load.reqPerSec / baseline.load.reqPerSec);
+          runs.push(record);
+          log(progressLine(`pair ${pair} ${variant.padEnd(15)}`, record) + (record.ratio === undefined ? '' : `  ratio ${record.ratio.toFixed(3)}`));
+          // The last webhook server stays up to drain the outbox.
+          if (!(pair === options.pairs && variant === 'webhook')) await session.stop(server);
+          else {
+            const started = performance.now();
+            let waiting = Number.NaN;
+            while (performance.now() - started < DRAIN_LIMIT_MS) {
+              waiting = Number(/\twaiting (\d+)\t/.exec(runCli(['webhook', 'list'], cliEnv).stdout)?.[1]);
+              if (waiting === 0) break;
+              await new Promise((resolve) => setTimeout(resolve, 250));
+            }
+            const drainMs = Math.round(performance.now() - started);
+            await session.stop(server);
+            const ratios = runs.map((run) => run.ratio).filter((r): r is number => r !== undefined);
+            const counts = receiver.counts();
+            const summary = {
+              medianRatio: ratios.length ? ratio3(median(ratios)) : null,
+              noSubscriptionMedianReqPerSec: median(runs.filter((r) => r.variant === 'no subscription').map((r) => r.load.reqPerSec)),
+              webhookMedianReqPerSec: median(runs.filter((r) => r.variant === 'webhook').map((r) => r.load.reqPerSec)),
+              webhookAcknowledged: webhookOk,
+              eventsReceived: counts.events,
+              requestsReceived: counts.requests,
+              waitingAfterDrain: waiting,
+              drainMs,
+              // Creates cut off in flight at the end of a run are committed (with their events) but never counted.
+              everyAcknowledgedEventReceived: waiting === 0 && counts.events >= webhookOk,
+            };
+            const meta = runMeta(setup, `webhook, ${workloadTitle(options)}`, store.description);
+            const lines = [
+              ...headerLines(meta, `${options.pairs} pair(s) × ${options.duration} s measured, ${options.warmup} s warm-up each, ${options.connections} keep-alive connections`),
+              ...markdownTable(COLUMNS, runs),
+              '',
+              `**Median ratio webhook/no subscription: ${summary.medianRatio ?? 'n/a'}** · with one subscription ${summary.webhookMedianReqPerSec} req/s, with none ${summary.noSubscriptionMedianReqPerSec} req/s`,
+              `Outbox: ${summary.webhookAcknowledged} creates acknowledged with the subscription active, ${summary.eventsReceived} distinct events received (${summary.requestsReceived} requests), ` +
+                `${summary.waitingAfterDrain} waiting ${summary.drainMs} ms after the last run (${summary.everyAcknowledgedEventReceived ? 'every event arrived' : 'NOT every event arrived'})`,
+              '',
+            ];
+            writeReport(options.out, { result: { meta, summary, runs }, markdown: lines.join('\n'), label: [options.store, 'webhook', options.quick ? 'quick' : ''].filter(Boolean).join('-') });
+          }
+        }
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+}

@@ -1,0 +1,249 @@
+import type Database from 'better-sqlite3';
+import type {
+  ClaimedWebhookEvent,
+  CreateOutcome,
+  NewWebhookSubscription,
+  PlantToCreate,
+  WebhookAttemptResult,
+  WebhookClaim,
+} from '../store.js';
+
+export interface EventRow {
+  id: bigint;
+  subscription_id: bigint;
+  plant_id: bigint;
+  name: string;
+  tag: string | null;
+  created_at: bigint;
+  attempts: bigint;
+  retry_index: bigint;
+}
+
+export function toClaimedEvent(row: EventRow): ClaimedWebhookEvent {
+  return {
+    id: row.id,
+    subscriptionId: row.subscription_id,
+    plant: { id: row.plant_id, name: row.name, tag: row.tag },
+    createdAt: new Date(Number(row.created_at)),
+    attempts: Number(row.attempts),
+    retryIndex: Number(row.retry_index),
+  };
+}
+
+/**
+ * The webhook writes of the SQLite store, on its one write connection (SqliteWriter's). `recordEvents` runs inside
+ * the transaction that stores a batch of plants, so the outbox shares that batch's commit and fsync; the others are
+ * durable commits of their own, each taking the write lock at once or throwing SQLITE_BUSY having changed nothing.
+ */
+export class SqliteWebhookWriter {
+  readonly #statements;
+  readonly #settleAndClaim: Database.Transaction<
+    (results: readonly WebhookAttemptResult[], claims: readonly WebhookClaim[], leaseMs: number) => {
+      claimed: ClaimedWebhookEvent[];
+      disabled: Array<{ name: string; reason: string }>;
+    }
+  >;
+  readonly #remove: Database.Transaction<(name: string) => boolean>;
+  readonly #prune: Database.Transaction<(cutoff: number, now: number, chunk: number) => number>;
+
+  constructor(db: Database.Database) {
+    this.#statements = {
+      anyActive: db.prepare<[], number>('SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)').pluck(),
+      insertEvents: db.prepare<[bigint, string, string | null, number, number]>(
+        `INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at)
+         SELECT id, ?, ?, ?, ?, ? FROM webhook_subscriptions WHERE disabled_at IS NULL`,
+      ),
+      add: db.prepare<[string, string, string, string, number]>(
+        'INSERT INTO webhook_subscriptions (name, url, secret, id_prefix, created_at) VALUES (?, ?, ?, ?, ?)',
+      ),
+      subscriptionId: db.prepare<[string], bigint>('SELECT id FROM webhook_subscriptions WHERE name = ?').pluck().safeIntegers(true),
+      deleteSubscription: db.prepare<[bigint]>('DELETE FROM webhook_subscriptions WHERE id = ?'),
+      deleteEventsOf: db.prepare<[bigint]>('DELETE FROM webhook_events WHERE subscription_id = ?'),
+      deleteAttemptsOf: db.prepare<[bigint]>('DELETE FROM webhook_attempts WHERE subscription_id = ?'),
+      enable: db.prepare<[string]>('UPDATE webhook_subscriptions SET disabled_at = NULL, disabled_reason = NULL WHERE name = ?'),
+      disable: db.prepare<[number, string, string]>(
+        'UPDATE webhook_subscriptions SET disabled_at = coalesce(disabled_at, ?), disabled_reason = ? WHERE name = ?',
+      ),
+      rotate: db.prepare<[number, string, string]>(
+        'UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_until = ?, secret = ? WHERE name = ?',
+      ),
+      redeliver: db.prepare<[number, bigint, string]>(
+        `UPDATE webhook_events SET next_attempt_at = ?, lease_until = NULL, retry_index = -1, delivered_at = NULL, failed_at = NULL
+         WHERE id = ? AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE id_prefix = ?)
+         RETURNING (SELECT disabled_at IS NOT NULL FROM webhook_subscriptions s WHERE s.id = subscription_id) AS disabled`,
+      ),
+      claim: db.prepare<{ leaseUntil: number; subscription: bigint; now: number; limit: number }, EventRow>(
+        `UPDATE webhook_events SET lease_until = @leaseUntil
+         WHERE id IN (
+           SELECT id FROM webhook_events
+           WHERE subscription_id = @subscription AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now
+             AND (lease_until IS NULL OR lease_until <= @now)
+             AND @subscription IN (SELECT id FROM webhook_subscriptions WHERE disabled_at IS NULL)
+           ORDER BY next_attempt_at LIMIT @limit)
+         RETURNING id, subscription_id, plant_id, name, tag, created_at, attempts, retry_index`,
+      ).safeIntegers(true),
+      insertAttempt: db.prepare<[bigint, bigint, number, number, number | null, string | null]>(
+        'INSERT INTO webhook_attempts (event_id, subscription_id, attempt, attempted_at, status, error) VALUES (?, ?, ?, ?, ?, ?)',
+      ),
+      delivered: db.prepare<[number, bigint]>(
+        `UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, delivered_at = ?, failed_at = NULL
+         WHERE id = ?`,
+      ),
+      retry: db.prepare<[number, bigint]>(
+        `UPDATE webhook_events SET attempts = attempts + 1, retry_index = retry_index + 1, next_attempt_at = ?, lease_until = NULL
+         WHERE id = ?`,
+      ),
+      failed: db.prepare<[number, bigint]>(
+        'UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, failed_at = ? WHERE id = ?',
+      ),
+      release: db.prepare<[bigint]>('UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
+      subscriptionDelivered: db.prepare<[number, bigint]>(
+        `UPDATE webhook_subscriptions SET last_success_at = max(coalesce(last_success_at, 0), ?), delivered_total = delivered_total + 1
+         WHERE id = ?`,
+      ),
+      subscriptionFailed: db.prepare<[number, string | null, number, number, bigint]>(
+        `UPDATE webhook_subscriptions SET last_failure_at = ?, last_error = ?, retried_total = retried_total + ?, failed_total = failed_total + ?
+         WHERE id = ?`,
+      ),
+      disableNow: db.prepare<[number, string, bigint], { name: string; disabled_reason: string }>(
+        `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL
+         RETURNING name, disabled_reason`,
+      ),
+      disableIfNoSuccessSince: db.prepare<[number, string, bigint, number], { name: string; disabled_reason: string }>(
+        `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ?
+         WHERE id = ? AND disabled_at IS NULL AND (last_success_at IS NULL OR last_success_at < ?)
+         RETURNING name, disabled_reason`,
+      ),
+      releaseAll: db.prepare('UPDATE webhook_events SET lease_until = NULL WHERE lease_until IS NOT NULL'),
+      pruneAttempts: db.prepare<[number, number]>(
+        `DELETE FROM webhook_attempts WHERE event_id IN (
+           SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
+      ),
+      pruneEvents: db.prepare<[number, number]>(
+        `DELETE FROM webhook_events WHERE id IN (
+           SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
+      ),
+      pruneOrphans: db.prepare<[number]>(
+        `DELETE FROM webhook_events WHERE id IN (
+           SELECT id FROM webhook_events
+           WHERE next_attempt_at IS NOT NULL AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions) LIMIT ?)`,
+      ),
+      forgetPreviousSecrets: db.prepare<[number]>(
+        'UPDATE webhook_subscriptions SET previous_secret = NULL, previous_secret_until = NULL WHERE previous_secret_until <= ?',
+      ),
+    };
+    const s = this.#statements;
+    this.#settleAndClaim = db.transaction((results, claims, leaseMs) => {
+      const now = Date.now();
+      const disabled: Array<{ name: string; reason: string }> = [];
+      const disable = (row: { name: string; disabled_reason: string } | undefined) => {
+        if (row) disabled.push({ name: row.name, reason: row.disabled_reason });
+      };
+      for (const { event, attemptedAt, status, error, outcome } of results) {
+        const at = attemptedAt.getTime();
+        if (outcome.kind === 'released') {
+          s.release.run(event.id);
+          continue;
+        }
+        s.insertAttempt.run(event.id, event.subscriptionId, event.attempts + 1, at, status, error);
+        switch (outcome.kind) {
+          case 'delivered':
+            s.delivered.run(at, event.id);
+            s.subscriptionDelivered.run(at, event.subscriptionId);
+            break;
+          case 'retry':
+            s.retry.run(at + outcome.retryInMs, event.id);
+            s.subscriptionFailed.run(at, error, 1, 0, event.subscriptionId);
+            break;
+          case 'failed':
+            s.failed.run(at, event.id);
+            s.subscriptionFailed.run(at, error, 0, 1, event.subscriptionId);
+            break;
+        }
+      }
+      // After every success of this batch is recorded: a subscription is disabled for a spent schedule only if none
+      // of its deliveries succeeded since the event was created.
+      for (const { event, attemptedAt, outcome } of results) {
+        if (outcome.kind === 'retry' && outcome.disable) disable(s.disableNow.get(attemptedAt.getTime(), outcome.disable, event.subscriptionId));
+        if (outcome.kind === 'failed') {
+          disable(s.disableIfNoSuccessSince.get(attemptedAt.getTime(), outcome.disableReason, event.subscriptionId, event.createdAt.getTime()));
+        }
+      }
+      const claimed: ClaimedWebhookEvent[] = [];
+      for (const claim of claims) {
+        for (const row of s.claim.all({ leaseUntil: now + leaseMs, subscription: claim.subscriptionId, now, limit: claim.limit })) {
+          claimed.push(toClaimedEvent(row));
+        }
+      }
+      return { claimed, disabled };
+    });
+    this.#remove = db.transaction((name: string) => {
+      const id = s.subscriptionId.get(name);
+      if (id === undefined) return false;
+      s.deleteSubscription.run(id);
+      s.deleteEventsOf.run(id);
+      s.deleteAttemptsOf.run(id);
+      return true;
+    });
+    this.#prune = db.transaction((cutoff: number, now: number, chunk: number) => {
+      s.pruneAttempts.run(cutoff, chunk);
+      const deleted = s.pruneEvents.run(cutoff, chunk).changes + s.pruneOrphans.run(chunk).changes;
+      s.forgetPreviousSecrets.run(now);
+      return deleted;
+    });
+  }
+
+  /**
+   * The outbox rows of a batch of creates: one event per created plant and active subscription. Called inside the
+   * batch's transaction; with no active subscription it costs one indexed read per batch.
+   */
+  recordEvents(plants: readonly PlantToCreate[], outcomes: readonly CreateOutcome[]): void {
+    if (this.#statements.anyActive.get() !== 1) return;
+    const now = Date.now();
+    outcomes.forEach((outcome, index) => {
+      const plant = plants[index];
+      if (outcome.status === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
+    });
+  }
+
+  /** Throws SQLITE_CONSTRAINT_UNIQUE when the name is taken. */
+  add(subscription: NewWebhookSubscription): void {
+    const { name, url, secret, idPrefix, createdAt } = subscription;
+    this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime());
+  }
+
+  remove(name: string): boolean {
+    return this.#remove.immediate(name);
+  }
+
+  setEnabled(name: string, enabled: boolean, reason: string): boolean {
+    return (enabled ? this.#statements.enable.run(name) : this.#statements.disable.run(Date.now(), reason, name)).changes > 0;
+  }
+
+  rotateSecret(name: string, secret: string, graceMs: number): boolean {
+    return this.#statements.rotate.run(Date.now() + graceMs, secret, name).changes > 0;
+  }
+
+  /** undefined when no event of a subscription with that prefix has that id; otherwise whether its subscription is disabled. */
+  redeliver(rowId: bigint, idPrefix: string): { disabled: boolean } | undefined {
+    const row = this.#statements.redeliver.get(Date.now(), rowId, idPrefix) as { disabled: number } | undefined;
+    return row && { disabled: row.disabled === 1 };
+  }
+
+  settleAndClaim(
+    results: readonly WebhookAttemptResult[],
+    claims: readonly WebhookClaim[],
+    leaseMs: number,
+  ): { claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> } {
+    return this.#settleAndClaim.immediate(results, claims, leaseMs);
+  }
+
+  releaseLeases(): void {
+    this.#statements.releaseAll.run();
+  }
+
+  /** One chunk of pruning (a short transaction); the caller repeats while it deletes a whole chunk. */
+  prune(cutoff: number, chunk: number): number {
+    return this.#prune.immediate(cutoff, Date.now(), chunk);
+  }
+}

@@ -1,0 +1,415 @@
+import type { WebhookConfig } from '../config.js';
+import { plantJson } from '../plant-json.js';
+import {
+  webhookEventId,
+  type ActiveWebhookSubscription,
+  type ClaimedWebhookEvent,
+  type WebhookAttemptOutcome,
+  type WebhookAttemptResult,
+  type WebhookClaim,
+  type WebhookStore,
+} from '../storage/store.js';
+import { systemResolver, type Resolver } from './address-policy.js';
+import { WebhookSender, type AttemptAnswer } from './sender.js';
+import { webhookSignature } from './signature.js';
+
+/** Counts of this instance's dispatcher since it started (waiting: over all instances, as of the last look). */
+export interface WebhookStatsSnapshot {
+  /** Events waiting for an attempt, of active subscriptions, in the whole database; read every second or so. */
+  readonly waiting: number;
+  readonly inFlight: number;
+  readonly delivered: number;
+  /** Failed attempts that will be retried. */
+  readonly retried: number;
+  /** Events given up on after the whole schedule. */
+  readonly failed: number;
+  /** Subscriptions this instance disabled (410 Gone, or a schedule spent without a success). */
+  readonly disabled: number;
+}
+
+/** What metrics (or anything else) may read of the dispatcher. */
+export interface WebhookStats {
+  snapshot(): WebhookStatsSnapshot;
+}
+
+/** The few log methods the dispatcher uses (a pino logger has them). */
+export interface WebhookLog {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+  error(object: object, message: string): void;
+}
+
+export interface DispatcherOptions {
+  readonly config: WebhookConfig;
+  readonly log: WebhookLog;
+  /** How long stop() lets attempts in flight finish before cutting them short and releasing them. */
+  readonly stopGraceMs: number;
+  /** Tests resolve names their own way; the check still runs on the address connected to. */
+  readonly resolve?: Resolver;
+  /** In [0, 1): the jitter of retry delays. */
+  readonly random?: () => number;
+  /** How often subscriptions are re-read (changes by the CLI or another instance) and due events looked for. */
+  readonly pollIntervalMs?: number;
+  readonly pruneIntervalMs?: number;
+}
+
+const POLL_INTERVAL_MS = 1000;
+const PRUNE_INTERVAL_MS = 3_600_000;
+/** The first prune comes soon after start, not an interval later. */
+const FIRST_PRUNE_DELAY_MS = 60_000;
+/**
+ * Each round trip (settling finished attempts, claiming more) is a write transaction, on SQLite an fsync on the event
+ * loop shared with creates, so under load there is at most one this often; the first after a quiet spell runs at
+ * once. Throughput is kept by claiming ahead (PREFETCH) and settling many attempts per round trip.
+ */
+const MIN_ROUND_TRIP_INTERVAL_MS = 20;
+/** Events claimed per subscription: up to this many times its in-flight bound, queued here until a slot frees. */
+const PREFETCH = 4;
+/** Counting waiting events walks the index of waiting events, so it is done this often, not at every poll. */
+const COUNT_INTERVAL_MS = 10_000;
+/** After a store failure, the next try waits this long. */
+const STORE_RETRY_MS = 1000;
+/** Retry-After is honoured up to this, so a subscriber cannot park an event for ever. */
+const RETRY_AFTER_MAX_MS = 24 * 3_600_000;
+
+interface SubscriptionState {
+  subscription: ActiveWebhookSubscription;
+  inFlight: number;
+  queue: ClaimedWebhookEvent[];
+}
+
+/**
+ * Delivers the outbox: claims due events, sends each as a signed POST, and settles what became of it, retrying on the
+ * schedule. One per server process; on PostgreSQL several instances share the work through leased claims.
+ *
+ * The create path never waits for it: creates only write events (in their own transaction) and wake it. Everything
+ * it sends is bounded: attempts in flight per subscription and in all, one time limit per attempt, events claimed
+ * ahead, and store round trips (one transaction settles finished attempts and claims more).
+ */
+export class WebhookDispatcher implements WebhookStats {
+  readonly #store: WebhookStore;
+  readonly #config: WebhookConfig;
+  readonly #log: WebhookLog;
+  readonly #sender: WebhookSender;
+  readonly #random: () => number;
+  readonly #pollIntervalMs: number;
+  readonly #pruneIntervalMs: number;
+  readonly #stopGraceMs: number;
+  /** Longer than an event can wait here plus its attempt, so a live instance never loses its claim. */
+  readonly #leaseMs: number;
+  readonly #abort = new AbortController();
+  #subscriptions = new Map<bigint, SubscriptionState>();
+  #results: WebhookAttemptResult[] = [];
+  #inFlight = 0;
+  #attempts = new Set<Promise<void>>();
+  /** Events may be due that have not been claimed: set by wake(), the poll, and a claim that came back full. */
+  #mayBeDue = true;
+  #ticking = false;
+  #tickAgain = false;
+  #tickTimer: NodeJS.Timeout | undefined;
+  #tickAt = Infinity;
+  #lastRoundTripAt = -Infinity;
+  #pollTimer: NodeJS.Timeout | undefined;
+  #countedAt = -Infinity;
+  /** Wakes the dispatcher when the soonest retry it scheduled is due, rather than at the next poll. */
+  #retryTimer: NodeJS.Timeout | undefined;
+  #retryAt = Infinity;
+  #pruneTimer: NodeJS.Timeout | undefined;
+  #stopped = false;
+  #stats = { waiting: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 };
+
+  constructor(store: WebhookStore, options: DispatcherOptions) {
+    this.#store = store;
+    this.#config = options.config;
+    this.#log = options.log;
+    this.#random = options.random ?? Math.random;
+    this.#pollIntervalMs = options.pollIntervalMs ?? POLL_INTERVAL_MS;
+    this.#pruneIntervalMs = options.pruneIntervalMs ?? PRUNE_INTERVAL_MS;
+    this.#stopGraceMs = options.stopGraceMs;
+    this.#leaseMs = (PREFETCH + 1) * options.config.timeoutMs + 5000;
+    this.#sender = new WebhookSender({
+      timeoutMs: options.config.timeoutMs,
+      allowPrivateNetworks: options.config.allowPrivateNetworks,
+      resolve: options.resolve ?? systemResolver,
+      connectionsPerOrigin: options.config.maxInFlightPerSubscription,
+    });
+  }
+
+  /**
+   * Starts delivering. `releaseLeases` is for a store only this process dispatches from (SQLite): claims a killed
+   * predecessor held are void, so its events are sent again at once rather than after their lease.
+   */
+  async start(releaseLeases: boolean): Promise<void> {
+    if (releaseLeases) await this.#store.releaseWebhookLeases();
+    await this.#poll();
+    this.#pruneTimer = setTimeout(() => void this.#pruneNow(), Math.min(FIRST_PRUNE_DELAY_MS, this.#pruneIntervalMs));
+    this.#pruneTimer.unref();
+  }
+
+  /** Plants were created (their events committed): look for due events now rather than at the next poll. */
+  wake(): void {
+    if (this.#stopped || this.#subscriptions.size === 0) return;
+    this.#mayBeDue = true;
+    this.#scheduleTick(0);
+  }
+
+  snapshot(): WebhookStatsSnapshot {
+    return { ...this.#stats, inFlight: this.#inFlight };
+  }
+
+  /** Deletes delivered events past the retention; also runs on its own every hour. */
+  async prune(): Promise<number> {
+    return this.#store.pruneWebhookEvents(this.#config.retentionMs);
+  }
+
+  /**
+   * Stops claiming, lets attempts in flight finish for up to stopGraceMs, cuts the rest short, releases every event
+   * claimed and not attempted (the next start, or another instance, sends them), and records what happened.
+   */
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    for (const timer of [this.#tickTimer, this.#pollTimer, this.#pruneTimer, this.#retryTimer]) clearTimeout(timer);
+    const release = (event: ClaimedWebhookEvent) => this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
+    for (const state of this.#subscriptions.values()) state.queue.splice(0).forEach(release);
+    if (this.#attempts.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, this.#stopGraceMs);
+      });
+      await Promise.race([Promise.all(this.#attempts), grace]);
+      clearTimeout(timer);
+      this.#abort.abort();
+      await Promise.all(this.#attempts);
+    }
+    while (this.#ticking) await new Promise((resolve) => setTimeout(resolve, 5));
+    if (this.#results.length > 0) {
+      const results = this.#results.splice(0);
+      await this.#store.settleAndClaimWebhookEvents(results, [], this.#leaseMs).then(
+        ({ disabled }) => this.#logDisabled(disabled),
+        (error: unknown) => this.#log.warn({ err: error, results: results.length }, 'webhook results could not be recorded at shutdown; those events will be sent again'),
+      );
+    }
+    await this.#sender.close();
+  }
+
+  async #poll(): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      const active = await this.#store.activeWebhooks();
+      const next = new Map<bigint, SubscriptionState>();
+      for (const subscription of active) {
+        const state = this.#subscriptions.get(subscription.id);
+        next.set(subscription.id, state ? Object.assign(state, { subscription }) : { subscription, inFlight: 0, queue: [] });
+      }
+      // A subscription disabled or removed meanwhile: events claimed for it and not yet sent are released.
+      for (const [id, state] of this.#subscriptions) {
+        if (!next.has(id)) for (const event of state.queue.splice(0)) this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
+      }
+      this.#subscriptions = next;
+      if (next.size === 0) this.#stats.waiting = 0;
+      else if (performance.now() - this.#countedAt >= COUNT_INTERVAL_MS) {
+        this.#countedAt = performance.now();
+        this.#stats.waiting = await this.#store.countWaitingWebhookEvents();
+      }
+      this.#mayBeDue = true;
+      this.#scheduleTick(0);
+    } catch (error) {
+      this.#log.warn({ err: error }, 'webhook subscriptions could not be read; retrying');
+    } finally {
+      if (!this.#stopped) {
+        this.#pollTimer = setTimeout(() => void this.#poll(), this.#pollIntervalMs);
+        this.#pollTimer.unref();
+      }
+    }
+  }
+
+  async #pruneNow(): Promise<void> {
+    try {
+      const deleted = await this.prune();
+      if (deleted > 0) this.#log.info({ deleted }, 'pruned delivered webhook events');
+    } catch (error) {
+      this.#log.warn({ err: error }, 'pruning delivered webhook events failed; will try again');
+    } finally {
+      if (!this.#stopped) {
+        this.#pruneTimer = setTimeout(() => void this.#pruneNow(), this.#pruneIntervalMs);
+        this.#pruneTimer.unref();
+      }
+    }
+  }
+
+  #scheduleTick(delayMs: number): void {
+    if (this.#stopped) return;
+    const at = performance.now() + delayMs;
+    if (this.#tickTimer !== undefined && this.#tickAt <= at) return;
+    clearTimeout(this.#tickTimer);
+    this.#tickAt = at;
+    this.#tickTimer = setTimeout(() => {
+      this.#tickTimer = undefined;
+      this.#tickAt = Infinity;
+      void this.#tick();
+    }, delayMs);
+    this.#tickTimer.unref();
+  }
+
+  /** What to claim: for each subscription, room up to PREFETCH times its in-flight bound, within the overall bound. */
+  #claims(): WebhookClaim[] {
+    const claims: WebhookClaim[] = [];
+    let room = PREFETCH * this.#config.maxInFlight - this.#inFlight - this.#queued();
+    for (const state of this.#subscriptions.values()) {
+      const limit = Math.min(room, PREFETCH * this.#config.maxInFlightPerSubscription - state.inFlight - state.queue.length);
+      if (limit <= 0) continue;
+      claims.push({ subscriptionId: state.subscription.id, limit });
+      room -= limit;
+    }
+    return claims;
+  }
+
+  #queued(): number {
+    let queued = 0;
+    for (const state of this.#subscriptions.values()) queued += state.queue.length;
+    return queued;
+  }
+
+  /** One store round trip: settle finished attempts, claim what is due. Never two at once. */
+  async #tick(): Promise<void> {
+    if (this.#stopped) return;
+    if (this.#ticking) {
+      this.#tickAgain = true;
+      return;
+    }
+    const claims = this.#mayBeDue ? this.#claims() : [];
+    if (this.#results.length === 0 && claims.length === 0) return;
+    const wait = this.#lastRoundTripAt + MIN_ROUND_TRIP_INTERVAL_MS - performance.now();
+    if (wait > 0) {
+      this.#scheduleTick(wait);
+      return;
+    }
+    const results = this.#results.splice(0);
+    this.#ticking = true;
+    this.#lastRoundTripAt = performance.now();
+    if (claims.length > 0) this.#mayBeDue = false;
+    try {
+      const { claimed, disabled } = await this.#store.settleAndClaimWebhookEvents(results, claims, this.#leaseMs);
+      this.#logDisabled(disabled);
+      for (const { outcome } of results) if (outcome.kind === 'retry') this.#wakeIn(outcome.retryInMs);
+      const claimedBy = new Map<bigint, number>();
+      for (const event of claimed) {
+        claimedBy.set(event.subscriptionId, (claimedBy.get(event.subscriptionId) ?? 0) + 1);
+        const state = this.#subscriptions.get(event.subscriptionId);
+        if (state && !this.#stopped) state.queue.push(event);
+        else this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
+      }
+      // A claim that came back full may have left more due behind it.
+      if (claims.some((claim) => (claimedBy.get(claim.subscriptionId) ?? 0) >= claim.limit)) this.#mayBeDue = true;
+    } catch (error) {
+      // Nothing was recorded or claimed: the results wait for the next round trip, and the claim is tried again.
+      this.#results.unshift(...results);
+      if (claims.length > 0) this.#mayBeDue = true;
+      this.#log.warn({ err: error }, 'webhook outbox unavailable; retrying');
+      this.#ticking = false;
+      this.#scheduleTick(STORE_RETRY_MS);
+      return;
+    }
+    this.#ticking = false;
+    this.#pump();
+    if (this.#tickAgain || this.#results.length > 0 || (this.#mayBeDue && this.#claims().length > 0)) {
+      this.#tickAgain = false;
+      this.#scheduleTick(0);
+    }
+  }
+
+  #wakeIn(delayMs: number): void {
+    const at = performance.now() + delayMs;
+    if (this.#retryTimer !== undefined && this.#retryAt <= at) return;
+    clearTimeout(this.#retryTimer);
+    this.#retryAt = at;
+    // A little after, so that the database finds it due by its own clock too.
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      this.#retryAt = Infinity;
+      this.wake();
+    }, delayMs + 5);
+    this.#retryTimer.unref();
+  }
+
+  #logDisabled(disabled: ReadonlyArray<{ name: string; reason: string }>): void {
+    for (const { name, reason } of disabled) {
+      this.#stats.disabled += 1;
+      this.#log.warn({ subscription: name, reason }, 'webhook subscription disabled');
+      for (const [id, state] of this.#subscriptions) {
+        if (state.subscription.name !== name) continue;
+        this.#subscriptions.delete(id);
+        for (const event of state.queue.splice(0)) this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
+      }
+    }
+  }
+
+  /** Starts queued events while their subscription and the instance have room. */
+  #pump(): void {
+    for (const state of this.#subscriptions.values()) {
+      while (
+        state.queue.length > 0 &&
+        state.inFlight < this.#config.maxInFlightPerSubscription &&
+        this.#inFlight < this.#config.maxInFlight &&
+        !this.#stopped
+      ) {
+        this.#attempt(state, state.queue.shift() as ClaimedWebhookEvent);
+      }
+    }
+  }
+
+  #attempt(state: SubscriptionState, event: ClaimedWebhookEvent): void {
+    const { subscription } = state;
+    state.inFlight += 1;
+    this.#inFlight += 1;
+    const attemptedAt = new Date();
+    const id = webhookEventId(subscription.idPrefix, event.id);
+    const body = plantJson(event.plant);
+    const timestampSeconds = Math.floor(attemptedAt.getTime() / 1000);
+    const attempt = this.#sender
+      .send({ url: subscription.url, id, timestampSeconds, body, signature: webhookSignature(subscription.secrets, id, timestampSeconds, body) }, this.#abort.signal)
+      .then((answer) => {
+        const interrupted = this.#abort.signal.aborted && answer.status === null;
+        const outcome: WebhookAttemptOutcome = interrupted ? { kind: 'released' } : this.#decide(event, answer);
+        this.#count(outcome);
+        this.#results.push({ event, attemptedAt, status: answer.status, error: answer.error, outcome });
+      })
+      .finally(() => {
+        state.inFlight -= 1;
+        this.#inFlight -= 1;
+        this.#attempts.delete(attempt);
+        if (this.#stopped) return;
+        this.#pump();
+        this.#scheduleTick(0);
+      });
+    this.#attempts.add(attempt);
+  }
+
+  #count(outcome: WebhookAttemptOutcome): void {
+    if (outcome.kind === 'delivered') this.#stats.delivered += 1;
+    else if (outcome.kind === 'retry') this.#stats.retried += 1;
+    else if (outcome.kind === 'failed') this.#stats.failed += 1;
+  }
+
+  /** What follows an attempt: done, a retry after the schedule's next delay (jittered, Retry-After honoured), or failed. */
+  #decide(event: ClaimedWebhookEvent, answer: AttemptAnswer): WebhookAttemptOutcome {
+    const { status } = answer;
+    if (status !== null && status >= 200 && status <= 299) return { kind: 'delivered' };
+    const schedule = this.#config.retrySchedule;
+    const scheduled = event.retryIndex >= 0 ? schedule[event.retryIndex] : undefined;
+    const what = status === null ? (answer.error ?? 'no answer') : `HTTP ${status}`;
+    if (status === 410) {
+      // Gone: the subscriber says it will never want these again. The event stays waiting, in case it is enabled again.
+      const delay = scheduled ?? schedule.at(-1) ?? 0;
+      return { kind: 'retry', retryInMs: delay, disable: 'the endpoint answered 410 Gone' };
+    }
+    if (scheduled === undefined) {
+      const reason = `every attempt failed for the whole retry schedule (${event.attempts + 1} attempts); the last: ${what}`;
+      return { kind: 'failed', disableReason: reason };
+    }
+    const jittered = scheduled * (1 + 0.2 * this.#random());
+    const retryAfter = answer.retryAfterMs === undefined ? 0 : Math.min(answer.retryAfterMs, RETRY_AFTER_MAX_MS);
+    return { kind: 'retry', retryInMs: Math.round(Math.max(jittered, retryAfter)) };
+  }
+}
