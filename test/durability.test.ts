@@ -10,13 +10,11 @@ import { stopPostgresAfterAll } from './helpers/postgres.js';
 stopPostgresAfterAll();
 
 /**
- * "200 means durable" rests on what no crash test can see (a SIGKILL leaves the OS page cache, and so unsynced
- * writes, intact): on SQLite, WAL with synchronous=FULL on every connection but the store's writer, whose commits
- * are synced by WalSync before anything is answered (test/wal-sync.test.ts holds that); on PostgreSQL,
- * synchronous_commit=on.
+ * "200 means durable" rests on two settings that no crash test can see (a SIGKILL leaves the OS page cache, and so
+ * unsynced writes, intact): SQLite's WAL with synchronous=FULL, and PostgreSQL's synchronous_commit=on.
  */
 describe('durability settings', () => {
-  it('SQLite connections from openConnection (the reader, the checkpointer, every CLI command) use WAL with synchronous=FULL', async () => {
+  it('SQLite connections (every one the store opens comes from openConnection) use WAL with synchronous=FULL', async () => {
     const db = await sqliteDatabase();
     try {
       const connection = openConnection(db.url.slice('sqlite:'.length), 1);

@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
 import { DuplicateWebhookNameError, StorageUnavailableError, unavailableIf } from '../errors.js';
@@ -31,7 +30,6 @@ import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from '.
 import { BUSY_TIMEOUT_MS, openConnection, unavailableKind } from './connection.js';
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
-import { WalSync, type SyncFile } from './wal-sync.js';
 import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
 
 interface TokenRow {
@@ -148,12 +146,11 @@ function isBusy(error: unknown): boolean {
 }
 
 /**
- * SQLite in WAL mode. Every write runs on the event loop, on one connection: a batch of creates is one transaction.
- * The commit itself does not sync (synchronous=NORMAL on the write connection); WalSync then fdatasyncs the WAL on
- * the thread pool and the batch is answered when that sync returns, while the loop parses and commits the next batch.
- * Every answer, reads included, waits for the sync covering what it saw (wal-sync.ts, docs/design.md). The commit
- * stays on the loop: a writer thread sharing the core cost more in thread switches and message passing than it
- * saved (BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
+ * SQLite in WAL mode with synchronous=FULL. Every write runs on the event loop, on one connection: a batch of
+ * creates is one transaction and one fsync, and the loop waits for that fsync. That wait is cheaper than any
+ * hand-off: requests arriving meanwhile queue in the kernel and make the next batch bigger, while a writer thread
+ * sharing the core, or an fdatasync on the thread pool with the loop going on, made batches smaller and each create
+ * dearer (measured in BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
  * for a lock itself (busy timeout 0): a write that finds the lock taken is retried on a timer, up to the busy
  * timeout. Reads use a second connection, which WAL does not make wait for a writer; in the rare cases where a read
  * meets a lock (another connection rebuilding the WAL index after a process crashed mid-write) it is retried the same
@@ -161,18 +158,13 @@ function isBusy(error: unknown): boolean {
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
-  /**
-   * SQLite commits one transaction at a time, on the loop; a second batch may commit while the first waits for its
-   * sync, so the disk is never idle while creates wait.
-   */
-  readonly writeConcurrency = 2;
+  /** One writer: SQLite commits one transaction at a time. */
+  readonly writeConcurrency = 1;
   readonly #reader: Database.Database;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
   readonly #incidents: Incidents;
   readonly #statements;
-  readonly #wal: WalSync;
-  readonly #walFd: number;
   #closed = false;
   #observer: StorageObserver = UNOBSERVED;
 
@@ -181,21 +173,11 @@ export class SqliteStore implements Store {
     writer: SqliteWriter,
     checkpointer: Checkpointer,
     incidents: Incidents,
-    walFd: number,
-    sync: SyncFile | undefined,
   ) {
     this.#reader = reader;
     this.#writer = writer;
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
-    this.#walFd = walFd;
-    this.#wal = new WalSync(walFd, sync, (error) =>
-      incidents.report({
-        level: 'error',
-        message: 'the WAL could not be synced to disk: storage refuses everything until plantstore is restarted',
-        error: error as Error,
-      }),
-    );
     this.#statements = {
       getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
       listAll: reader.prepare<[bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listAll).safeIntegers(true),
@@ -209,16 +191,12 @@ export class SqliteStore implements Store {
     };
   }
 
-  /**
-   * `options` exist for tests: `sync` replaces fs.fdatasync (to hold a sync back and see what waits for it), and
-   * `checkpointer` shortens the real restart delays.
-   */
-  static open(file: string, options: { readonly sync?: SyncFile; readonly checkpointer?: Partial<CheckpointerOptions> } = {}): SqliteStore {
+  /** `options.checkpointer` exists for tests, which cannot wait the real restart delays out. */
+  static open(file: string, options: { readonly checkpointer?: Partial<CheckpointerOptions> } = {}): SqliteStore {
     prepareDatabaseFiles(file);
     let reader: Database.Database | undefined;
     let writer: Database.Database | undefined;
     let checkpointer: Checkpointer | undefined;
-    let walFd: number | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
       migrate(reader);
@@ -228,19 +206,11 @@ export class SqliteStore implements Store {
       for (const connection of [reader, writer]) connection.pragma('busy_timeout = 0');
       // Checkpoints run on their own thread, never inside a commit.
       writer.pragma('wal_autocheckpoint = 0');
-      // Commits write the WAL without syncing it; WalSync syncs it, off the loop, before anything is answered. Every
-      // other connection (the reader, the checkpointer, CLI commands) keeps synchronous=FULL from openConnection, so
-      // a checkpoint syncs the WAL before copying it and the database file before the WAL can be reused.
-      writer.pragma('synchronous = NORMAL');
-      // The connections hold the WAL open (SQLite created it on the first read), so it is never deleted or replaced
-      // while the store runs: this descriptor reaches the file every commit writes.
-      walFd = fs.openSync(`${file}-wal`, 'r+');
       const sqliteWriter = new SqliteWriter(writer);
       const incidents = new Incidents();
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
-      return new SqliteStore(reader, sqliteWriter, checkpointer, incidents, walFd, options.sync);
+      return new SqliteStore(reader, sqliteWriter, checkpointer, incidents);
     } catch (error) {
-      if (walFd !== undefined) fs.closeSync(walFd);
       void checkpointer?.stop();
       writer?.close();
       reader?.close();
@@ -260,10 +230,6 @@ export class SqliteStore implements Store {
         this.#observer.storageFailed('closed');
         throw new StorageUnavailableError('storage is closed');
       }
-      if (this.#wal.failure) {
-        this.#observer.storageFailed('io');
-        throw this.#wal.failure;
-      }
       try {
         return work();
       } catch (error) {
@@ -276,34 +242,16 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** A read, answered once every commit it could have seen is on disk. */
-  async #read<T>(work: () => T): Promise<T> {
-    const result = await this.#unlocked(work);
-    await this.#wal.durable();
-    return result;
-  }
-
-  /**
-   * One write on the write connection, a single commit, answered once a WAL sync that began after it returns. A write
-   * that changed nothing waits too: what it found (a row another batch just committed, or just deleted) may not be
-   * on disk yet.
-   */
-  async #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
-    const result = await this.#unlocked(work, lockWaitMs);
-    await this.#wal.durable(this.#wal.committed());
-    return result;
-  }
-
   observe(observer: StorageObserver): void {
     this.#observer = observer;
   }
 
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#write(() => this.#writer.createPlants(plants));
+    return this.#unlocked(() => this.#writer.createPlants(plants));
   }
 
   getPlant(id: bigint): Promise<StoredPlant | undefined> {
-    return this.#read(() => {
+    return this.#unlocked(() => {
       const row = this.#statements.getPlant.get(id);
       return row && toStoredPlant(row);
     });
@@ -312,7 +260,7 @@ export class SqliteStore implements Store {
   listPlants(query: PlantQuery): Promise<StoredPlant[]> {
     const from = keysetFrom(query.after);
     if (from === undefined) return Promise.resolve([]);
-    return this.#read(() => {
+    return this.#unlocked(() => {
       const rows =
         query.tag === undefined
           ? this.#statements.listAll.all(from, query.limit)
@@ -322,27 +270,27 @@ export class SqliteStore implements Store {
   }
 
   deletePlant(id: bigint): Promise<boolean> {
-    return this.#write(() => this.#writer.deletePlant(id));
+    return this.#unlocked(() => this.#writer.deletePlant(id));
   }
 
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
   checkWritable(): Promise<void> {
     const problem = this.#checkpointer.problem;
     if (problem) return Promise.reject(new StorageUnavailableError(undefined, { cause: problem }));
-    return this.#write(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
+    return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
   addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
     return insertTokenOnce(
       name,
-      () => this.#write(() => this.#writer.addToken(name, hash, createdAt.getTime())),
+      () => this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime())),
       // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
       (error) => (error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY',
     );
   }
 
   listTokens(): Promise<TokenInfo[]> {
-    return this.#read(() =>
+    return this.#unlocked(() =>
       this.#statements.listTokens.all().map((row) => ({
         name: row.name,
         createdAt: new Date(row.created_at),
@@ -352,20 +300,20 @@ export class SqliteStore implements Store {
   }
 
   revokeToken(name: string): Promise<boolean> {
-    return this.#write(() => this.#writer.revokeToken(name));
+    return this.#unlocked(() => this.#writer.revokeToken(name));
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#read(() => this.#statements.findToken.get(hash));
+    return this.#unlocked(() => this.#statements.findToken.get(hash));
   }
 
   allTokens(): Promise<StoredToken[]> {
-    return this.#read(() => this.#statements.allTokens.all());
+    return this.#unlocked(() => this.#statements.allTokens.all());
   }
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
     const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
-    await this.#write(() => this.#writer.recordTokenUse(entries));
+    await this.#unlocked(() => this.#writer.recordTokenUse(entries));
   }
 
   async addWebhook(subscription: NewWebhookSubscription): Promise<void> {
@@ -493,10 +441,8 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#wal.settled();
     await this.#checkpointer.stop();
     this.#writer.close();
     if (this.#reader.open) this.#reader.close();
-    fs.closeSync(this.#walFd);
   }
 }
