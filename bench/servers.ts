@@ -87,7 +87,10 @@ export async function stopServer(server: BenchServer): Promise<number | null> {
   return (await server.process.stop('SIGTERM', STOP_TIMEOUT_MS)).code;
 }
 
-/** A token made with the real CLI, as an operator would. */
-export function cliToken(databaseUrl: string): string {
-  return createToken('bench', plantstoreEnv(databaseUrl));
+/**
+ * A token made with the real CLI, as an operator would: the CLI of the checkout being measured (--plantstore), which
+ * also migrates an empty store to that checkout's schema, so an older build can be measured (or be the baseline).
+ */
+export function cliToken(databaseUrl: string, cli: string = CLI): string {
+  return createToken('bench', plantstoreEnv(databaseUrl), cli);
 }

@@ -44,7 +44,7 @@ export class BenchSession {
         databaseUrl: this.store.databaseUrl,
         logFile: this.logFile,
         cpuProfDir,
-        cli: path.join(options.plantstoreRoot, 'dist/src/cli.js'),
+        cli: this.plantstoreCli,
         env,
       }),
     );
@@ -69,6 +69,11 @@ export class BenchSession {
         name: 'baseline',
       }),
     );
+  }
+
+  /** The CLI of the checkout being measured: this one, or the one --plantstore names. */
+  get plantstoreCli(): string {
+    return path.join(this.setup.options.plantstoreRoot, 'dist/src/cli.js');
   }
 
   /** Where plantstore's stdout and stderr go. */

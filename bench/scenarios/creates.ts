@@ -147,7 +147,7 @@ export function runCreates(setup: BenchSetup): Promise<void> {
   return withSession(setup, async (session) => {
     const { store } = session;
     const plantsBefore = await store.countPlants().catch(() => 0);
-    const token = cliToken(store.databaseUrl);
+    const token = cliToken(store.databaseUrl, session.plantstoreCli);
     const ceiling = await session.startTokenServer('ceiling', token);
     const appOnly = options.appOnly ? await session.startTokenServer('app-only', token) : undefined;
     const baseline = await session.startBaseline();

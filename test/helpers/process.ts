@@ -22,8 +22,8 @@ export async function freePort(): Promise<number> {
 export type EnvOverrides = Readonly<Record<string, string | undefined>>;
 
 /** Runs a CLI command to completion; throws with its stderr when it fails. */
-export function runCli(args: string[], env: EnvOverrides): { stdout: string; stderr: string } {
-  const result = spawnSync(process.execPath, [CLI, ...args], {
+export function runCli(args: string[], env: EnvOverrides, cli: string = CLI): { stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [cli, ...args], {
     env: { ...process.env, ...env },
     encoding: 'utf8',
     timeout: 60_000,
@@ -33,8 +33,8 @@ export function runCli(args: string[], env: EnvOverrides): { stdout: string; std
 }
 
 /** `plantstore token create --name NAME` on the database in `env`; its stdout is the token alone. */
-export function createToken(name: string, env: EnvOverrides): string {
-  const token = runCli(['token', 'create', '--name', name], env).stdout.trim();
+export function createToken(name: string, env: EnvOverrides, cli: string = CLI): string {
+  const token = runCli(['token', 'create', '--name', name], env, cli).stdout.trim();
   if (!/^\S+$/.test(token)) throw new Error(`token create printed ${JSON.stringify(token)}`);
   return token;
 }
