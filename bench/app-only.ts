@@ -52,6 +52,8 @@ const nothingStore: Store = {
   onIncident: () => () => undefined,
   exportTokens: unsupported,
   importTokens: unsupported,
+  exportWebhooks: unsupported,
+  importWebhooks: unsupported,
   close: () => Promise.resolve(),
 };
 

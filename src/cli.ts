@@ -39,8 +39,9 @@ Commands:
   import [FILE] [--dry-run]   store the NewPlant JSON lines of FILE (default: standard input), each
                               validated as POST /plants validates a body; identical plants are skipped,
                               invalid and conflicting lines reported; --dry-run checks, writes nothing
-  copy --to URL               copy plants and tokens from DATABASE_URL into the database at URL (e.g.
-                              SQLite to PostgreSQL), then compare both sides; safe to run again
+  copy --to URL               copy plants, tokens and webhook subscriptions from DATABASE_URL into the
+                              database at URL (e.g. SQLite to PostgreSQL), then compare both sides; safe
+                              to run again
 ${WEBHOOK_USAGE}
 
 Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.

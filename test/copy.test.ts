@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
 import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
@@ -11,6 +12,7 @@ import { openStore } from '../src/storage/open.js';
 import type { StoredPlant } from '../src/storage/store.js';
 import { SetDigest } from '../src/transfer/digest.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { Receiver } from './helpers/receiver.js';
 import { CLI, createToken, startServer } from './helpers/process.js';
 import { keepWriting, numberedPlants, plantstore, plantstoreAsync, postPlant, sqliteFile, storePlants } from './helpers/transfer.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
@@ -28,6 +30,21 @@ function exportOf(url: string): string {
   const result = plantstore(['export'], { DATABASE_URL: url });
   assert.equal(result.status, 0, result.stderr);
   return result.stdout;
+}
+
+function webhooksOf(url: string): string {
+  const result = plantstore(['webhook', 'list'], { DATABASE_URL: url });
+  assert.equal(result.status, 0, result.stderr);
+  return result.stdout;
+}
+
+async function exportedWebhooks(url: string) {
+  const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
+  try {
+    return await store.exportWebhooks();
+  } finally {
+    await store.close();
+  }
 }
 
 function tokensOf(url: string): string {
@@ -53,6 +70,9 @@ describe('plantstore copy', () => {
   let env: Record<string, string>;
   let alice: string;
   let bob: string;
+  let receiver: Receiver;
+  /** The signing secret of subscription "hook" before and after its rotation. */
+  const secrets: string[] = [];
   const cleanups: Array<() => Promise<void>> = [];
 
   async function postgresTarget(): Promise<TestDatabase> {
@@ -75,8 +95,21 @@ describe('plantstore copy', () => {
       assert.equal((await server.stop()).code, 0);
     }
     assert.match(tokensOf(source.url), /^alice\tcreated \S+\tlast used 20/m);
+    // Subscriptions after the plants, so the source holds no events: the copy must not make any either.
+    receiver = await Receiver.start();
+    const webhook = (args: string[]) => {
+      const result = plantstore(['webhook', ...args], { ...env, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+      assert.equal(result.status, 0, result.stderr);
+      return result.stdout.trim();
+    };
+    secrets.push(webhook(['add', '--url', receiver.url(), '--name', 'hook']));
+    secrets.push(webhook(['rotate-secret', 'hook']));
+    webhook(['add', '--url', 'https://off.example/hook', '--name', 'off']);
+    webhook(['disable', 'off']);
+    assert.match(webhooksOf(source.url), /^off\thttps:\/\/off\.example\/hook\tdisabled since \S+: disabled by the operator\t/m);
   });
   after(async () => {
+    await receiver?.close();
     for (const cleanup of cleanups.splice(0)) await cleanup();
     await source?.cleanup();
   });
@@ -88,12 +121,23 @@ describe('plantstore copy', () => {
     assert.equal(result.stdout, '');
     assert.match(result.stderr, /^copy: from SQLite .*plants\.db to PostgreSQL postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/t_\w+\n/);
     assert.match(result.stderr, /^copy: tokens: 2 created; 2 on both sides, checksum [0-9a-f]{16} on both$/m);
+    assert.match(result.stderr, /^copy: webhook subscriptions: 2 created; 2 on both sides, checksum [0-9a-f]{16} on both$/m);
+    for (const secret of secrets) assert.ok(!result.stderr.includes(secret) && !result.stderr.includes(secret.slice(6)), 'no secret printed');
     assert.match(result.stderr, new RegExp(`^copy: plants: ${PLANTS + 1} created; ${PLANTS + 1} on both sides, checksum [0-9a-f]{16} on both$`, 'm'));
     assert.match(result.stderr, /^copy: verified: the target holds exactly what the source holds$/m);
     assert.equal(exportOf(target.url), exportOf(source.url));
     assert.equal(tokensOf(target.url), tokensOf(source.url), 'names, creation and last use times');
+    // Names, URLs, state with its time and reason, creation times, and no events: copied plants are not new plants.
+    assert.equal(webhooksOf(target.url), webhooksOf(source.url));
+    assert.match(webhooksOf(target.url), /^hook\t.*\twaiting 0\tdelivered 0\t/m);
+    // Each database numbers its events from its own sequence, so the copy gives its own id prefix: a webhook-id the
+    // receiver had from the source never comes again from the target.
+    const prefixes = async (url: string) => (await exportedWebhooks(url)).map((subscription) => subscription.idPrefix);
+    const [sourcePrefixes, targetPrefixes] = [await prefixes(source.url), await prefixes(target.url)];
+    assert.equal(targetPrefixes.length, 2);
+    targetPrefixes.forEach((prefix, index) => assert.notEqual(prefix, sourcePrefixes[index]));
 
-    const server = await startServer({ DATABASE_URL: target.url });
+    const server = await startServer({ DATABASE_URL: target.url, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
     try {
       for (const token of [alice, bob]) {
         const read = await fetch(`${server.base}/plants/-9223372036854775808`, { headers: { authorization: `Bearer ${token}` } });
@@ -102,6 +146,17 @@ describe('plantstore copy', () => {
       }
       assert.equal((await postPlant(server.base, alice, '{"id":424242424242,"name":"made on SQLite"}')).status, 200, 'a replay of a copied plant');
       assert.equal((await postPlant(server.base, bob, '{"id":7777777777777,"name":"made on PostgreSQL"}')).status, 200);
+      // The new plant alone reaches the receiver, signed by the secret made on SQLite and by the one before it,
+      // whose grace was copied too.
+      await receiver.waitFor((received) => received.length >= 1, 20_000, 'the new plant');
+      const [delivery] = receiver.received;
+      assert.ok(delivery);
+      assert.match(delivery.body, /^\{"id":7777777777777,"name":"made on PostgreSQL"/);
+      assert.match(String(delivery.headers['webhook-id']), new RegExp(`^msg_${targetPrefixes[0]}_`));
+      for (const secret of secrets) {
+        assert.doesNotThrow(() => new Webhook(secret).verify(delivery.body, delivery.headers as Record<string, string>), 'signed with a copied secret');
+      }
+      assert.throws(() => new Webhook(`whsec_${randomBytes(32).toString('base64')}`).verify(delivery.body, delivery.headers as Record<string, string>));
       assert.equal((await postPlant(server.base, `plst_${randomBytes(32).toString('base64url')}`, '{"id":78,"name":"x"}')).status, 401);
     } finally {
       assert.equal((await server.stop()).code, 0);
@@ -133,6 +188,8 @@ describe('plantstore copy', () => {
     const again = plantstore(['copy', '--to', target.url], env);
     assert.equal(again.status, 0, again.stderr);
     assert.match(again.stderr, /^copy: tokens: 0 created; 2 on both sides/m);
+    assert.match(again.stderr, /^copy: webhook subscriptions: 0 created; 2 on both sides/m);
+    assert.equal(webhooksOf(target.url), webhooksOf(source.url));
     assert.match(again.stderr, new RegExp(`^copy: plants: 0 created; ${PLANTS + 1} on both sides`, 'm'));
     assert.match(again.stderr, /^copy: verified/m);
   });
@@ -158,16 +215,40 @@ describe('plantstore copy', () => {
         },
         problem: /token "alice", which differs from the source's/,
       },
+      {
+        what: 'a webhook subscription of the same name with another secret',
+        prepare: async (url) => {
+          const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
+          const [hook] = await exportedWebhooks(source.url);
+          assert.equal(hook?.name, 'hook');
+          await store.addWebhook({ ...hook, secret: `whsec_${randomBytes(32).toString('base64')}` });
+          await store.close();
+        },
+        problem: /webhook subscription "hook", which differs from the source's/,
+      },
+      {
+        what: 'a webhook subscription the source does not hold',
+        prepare: (url) => {
+          const result = plantstore(['webhook', 'add', '--url', 'https://stranger.example/hook'], { DATABASE_URL: url });
+          assert.equal(result.status, 0, result.stderr);
+          return Promise.resolve();
+        },
+        problem: /webhook subscription "stranger\.example", which the source does not hold/,
+      },
     ];
     for (const { what, prepare, problem } of cases) {
       const target = await postgresTarget();
       await prepare(target.url);
-      const before = { plants: exportOf(target.url), tokens: tokensOf(target.url) };
+      const before = { plants: exportOf(target.url), tokens: tokensOf(target.url), webhooks: webhooksOf(target.url) };
       const result = plantstore(['copy', '--to', target.url], env);
       assert.equal(result.status, 1, what);
       assert.match(result.stderr, /the target already holds different data: /, what);
       assert.match(result.stderr, problem, what);
-      assert.deepEqual({ plants: exportOf(target.url), tokens: tokensOf(target.url) }, before, `${what}: nothing written`);
+      assert.deepEqual(
+        { plants: exportOf(target.url), tokens: tokensOf(target.url), webhooks: webhooksOf(target.url) },
+        before,
+        `${what}: nothing written`,
+      );
     }
   });
 
@@ -182,6 +263,7 @@ describe('plantstore copy', () => {
     assert.match(result.stderr, /^copy: verified/m);
     assert.equal(exportOf(back.url), exportOf(source.url));
     assert.equal(tokensOf(back.url), tokensOf(source.url));
+    assert.equal(webhooksOf(back.url), webhooksOf(source.url));
   });
 
   it('says NOT verified, exit 1, when the source changes while it runs; run again once writes stop, it verifies', async () => {

@@ -6,7 +6,7 @@ import { StorageUnavailableError } from '../src/storage/errors.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { openStore } from '../src/storage/open.js';
 import { DuplicateTokenNameError } from '../src/storage/errors.js';
-import type { CreateOutcome, PlantToCreate, Store, StoredPlant } from '../src/storage/store.js';
+import type { CreateOutcome, PlantToCreate, Store, StoredPlant, WebhookRecord } from '../src/storage/store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { freePort } from './helpers/process.js';
@@ -282,6 +282,97 @@ for (const database of DATABASES) {
         // An imported token authenticates like any other.
         assert.deepEqual(await store.findToken(hashOf('new')), { name: 'new', hash: hashOf('new') });
         assert.deepEqual(await store.importTokens([]), []);
+      }));
+
+    it('exports webhook subscriptions with secrets, previous secret, id prefix, times and state, in byte order of name', () =>
+      withStore(async (store) => {
+        assert.deepEqual(await store.exportWebhooks(), []);
+        const names = ['b', 'B', '_x', 'a.1', '.dot'];
+        for (const [index, name] of names.entries()) {
+          await store.addWebhook({ name, url: `https://${index}.example/hook`, secret: `whsec_${name}`, idPrefix: `p${index}`, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)) });
+        }
+        assert.equal(await store.rotateWebhookSecret('b', 'whsec_new', 3_600_000), true);
+        assert.equal(await store.setWebhookEnabled('B', false, 'receiver moved'), true);
+        const exported = await store.exportWebhooks();
+        assert.deepEqual(
+          exported.map((subscription) => subscription.name),
+          [...names].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+        );
+        const rotated = exported.find((subscription) => subscription.name === 'b') as WebhookRecord;
+        assert.equal(rotated.secret, 'whsec_new');
+        assert.equal(rotated.previousSecret, 'whsec_b');
+        assert.ok(rotated.previousSecretUntil instanceof Date && rotated.previousSecretUntil.getTime() > Date.now() + 3_500_000);
+        const disabled = exported.find((subscription) => subscription.name === 'B') as WebhookRecord;
+        assert.ok(disabled.disabledAt instanceof Date);
+        assert.equal(disabled.disabledReason, 'receiver moved');
+        assert.deepEqual(exported.find((subscription) => subscription.name === '_x'), {
+          name: '_x',
+          url: 'https://2.example/hook',
+          secret: 'whsec__x',
+          previousSecret: null,
+          previousSecretUntil: null,
+          idPrefix: 'p2',
+          createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, 2, 7)),
+          disabledAt: null,
+          disabledReason: null,
+        });
+      }));
+
+    it('imports webhook subscriptions as another database had them: new ones whole, identical ones kept, differing ones refused', () =>
+      withStore(async (store) => {
+        const createdAt = new Date('2026-01-02T03:04:05.678Z');
+        const record = (name: string, changes: Partial<WebhookRecord> = {}): WebhookRecord => ({
+          name,
+          url: `https://${name}.example/hook`,
+          secret: `whsec_${name}`,
+          previousSecret: null,
+          previousSecretUntil: null,
+          idPrefix: `prefix${name}`,
+          createdAt,
+          disabledAt: null,
+          disabledReason: null,
+          ...changes,
+        });
+        await store.addWebhook({ name: 'kept', url: 'https://kept.example/hook', secret: 'whsec_kept', idPrefix: 'prefixkept', createdAt });
+        await store.addWebhook({ name: 'other', url: 'https://other.example/hook', secret: 'whsec_other', idPrefix: 'prefixother', createdAt });
+        const full = record('full', {
+          previousSecret: 'whsec_before',
+          previousSecretUntil: new Date('2099-01-01T00:00:00.001Z'),
+          disabledAt: new Date('2026-02-03T04:05:06.789Z'),
+          disabledReason: 'failing since',
+        });
+        const outcomes = await store.importWebhooks([
+          full,
+          record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
+          // The id prefix is not compared: a copy gives its own.
+          record('kept', { idPrefix: 'another' }),
+          record('other', { secret: 'whsec_stranger' }),
+          record('other', { url: 'https://elsewhere.example/hook' }),
+          record('other', { disabledAt: createdAt, disabledReason: 'off' }),
+          record('other', { createdAt: new Date(0) }),
+        ]);
+        assert.deepEqual(outcomes, [
+          { status: 'created' },
+          { status: 'created' },
+          { status: 'exists' },
+          { status: 'conflict' },
+          { status: 'conflict' },
+          { status: 'conflict' },
+          { status: 'conflict' },
+        ]);
+        assert.deepEqual(await store.exportWebhooks(), [
+          record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
+          full,
+          record('kept'),
+          record('other'),
+        ]);
+        // An imported subscription signs with both its secrets, under its own id prefix; a disabled one is not active.
+        assert.deepEqual(
+          (await store.activeWebhooks()).filter((subscription) => subscription.name === 'active').map(({ idPrefix, secrets }) => ({ idPrefix, secrets })),
+          [{ idPrefix: 'prefixactive', secrets: ['whsec_active', 'whsec_old'] }],
+        );
+        assert.ok(!(await store.activeWebhooks()).some((subscription) => subscription.name === 'full'));
+        assert.deepEqual(await store.importWebhooks([]), []);
       }));
 
     it('keeps data across close and reopen, and migrating again changes nothing', async () => {

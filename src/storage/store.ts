@@ -94,6 +94,55 @@ export interface TokenTransfer {
   importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]>;
 }
 
+/** A webhook subscription as stored, with everything another database needs to go on signing as it did. */
+export interface WebhookRecord {
+  readonly name: string;
+  readonly url: string;
+  /** The signing secret: recoverable, since it signs. */
+  readonly secret: string;
+  /** The secret before the latest rotation, and when it stops signing; both null when there is none. */
+  readonly previousSecret: string | null;
+  readonly previousSecretUntil: Date | null;
+  readonly idPrefix: string;
+  readonly createdAt: Date;
+  readonly disabledAt: Date | null;
+  readonly disabledReason: string | null;
+}
+
+export type WebhookImportOutcome =
+  | { readonly status: 'created' }
+  /** A subscription of that name was stored already with the same content (the id prefix aside): nothing was changed. */
+  | { readonly status: 'exists' }
+  /** A subscription of that name differs: nothing was changed. */
+  | { readonly status: 'conflict' };
+
+/** Moving webhook subscriptions between databases (`plantstore copy`); their events and deliveries stay behind. */
+export interface WebhookTransfer {
+  /** Every subscription with its secrets and state, in ascending byte order of name. Made by hand, so they are few. */
+  exportWebhooks(): Promise<WebhookRecord[]>;
+  /**
+   * Stores subscriptions as another database had them, all committed durably in one transaction before the promise
+   * resolves; one outcome per subscription, in input order. The id prefix is not compared with a stored one's: the
+   * caller may give a new one, and a subscription stored earlier keeps its own.
+   */
+  importWebhooks(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]>;
+}
+
+/** Whether two subscriptions hold the same content; the id prefix aside, as importWebhooks compares them. */
+export function isSameWebhook(a: WebhookRecord, b: WebhookRecord): boolean {
+  const time = (date: Date | null) => date?.getTime() ?? null;
+  return (
+    a.name === b.name &&
+    a.url === b.url &&
+    a.secret === b.secret &&
+    a.previousSecret === b.previousSecret &&
+    time(a.previousSecretUntil) === time(b.previousSecretUntil) &&
+    time(a.createdAt) === time(b.createdAt) &&
+    time(a.disabledAt) === time(b.disabledAt) &&
+    a.disabledReason === b.disabledReason
+  );
+}
+
 export interface WritableCheck {
   /**
    * Resolves once a one-row heartbeat write has been committed durably, proving the store can take writes now (a
@@ -120,7 +169,7 @@ export interface ConnectionPoolState {
 }
 
 /** One open database: every interface above, what it can do, what it notices by itself, and how to let it go. */
-export interface Store extends PlantStore, TokenStore, TokenTransfer, WritableCheck, WebhookStore {
+export interface Store extends PlantStore, TokenStore, TokenTransfer, WritableCheck, WebhookStore, WebhookTransfer {
   readonly kind: 'sqlite' | 'postgres';
   /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */
   readonly writeConcurrency: number;

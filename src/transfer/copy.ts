@@ -1,6 +1,8 @@
+import { hash } from 'node:crypto';
 import { plantJson } from '../plant-json.js';
 import { isSamePlant } from '../plants/service.js';
-import type { Store, TokenRecord } from '../storage/store.js';
+import { isSameWebhook, type Store, type TokenRecord, type WebhookRecord } from '../storage/store.js';
+import { generateEventIdPrefix } from '../webhooks/signature.js';
 import { SetDigest } from './digest.js';
 import { PlantCursor, plantPages } from './pages.js';
 
@@ -48,6 +50,64 @@ function canonicalToken(token: TokenRecord): string {
   // Identity and creation only: the last use is carried over (and only ever moves forward), so a token used on the
   // source while the copy runs does not count as a difference.
   return JSON.stringify([token.name, token.hash.toString('hex'), token.createdAt.getTime()]);
+}
+
+function canonicalWebhook(subscription: WebhookRecord): string {
+  // The secrets only as hashes, so that no canonical row can carry one anywhere. The id prefix is left out: each
+  // database gives its own (see webhooksSection).
+  const secretHash = (secret: string | null) => (secret === null ? null : hash('sha256', secret, 'hex'));
+  const time = (date: Date | null) => date?.getTime() ?? null;
+  return JSON.stringify([
+    subscription.name,
+    subscription.url,
+    secretHash(subscription.secret),
+    secretHash(subscription.previousSecret),
+    time(subscription.previousSecretUntil),
+    time(subscription.createdAt),
+    time(subscription.disabledAt),
+    subscription.disabledReason,
+  ]);
+}
+
+/**
+ * Subscriptions with their secrets, so receivers go on verifying signatures, and their state; their events and
+ * deliveries stay behind. Each copy gets a new id prefix: the target numbers its events from its own sequence, so with
+ * the source's prefix a new event could carry a webhook-id the receiver already had from the source and be dropped
+ * by the receiver as a repeat.
+ */
+function webhooksSection(source: Store, target: Store): Section {
+  return {
+    name: 'webhook subscriptions',
+    async checkTarget() {
+      const ours = new Map((await source.exportWebhooks()).map((subscription) => [subscription.name, subscription]));
+      for (const there of await target.exportWebhooks()) {
+        const here = ours.get(there.name);
+        if (!here) throw new TargetHoldsOtherDataError(`webhook subscription "${there.name}", which the source does not hold`);
+        if (!isSameWebhook(here, there)) throw new TargetHoldsOtherDataError(`webhook subscription "${there.name}", which differs from the source's`);
+      }
+    },
+    async copy(onRows) {
+      // Subscriptions are made by hand, so they are few: one call, one transaction.
+      const subscriptions = (await source.exportWebhooks()).map((subscription) => ({ ...subscription, idPrefix: generateEventIdPrefix() }));
+      const outcomes = await target.importWebhooks(subscriptions);
+      let created = 0;
+      outcomes.forEach((outcome, index) => {
+        if (outcome.status === 'created') created += 1;
+        else if (outcome.status === 'conflict') {
+          throw new TargetHoldsOtherDataError(
+            `webhook subscription "${(subscriptions[index] as WebhookRecord).name}", which was written there while the copy ran`,
+          );
+        }
+      });
+      onRows(created);
+      return created;
+    },
+    async digest(store) {
+      const digest = new SetDigest();
+      for (const subscription of await store.exportWebhooks()) digest.add(canonicalWebhook(subscription));
+      return digest;
+    },
+  };
 }
 
 function plantsSection(source: Store, target: Store, batchSize: number): Section {
@@ -130,9 +190,9 @@ function tokensSection(source: Store, target: Store): Section {
 }
 
 /**
- * Copies everything from `source` into `target` (already migrated to the current schema by opening it): plants and
- * tokens (hashes and times, so clients keep working). Webhook subscriptions, when they exist, become one more section
- * in the list below, with the same three steps.
+ * Copies everything from `source` into `target` (already migrated to the current schema by opening it): plants,
+ * tokens (hashes and times, so clients keep working) and webhook subscriptions (secrets and state, so receivers keep
+ * verifying; not their events or deliveries).
  *
  * First every section checks the target, and if it holds anything the source does not hold identically, nothing is
  * written (TargetHoldsOtherDataError). Then each section copies what the target lacks: rows already there identically
@@ -141,7 +201,9 @@ function tokensSection(source: Store, target: Store): Section {
  * run it again once writes have stopped).
  */
 export async function copyDatabase(source: Store, target: Store, options: CopyOptions): Promise<CopyReport> {
-  const sections: Section[] = [tokensSection(source, target), plantsSection(source, target, options.batchSize)];
+  // Subscriptions last: the target writes an event for every plant it creates while one is active, and the copied
+  // plants are not new to receivers.
+  const sections: Section[] = [tokensSection(source, target), plantsSection(source, target, options.batchSize), webhooksSection(source, target)];
   for (const section of sections) await section.checkTarget();
   const created = new Map<string, number>();
   for (const section of sections) {

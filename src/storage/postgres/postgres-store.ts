@@ -22,6 +22,8 @@ import type {
   WebhookAttemptResult,
   WebhookClaim,
   WebhookDelivery,
+  WebhookImportOutcome,
+  WebhookRecord,
   WebhookSubscriptionInfo,
 } from '../store.js';
 import { migrate } from './migrations.js';
@@ -447,6 +449,14 @@ export class PostgresStore implements Store {
       }
       return outcomes;
     });
+  }
+
+  exportWebhooks(): Promise<WebhookRecord[]> {
+    return this.#webhooks.exportAll();
+  }
+
+  importWebhooks(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
+    return this.#webhooks.importAll(subscriptions);
   }
 
   addWebhook(subscription: NewWebhookSubscription): Promise<void> {

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { DuplicateWebhookNameError } from '../errors.js';
 import {
+  isSameWebhook,
   webhookEventId,
   webhookEventRowId,
   type ActiveWebhookSubscription,
@@ -10,8 +11,38 @@ import {
   type WebhookAttemptResult,
   type WebhookClaim,
   type WebhookDelivery,
+  type WebhookImportOutcome,
+  type WebhookRecord,
   type WebhookSubscriptionInfo,
 } from '../store.js';
+
+interface WebhookRecordRow {
+  name: string;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: Date | null;
+  id_prefix: string;
+  created_at: Date;
+  disabled_at: Date | null;
+  disabled_reason: string | null;
+}
+
+const WEBHOOK_RECORD_COLUMNS = 'name, url, secret, previous_secret, previous_secret_until, id_prefix, created_at, disabled_at, disabled_reason';
+
+function toWebhookRecord(row: WebhookRecordRow): WebhookRecord {
+  return {
+    name: row.name,
+    url: row.url,
+    secret: row.secret,
+    previousSecret: row.previous_secret,
+    previousSecretUntil: row.previous_secret_until,
+    idPrefix: row.id_prefix,
+    createdAt: row.created_at,
+    disabledAt: row.disabled_at,
+    disabledReason: row.disabled_reason,
+  };
+}
 
 type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
 type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>;
@@ -130,6 +161,43 @@ export class PostgresWebhooks {
       retried: Number(row.retried_total),
       failed: Number(row.failed_total),
     }));
+  }
+
+  /** By name in byte order (COLLATE "C"), the order SQLite gives: the database's collation may differ. */
+  async exportAll(): Promise<WebhookRecord[]> {
+    const result = await this.#query<WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name COLLATE "C"`);
+    return result.rows.map(toWebhookRecord);
+  }
+
+  async importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
+    if (subscriptions.length === 0) return [];
+    return this.#transaction(async (query) => {
+      const outcomes: WebhookImportOutcome[] = [];
+      for (const record of subscriptions) {
+        const inserted = await query(
+          `INSERT INTO webhook_subscriptions (${WEBHOOK_RECORD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (name) DO NOTHING`,
+          [
+            record.name,
+            record.url,
+            record.secret,
+            record.previousSecret,
+            record.previousSecretUntil,
+            record.idPrefix,
+            record.createdAt,
+            record.disabledAt,
+            record.disabledReason,
+          ],
+        );
+        if (inserted.rowCount === 1) {
+          outcomes.push({ status: 'created' });
+          continue;
+        }
+        const stored = (await query<WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = $1`, [record.name]))
+          .rows[0] as WebhookRecordRow;
+        outcomes.push(isSameWebhook(toWebhookRecord(stored), record) ? { status: 'exists' } : { status: 'conflict' });
+      }
+      return outcomes;
+    });
   }
 
   remove(name: string): Promise<boolean> {

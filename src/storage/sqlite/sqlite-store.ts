@@ -23,6 +23,8 @@ import {
   type WebhookAttemptResult,
   type WebhookClaim,
   type WebhookDelivery,
+  type WebhookImportOutcome,
+  type WebhookRecord,
   type WebhookSubscriptionInfo,
 } from '../store.js';
 import { Incidents } from '../incidents.js';
@@ -30,6 +32,7 @@ import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from '.
 import { BUSY_TIMEOUT_MS, openConnection, unavailableKind } from './connection.js';
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
+import { WEBHOOK_RECORD_COLUMNS, toWebhookRecord, type WebhookRecordRow } from './webhook-writer.js';
 import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
 
 interface TokenRow {
@@ -187,6 +190,7 @@ export class SqliteStore implements Store {
       allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
       // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
       exportTokens: reader.prepare<[], TokenRecordRow>('SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
+      exportWebhooks: reader.prepare<[], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name`),
       ...webhookReads(reader),
     };
   }
@@ -436,6 +440,14 @@ export class SqliteStore implements Store {
 
   importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
     return this.#unlocked(() => this.#writer.importTokens(tokens));
+  }
+
+  exportWebhooks(): Promise<WebhookRecord[]> {
+    return this.#unlocked(() => this.#statements.exportWebhooks.all().map(toWebhookRecord));
+  }
+
+  importWebhooks(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
+    return this.#unlocked(() => this.#writer.webhooks.importAll(subscriptions));
   }
 
   async close(): Promise<void> {

@@ -1,12 +1,44 @@
 import type Database from 'better-sqlite3';
-import type {
-  ClaimedWebhookEvent,
+import {
+  isSameWebhook,
+  type ClaimedWebhookEvent,
   CreateOutcome,
-  NewWebhookSubscription,
-  PlantToCreate,
-  WebhookAttemptResult,
-  WebhookClaim,
+  type NewWebhookSubscription,
+  type PlantToCreate,
+  type WebhookAttemptResult,
+  type WebhookClaim,
+  type WebhookImportOutcome,
+  type WebhookRecord,
 } from '../store.js';
+
+export interface WebhookRecordRow {
+  name: string;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: number | null;
+  id_prefix: string;
+  created_at: number;
+  disabled_at: number | null;
+  disabled_reason: string | null;
+}
+
+export const WEBHOOK_RECORD_COLUMNS = 'name, url, secret, previous_secret, previous_secret_until, id_prefix, created_at, disabled_at, disabled_reason';
+
+export function toWebhookRecord(row: WebhookRecordRow): WebhookRecord {
+  const date = (ms: number | null) => (ms === null ? null : new Date(ms));
+  return {
+    name: row.name,
+    url: row.url,
+    secret: row.secret,
+    previousSecret: row.previous_secret,
+    previousSecretUntil: date(row.previous_secret_until),
+    idPrefix: row.id_prefix,
+    createdAt: new Date(row.created_at),
+    disabledAt: date(row.disabled_at),
+    disabledReason: row.disabled_reason,
+  };
+}
 
 export interface EventRow {
   id: bigint;
@@ -45,6 +77,7 @@ export class SqliteWebhookWriter {
   >;
   readonly #remove: Database.Transaction<(name: string) => boolean>;
   readonly #prune: Database.Transaction<(cutoff: number, now: number, chunk: number) => number>;
+  readonly #import: Database.Transaction<(subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[]>;
 
   constructor(db: Database.Database) {
     this.#statements = {
@@ -128,6 +161,10 @@ export class SqliteWebhookWriter {
            SELECT id FROM webhook_events
            WHERE next_attempt_at IS NOT NULL AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions) LIMIT ?)`,
       ),
+      importSubscription: db.prepare<[string, string, string, string | null, number | null, string, number, number | null, string | null]>(
+        `INSERT INTO webhook_subscriptions (${WEBHOOK_RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+      ),
+      storedSubscription: db.prepare<[string], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = ?`),
       forgetPreviousSecrets: db.prepare<[number]>(
         'UPDATE webhook_subscriptions SET previous_secret = NULL, previous_secret_until = NULL WHERE previous_secret_until <= ?',
       ),
@@ -185,6 +222,25 @@ export class SqliteWebhookWriter {
       s.deleteAttemptsOf.run(id);
       return true;
     });
+    this.#import = db.transaction((subscriptions: readonly WebhookRecord[]) =>
+      subscriptions.map((record): WebhookImportOutcome => {
+        const time = (date: Date | null) => date?.getTime() ?? null;
+        const inserted = s.importSubscription.run(
+          record.name,
+          record.url,
+          record.secret,
+          record.previousSecret,
+          time(record.previousSecretUntil),
+          record.idPrefix,
+          record.createdAt.getTime(),
+          time(record.disabledAt),
+          record.disabledReason,
+        );
+        if (inserted.changes === 1) return { status: 'created' };
+        const stored = s.storedSubscription.get(record.name) as WebhookRecordRow;
+        return isSameWebhook(toWebhookRecord(stored), record) ? { status: 'exists' } : { status: 'conflict' };
+      }),
+    );
     this.#prune = db.transaction((cutoff: number, now: number, chunk: number) => {
       s.pruneAttempts.run(cutoff, chunk);
       const deleted = s.pruneEvents.run(cutoff, chunk).changes + s.pruneOrphans.run(chunk).changes;
@@ -210,6 +266,10 @@ export class SqliteWebhookWriter {
   add(subscription: NewWebhookSubscription): void {
     const { name, url, secret, idPrefix, createdAt } = subscription;
     this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime());
+  }
+
+  importAll(subscriptions: readonly WebhookRecord[]): WebhookImportOutcome[] {
+    return this.#import.immediate(subscriptions);
   }
 
   remove(name: string): boolean {
