@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { CLI, runCli } from './helpers/process.js';
+import { waitFor } from './helpers/wait.js';
 
 const PROBE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'helpers', 'heap-probe.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-cli-memory-'));
@@ -47,3 +48,64 @@ test('export keeps its heap bounded: four times the rows commit about the same h
   assert.ok(large < 48, `export of 80000 rows committed ${large} MiB of heap (20000 rows: ${small} MiB)`);
   assert.ok(large - small < 8, `heap grew from ${small} to ${large} MiB with four times the rows`);
 });
+
+/** The pids whose parent is `pid` (from /proc), with their command lines. */
+function childrenOf(pid: number): Array<{ pid: number; cmdline: string }> {
+  const found: Array<{ pid: number; cmdline: string }> = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The parent pid is the 2nd field after the parenthesised command name, which may itself hold spaces.
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (parent === pid) found.push({ pid: Number(entry), cmdline: fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ') });
+    } catch {
+      // The process ended while it was read.
+    }
+  }
+  return found;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+for (const [index, signal] of (['SIGTERM', 'SIGINT'] as const).entries()) {
+  test(`${signal} to plantstore import reaches the bounded child, and plantstore ends by that signal`, async () => {
+    const file = database(index + 1);
+    // import from a standard input that never ends: a FIFO this test holds open for writing. (A pipe from spawn would
+    // be closed when the launcher exits, and the child would then end by itself at end of input, signal or not.)
+    const fifo = path.join(dir, `stdin-${signal}`);
+    assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+    const stdin = fs.openSync(fifo, fs.constants.O_RDWR);
+    const launcher = spawn(process.execPath, [CLI, 'import'], {
+      env: { ...process.env, DATABASE_URL: `sqlite:${file}`, NODE_OPTIONS: '' },
+      stdio: [stdin, 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    launcher.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      launcher.on('exit', (code, signal) => resolve({ code, signal })),
+    );
+    let child: { pid: number; cmdline: string } | undefined;
+    try {
+      await waitFor('the bounded child Node', () => {
+        child = childrenOf(launcher.pid as number).find((candidate) => candidate.cmdline.includes('commands.js'));
+        return child !== undefined;
+      });
+      assert.match(child?.cmdline ?? '', /--max-old-space-size=128 .*commands\.js import/);
+      launcher.kill(signal);
+      const result = await exited;
+      assert.deepEqual(result, { code: null, signal }, stderr);
+      await waitFor('the child to end', () => !alive(child?.pid as number), { timeoutMs: 5000 });
+    } finally {
+      if (child && alive(child.pid)) process.kill(child.pid, 'SIGKILL');
+      fs.closeSync(stdin);
+    }
+  });
+}
