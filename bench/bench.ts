@@ -20,7 +20,7 @@ import path from 'node:path';
 import { pinning } from './environment.js';
 import { chooseGenerator } from './generator.js';
 import { PROGRAMS, ROOT } from './layout.js';
-import { readOptions, UsageError, workloadTitle } from './options.js';
+import { BENCH_USAGE, readOptions, UsageError, workloadTitle } from './options.js';
 import { runCreates } from './scenarios/creates.js';
 import { runReads } from './scenarios/reads.js';
 import { runWebhook } from './scenarios/webhook.js';
@@ -30,6 +30,10 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 
 async function main(): Promise<void> {
   const options = readOptions(process.argv.slice(2));
+  if (!options) {
+    process.stdout.write(BENCH_USAGE);
+    return;
+  }
   for (const file of PROGRAMS) if (!fs.existsSync(file)) throw new UsageError(`${path.relative(ROOT, file)} is missing: run npm run build`);
   const setup: BenchSetup = { options, pinning: pinning(), generator: chooseGenerator(options.generator), log };
   log(`bench: ${workloadTitle(options)} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
@@ -39,7 +43,7 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   if (error instanceof UsageError) {
-    process.stderr.write(`bench: ${error.message}\n`);
+    process.stderr.write(`bench: ${error.message}\n\n${BENCH_USAGE}`);
     process.exit(2);
   }
   process.stderr.write(`bench: ${(error as Error).stack ?? String(error)}\n`);

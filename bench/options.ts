@@ -1,11 +1,5 @@
 /**
- * The command line:
- *
- *   npm run bench -- [--duration 10] [--warmup 3] [--pairs 3] [--connections 50]
- *                    [--prefill 5000000 --ids sequential|random] [--soak 60] [--store sqlite|postgres]
- *                    [--reads] [--webhook] [--app-only] [--generator auto|wrk|autocannon]
- *                    [--baseline DIR] [--baseline-env NAME=VALUE ...] [--plantstore DIR]
- *                    [--quick] [--cpu-prof] [--out DIR] [--db-dir DIR]
+ * The command line (BENCH_USAGE below); BENCHMARKS.md says what each scenario measures.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -44,37 +38,59 @@ export interface BenchOptions {
   readonly dbDir: string;
 }
 
+export const BENCH_USAGE = `Usage: npm run bench -- [options]
+
+  --duration S --warmup S --pairs N --connections N     measured seconds, warm-up seconds, pairs, connections
+  --prefill N --ids sequential|random                   plants stored before the load, and the ids it sends
+  --soak S                                              one long run (memory drift)
+  --store sqlite|postgres                               the storage (PostgreSQL: the embedded test server)
+  --reads | --webhook | --app-only                      page reads; one webhook subscription; also plantstore's HTTP layer alone
+  --generator auto|wrk|autocannon                       the load generator
+  --baseline DIR --baseline-env NAME=VALUE ...          an A/B in one run: another built checkout and/or settings
+  --plantstore DIR                                      measure another built checkout's plantstore
+  --quick --cpu-prof --out DIR --db-dir DIR --help
+`;
+
 /** A command line the bench cannot run: the entry point prints the message and exits 2. */
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
-export function readOptions(argv: string[]): BenchOptions {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      duration: { type: 'string' },
-      warmup: { type: 'string' },
-      pairs: { type: 'string' },
-      connections: { type: 'string' },
-      prefill: { type: 'string' },
-      ids: { type: 'string' },
-      soak: { type: 'string' },
-      store: { type: 'string' },
-      quick: { type: 'boolean' },
-      reads: { type: 'boolean' },
-      webhook: { type: 'boolean' },
-      'app-only': { type: 'boolean' },
-      generator: { type: 'string' },
-      baseline: { type: 'string' },
-      'baseline-env': { type: 'string', multiple: true },
-      plantstore: { type: 'string' },
-      'cpu-prof': { type: 'boolean' },
-      out: { type: 'string' },
-      'db-dir': { type: 'string' },
-    },
-  });
+/** The options, or null when --help asked for the usage text. */
+export function readOptions(argv: string[]): BenchOptions | null {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        duration: { type: 'string' },
+        warmup: { type: 'string' },
+        pairs: { type: 'string' },
+        connections: { type: 'string' },
+        prefill: { type: 'string' },
+        ids: { type: 'string' },
+        soak: { type: 'string' },
+        store: { type: 'string' },
+        quick: { type: 'boolean' },
+        reads: { type: 'boolean' },
+        webhook: { type: 'boolean' },
+        'app-only': { type: 'boolean' },
+        generator: { type: 'string' },
+        baseline: { type: 'string' },
+        'baseline-env': { type: 'string', multiple: true },
+        plantstore: { type: 'string' },
+        'cpu-prof': { type: 'boolean' },
+        out: { type: 'string' },
+        'db-dir': { type: 'string' },
+        help: { type: 'boolean' },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const { values } = parsed;
+  if (values.help) return null;
   const num = (name: string, raw: string | undefined, fallback: number, min: number): number => {
     if (raw === undefined) return fallback;
     const value = Number(raw);

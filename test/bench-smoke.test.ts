@@ -24,21 +24,24 @@ interface BenchJson {
   runs: Array<{ server: string; load: { ok: number; non2xx: number; errors: number; timeouts: number; responses: number } }>;
 }
 
+/** Runs the bench program as `npm run bench -- ARGS` would; resolves with its stdout once it exited 0. */
+async function runBench(args: string[]): Promise<string> {
+  const child = spawn(process.execPath, [path.join(ROOT, 'dist/bench/bench.js'), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  assert.equal(code, 0, `bench exited with ${code}\n${stderr}`);
+  return stdout;
+}
+
 test('npm run bench -- --quick (with an app-only server and an A/B baseline) completes, prints the table and its chart, and plantstore answered every request 2xx', { timeout: 180_000 }, async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-smoke-'));
   try {
     // The baseline is this checkout with a setting changed: the A/B path of the bench, end to end.
     const args = ['--quick', '--app-only', '--baseline-env', 'LOG_LEVEL=warn', '--out', out];
-    const child = spawn(process.execPath, [path.join(ROOT, 'dist/bench/bench.js'), ...args], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    assert.equal(code, 0, `bench exited with ${code}\n${stderr}`);
+    const stdout = await runBench(args);
 
     assert.match(stdout, /\| pair \| server \| req\/s \| p50 ms \| p99 ms \| max ms \|/);
     assert.match(stdout, /\| 1 \| ceiling \|/);
@@ -79,13 +82,7 @@ test('npm run bench -- --quick (with an app-only server and an A/B baseline) com
 test('npm run bench -- --webhook --quick completes, and every event of an acknowledged create reached the local receiver', { timeout: 240_000 }, async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-smoke-'));
   try {
-    const child = spawn(process.execPath, [path.join(ROOT, 'dist/bench/bench.js'), '--webhook', '--quick', '--out', out], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    assert.equal(code, 0, `bench exited with ${code}\n${stderr}`);
+    const stdout = await runBench(['--webhook', '--quick', '--out', out]);
     assert.match(stdout, /\| 1 \| no subscription \|/);
     assert.match(stdout, /\| 1 \| webhook \|/);
     const jsonPath = /^results: (.+\.json)$/m.exec(stdout)?.[1];

@@ -1,0 +1,33 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { readOptions, UsageError } from '../../bench/options.js';
+
+test('bench --help asks for the usage text (null), whatever else is on the line', () => {
+  assert.equal(readOptions(['--help']), null);
+  assert.equal(readOptions(['--pairs', '5', '--help']), null);
+});
+
+test('bench command lines it cannot run are usage errors naming the problem (exit 2), not crashes', () => {
+  const cases: Array<[string[], RegExp]> = [
+    [['--no-such-option'], /Unknown option '--no-such-option'/],
+    [['--pairs'], /--pairs/],
+    [['--pairs', 'many'], /--pairs must be a number >= 1, got "many"/],
+    [['--ids', 'shuffled'], /--ids must be sequential or random/],
+    [['--store', 'mysql'], /--store must be sqlite or postgres/],
+    [['--reads', '--soak', '10'], /--reads and --soak do not combine/],
+    [['--baseline-env', 'lowercase=1'], /--baseline-env takes NAME=VALUE/],
+    [['--webhook', '--app-only'], /--webhook does not combine/],
+  ];
+  for (const [argv, message] of cases) {
+    assert.throws(() => readOptions(argv), (error: unknown) => error instanceof UsageError && message.test(error.message), argv.join(' '));
+  }
+});
+
+test('bench defaults: 3 pairs of 10 s after 3 s, 50 connections, SQLite, no baseline', () => {
+  const options = readOptions([]);
+  assert.ok(options);
+  assert.deepEqual(
+    { pairs: options.pairs, duration: options.duration, warmup: options.warmup, connections: options.connections, store: options.store, baseline: options.baseline },
+    { pairs: 3, duration: 10, warmup: 3, connections: 50, store: 'sqlite', baseline: null },
+  );
+});
