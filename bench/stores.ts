@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { syncPath } from '../src/atomic-file.js';
 import type { IdMode } from './ids.js';
 import { cachedSqlitePrefill, prefillPostgres } from './prefill.js';
 import { plantstoreEnv } from './servers.js';
@@ -43,9 +44,7 @@ async function sqliteStore(spec: StoreSpec): Promise<StoreHandle> {
     fs.copyFileSync(cached, file);
     // Write the copy back now: otherwise the kernel flushes hundreds of MB of dirty pages during the first
     // measured run, on the server's core and the disk its fsyncs wait for.
-    const fd = fs.openSync(file, 'r+');
-    fs.fsyncSync(fd);
-    fs.closeSync(fd);
+    syncPath(file);
   }
   const readOnly = <T>(use: (db: Database.Database) => T): T => {
     const db = new Database(file, { readonly: true });

@@ -27,18 +27,12 @@ export function createPrivateFile(file: string): void {
   }
 }
 
-export function syncFile(file: string): void {
-  const fd = fs.openSync(file, 'r');
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-/** Makes a rename or creation in `dir` durable. */
-export function syncDirectory(dir: string): void {
-  const fd = fs.openSync(dir, 'r');
+/**
+ * fsync of a path: a file's contents, or a directory's entries (which makes a rename or creation in it durable).
+ * Both are opened read-only; Linux syncs whatever the descriptor's mode.
+ */
+export function syncPath(target: string): void {
+  const fd = fs.openSync(target, 'r');
   try {
     fs.fsyncSync(fd);
   } finally {
@@ -48,9 +42,9 @@ export function syncDirectory(dir: string): void {
 
 /** Makes `partial` durable, renames it to `target` (replacing any file there in one step), and makes the rename durable. */
 export function publishFile(partial: string, target: string): void {
-  syncFile(partial);
+  syncPath(partial);
   fs.renameSync(partial, target);
-  syncDirectory(path.dirname(target));
+  syncPath(path.dirname(target));
 }
 
 /** Removes what a failed run left; a file already gone is fine. */
@@ -95,7 +89,7 @@ export class AtomicFileWriter {
     await this.#handle.sync();
     await this.#handle.close();
     fs.renameSync(this.#partial, this.#target);
-    syncDirectory(path.dirname(this.#target));
+    syncPath(path.dirname(this.#target));
   }
 
   /** Closes and removes the partial file; the target is left as it was. */

@@ -72,6 +72,40 @@ const STORE_RETRY_MS = 1000;
 /** Retry-After is honoured up to this, so a subscriber cannot park an event for ever. */
 const RETRY_AFTER_MAX_MS = 24 * 3_600_000;
 
+/**
+ * One unreferenced timer that runs `fire` once, at the soonest of the times asked for since it last fired: asking for
+ * a later time than the one set changes nothing, an earlier one moves it.
+ */
+class SoonestTimer {
+  readonly #fire: () => void;
+  #timer: NodeJS.Timeout | undefined;
+  #at = Infinity;
+
+  constructor(fire: () => void) {
+    this.#fire = fire;
+  }
+
+  /** Fires in `delayMs` at the latest. */
+  atMost(delayMs: number): void {
+    const at = performance.now() + delayMs;
+    if (this.#timer !== undefined && this.#at <= at) return;
+    this.cancel();
+    this.#at = at;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#at = Infinity;
+      this.#fire();
+    }, delayMs);
+    this.#timer.unref();
+  }
+
+  cancel(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#at = Infinity;
+  }
+}
+
 interface SubscriptionState {
   subscription: ActiveWebhookSubscription;
   inFlight: number;
@@ -106,14 +140,12 @@ export class WebhookDispatcher implements WebhookStats {
   #mayBeDue = true;
   #ticking = false;
   #tickAgain = false;
-  #tickTimer: NodeJS.Timeout | undefined;
-  #tickAt = Infinity;
+  readonly #tickTimer = new SoonestTimer(() => void this.#tick());
   #lastRoundTripAt = -Infinity;
   #pollTimer: NodeJS.Timeout | undefined;
   #countedAt = -Infinity;
   /** Wakes the dispatcher when the soonest retry it scheduled is due, rather than at the next poll. */
-  #retryTimer: NodeJS.Timeout | undefined;
-  #retryAt = Infinity;
+  readonly #retryTimer = new SoonestTimer(() => this.wake());
   #pruneTimer: NodeJS.Timeout | undefined;
   #stopped = false;
   #stats = { waiting: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 };
@@ -169,7 +201,9 @@ export class WebhookDispatcher implements WebhookStats {
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    for (const timer of [this.#tickTimer, this.#pollTimer, this.#pruneTimer, this.#retryTimer]) clearTimeout(timer);
+    for (const timer of [this.#pollTimer, this.#pruneTimer]) clearTimeout(timer);
+    this.#tickTimer.cancel();
+    this.#retryTimer.cancel();
     const release = (event: ClaimedWebhookEvent) => this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
     for (const state of this.#subscriptions.values()) state.queue.splice(0).forEach(release);
     if (this.#attempts.size > 0) {
@@ -240,16 +274,7 @@ export class WebhookDispatcher implements WebhookStats {
 
   #scheduleTick(delayMs: number): void {
     if (this.#stopped) return;
-    const at = performance.now() + delayMs;
-    if (this.#tickTimer !== undefined && this.#tickAt <= at) return;
-    clearTimeout(this.#tickTimer);
-    this.#tickAt = at;
-    this.#tickTimer = setTimeout(() => {
-      this.#tickTimer = undefined;
-      this.#tickAt = Infinity;
-      void this.#tick();
-    }, delayMs);
-    this.#tickTimer.unref();
+    this.#tickTimer.atMost(delayMs);
   }
 
   /** What to claim: for each subscription, room up to PREFETCH times its in-flight bound, within the overall bound. */
@@ -320,17 +345,9 @@ export class WebhookDispatcher implements WebhookStats {
   }
 
   #wakeIn(delayMs: number): void {
-    const at = performance.now() + delayMs;
-    if (this.#retryTimer !== undefined && this.#retryAt <= at) return;
-    clearTimeout(this.#retryTimer);
-    this.#retryAt = at;
+    if (this.#stopped) return;
     // A little after, so that the database finds it due by its own clock too.
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined;
-      this.#retryAt = Infinity;
-      this.wake();
-    }, delayMs + 5);
-    this.#retryTimer.unref();
+    this.#retryTimer.atMost(delayMs + 5);
   }
 
   #logDisabled(disabled: ReadonlyArray<{ name: string; reason: string }>): void {
