@@ -131,7 +131,6 @@ export class WebhookDispatcher implements WebhookStats {
   readonly #stopGraceMs: number;
   /** Longer than an event can wait here plus its attempt, so a live instance never loses its claim. */
   readonly #leaseMs: number;
-  readonly #abort = new AbortController();
   #subscriptions = new Map<bigint, SubscriptionState>();
   #results: WebhookAttemptResult[] = [];
   #inFlight = 0;
@@ -213,7 +212,7 @@ export class WebhookDispatcher implements WebhookStats {
       });
       await Promise.race([Promise.all(this.#attempts), grace]);
       clearTimeout(timer);
-      this.#abort.abort();
+      this.#sender.interrupt();
       await Promise.all(this.#attempts);
     }
     while (this.#ticking) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -385,9 +384,9 @@ export class WebhookDispatcher implements WebhookStats {
     const body = plantJson(event.plant);
     const timestampSeconds = Math.floor(attemptedAt.getTime() / 1000);
     const attempt = this.#sender
-      .send({ url: subscription.url, id, timestampSeconds, body, signature: webhookSignature(subscription.secrets, id, timestampSeconds, body) }, this.#abort.signal)
+      .send({ url: subscription.url, id, timestampSeconds, body, signature: webhookSignature(subscription.secrets, id, timestampSeconds, body) })
       .then((answer) => {
-        const interrupted = this.#abort.signal.aborted && answer.status === null;
+        const interrupted = this.#sender.interrupted && answer.status === null;
         const outcome: WebhookAttemptOutcome = interrupted ? { kind: 'released' } : this.#decide(event, answer);
         this.#count(outcome);
         this.#results.push({ event, attemptedAt, status: answer.status, error: answer.error, outcome });

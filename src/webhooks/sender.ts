@@ -24,6 +24,9 @@ export interface AttemptAnswer {
   readonly retryAfterMs?: number;
 }
 
+/** The error of an attempt cut short by interrupt(). */
+export const INTERRUPTED = 'interrupted by shutdown';
+
 export interface SenderOptions {
   readonly timeoutMs: number;
   readonly allowPrivateNetworks: boolean;
@@ -49,6 +52,9 @@ export function retryAfterMs(value: string | string[] | undefined, now: number):
 export class WebhookSender {
   readonly #agent: Agent;
   readonly #timeoutMs: number;
+  /** Each attempt in flight, so interrupt() can cut them short (shutdown). */
+  readonly #inFlight = new Set<AbortController>();
+  #interrupted = false;
 
   constructor(options: SenderOptions) {
     this.#timeoutMs = options.timeoutMs;
@@ -64,9 +70,16 @@ export class WebhookSender {
     });
   }
 
-  /** Never rejects: every failure is an answer with an error. `stop` aborts the attempt (shutdown). */
-  async send(message: WebhookRequest, stop: AbortSignal): Promise<AttemptAnswer> {
-    const signal = AbortSignal.any([stop, AbortSignal.timeout(this.#timeoutMs)]);
+  /**
+   * Never rejects: every failure is an answer with an error. One controller and one timer per attempt, rather than
+   * AbortSignal.any over a shutdown signal and AbortSignal.timeout: that costs several times as much per event
+   * (BENCHMARKS.md, "Webhook"), and an attempt is made for every create.
+   */
+  async send(message: WebhookRequest): Promise<AttemptAnswer> {
+    const controller = new AbortController();
+    if (this.#interrupted) controller.abort();
+    const timer = setTimeout(() => controller.abort(), this.#timeoutMs);
+    this.#inFlight.add(controller);
     try {
       const response = await request(message.url, {
         dispatcher: this.#agent,
@@ -79,7 +92,7 @@ export class WebhookSender {
           'webhook-signature': message.signature,
         },
         body: message.body,
-        signal,
+        signal: controller.signal,
       });
       // Read a little (so a short answer leaves the connection reusable), then let go: a huge or endless answer is cut off.
       await response.body.dump({ limit: ANSWER_BODY_LIMIT_BYTES }).catch(() => undefined);
@@ -87,10 +100,24 @@ export class WebhookSender {
       const after = status === 429 || status === 503 ? retryAfterMs(response.headers['retry-after'], Date.now()) : undefined;
       return after === undefined ? { status, error: null } : { status, error: null, retryAfterMs: after };
     } catch (error) {
-      if (stop.aborted) return { status: null, error: 'interrupted by shutdown' };
-      if (signal.aborted) return { status: null, error: `timed out after ${this.#timeoutMs} ms` };
+      if (this.#interrupted) return { status: null, error: INTERRUPTED };
+      if (controller.signal.aborted) return { status: null, error: `timed out after ${this.#timeoutMs} ms` };
       return { status: null, error: describe(error) };
+    } finally {
+      clearTimeout(timer);
+      this.#inFlight.delete(controller);
     }
+  }
+
+  /** Cuts every attempt in flight short (each answers INTERRUPTED) and refuses later ones the same way. */
+  interrupt(): void {
+    this.#interrupted = true;
+    for (const controller of this.#inFlight) controller.abort();
+  }
+
+  /** Whether interrupt() was called: an attempt without an answer after it was cut short, not failed. */
+  get interrupted(): boolean {
+    return this.#interrupted;
   }
 
   close(): Promise<void> {
