@@ -65,7 +65,9 @@ export function toClaimedEvent(row: EventRow): ClaimedWebhookEvent {
 /**
  * The webhook writes of the SQLite store, on its one write connection (SqliteWriter's). `recordEvents` runs inside
  * the transaction that stores a batch of plants, so the outbox shares that batch's commit and fsync; the others are
- * durable commits of their own, each taking the write lock at once or throwing SQLITE_BUSY having changed nothing.
+ * durable commits of their own, each taking the write lock at once or throwing SQLITE_BUSY having changed nothing,
+ * except `settleAndClaim`: the dispatcher's own bookkeeping commits without an fsync of its own (docs/design.md,
+ * "The dispatcher's records").
  */
 export class SqliteWebhookWriter {
   readonly #statements;
@@ -75,11 +77,15 @@ export class SqliteWebhookWriter {
       disabled: Array<{ name: string; reason: string }>;
     }
   >;
+  readonly #syncNormal: Database.Statement;
+  readonly #syncFull: Database.Statement;
   readonly #remove: Database.Transaction<(name: string) => boolean>;
   readonly #prune: Database.Transaction<(cutoff: number, now: number, chunk: number) => number>;
   readonly #import: Database.Transaction<(subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[]>;
 
   constructor(db: Database.Database) {
+    this.#syncNormal = db.prepare('PRAGMA synchronous = NORMAL');
+    this.#syncFull = db.prepare('PRAGMA synchronous = FULL');
     this.#statements = {
       anyActive: db.prepare<[], number>('SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)').pluck(),
       insertEvents: db.prepare<[bigint, string, string | null, number, number]>(
@@ -130,8 +136,8 @@ export class SqliteWebhookWriter {
         'UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, failed_at = ? WHERE id = ?',
       ),
       release: db.prepare<[bigint]>('UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
-      subscriptionDelivered: db.prepare<[number, bigint]>(
-        `UPDATE webhook_subscriptions SET last_success_at = max(coalesce(last_success_at, 0), ?), delivered_total = delivered_total + 1
+      subscriptionDelivered: db.prepare<[number, number, bigint]>(
+        `UPDATE webhook_subscriptions SET last_success_at = max(coalesce(last_success_at, 0), ?), delivered_total = delivered_total + ?
          WHERE id = ?`,
       ),
       subscriptionFailed: db.prepare<[number, string | null, number, number, bigint]>(
@@ -176,6 +182,8 @@ export class SqliteWebhookWriter {
       const disable = (row: { name: string; disabled_reason: string } | undefined) => {
         if (row) disabled.push({ name: row.name, reason: row.disabled_reason });
       };
+      // A subscription's success figures are written once per batch, not once per event: most results are deliveries.
+      const deliveredBySubscription = new Map<bigint, { lastAt: number; count: number }>();
       for (const { event, attemptedAt, status, error, outcome } of results) {
         const at = attemptedAt.getTime();
         if (outcome.kind === 'released') {
@@ -184,10 +192,16 @@ export class SqliteWebhookWriter {
         }
         s.insertAttempt.run(event.id, event.subscriptionId, event.attempts + 1, at, status, error);
         switch (outcome.kind) {
-          case 'delivered':
+          case 'delivered': {
             s.delivered.run(at, event.id);
-            s.subscriptionDelivered.run(at, event.subscriptionId);
+            const delivered = deliveredBySubscription.get(event.subscriptionId);
+            if (delivered === undefined) deliveredBySubscription.set(event.subscriptionId, { lastAt: at, count: 1 });
+            else {
+              delivered.lastAt = Math.max(delivered.lastAt, at);
+              delivered.count += 1;
+            }
             break;
+          }
           case 'retry':
             s.retry.run(at + outcome.retryInMs, event.id);
             s.subscriptionFailed.run(at, error, 1, 0, event.subscriptionId);
@@ -198,6 +212,7 @@ export class SqliteWebhookWriter {
             break;
         }
       }
+      for (const [subscriptionId, { lastAt, count }] of deliveredBySubscription) s.subscriptionDelivered.run(lastAt, count, subscriptionId);
       // After every success of this batch is recorded: a subscription is disabled for a spent schedule only if none
       // of its deliveries succeeded since the event was created.
       for (const { event, attemptedAt, outcome } of results) {
@@ -295,7 +310,15 @@ export class SqliteWebhookWriter {
     claims: readonly WebhookClaim[],
     leaseMs: number,
   ): { claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> } {
-    return this.#settleAndClaim.immediate(results, claims, leaseMs);
+    // Written to the WAL now (a SIGKILL keeps it), synced by the next durable commit or checkpoint: a power loss may
+    // forget a settlement, and then the event is sent again with its webhook-id, which at-least-once allows. An fsync
+    // here would stop the loop for every round of deliveries, creates included.
+    this.#syncNormal.run();
+    try {
+      return this.#settleAndClaim.immediate(results, claims, leaseMs);
+    } finally {
+      this.#syncFull.run();
+    }
   }
 
   releaseLeases(): void {

@@ -1,0 +1,74 @@
+/**
+ * The SQLite dispatcher's bookkeeping on the write connection: settlements commit with synchronous=NORMAL
+ * (docs/design.md, "The dispatcher's records"), and the connection is back at FULL afterwards, also when the commit
+ * fails, so that the next batch of creates is durable as before; a round's deliveries add up per subscription.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type Database from 'better-sqlite3';
+import { openConnection } from '../src/storage/sqlite/connection.js';
+import { migrate } from '../src/storage/sqlite/migrations.js';
+import { SqliteWriter } from '../src/storage/sqlite/writer.js';
+import type { ClaimedWebhookEvent, WebhookAttemptResult } from '../src/storage/store.js';
+
+/** synchronous: 2 is FULL, 1 NORMAL. */
+const FULL = 2;
+
+describe('SQLite webhook settlements', () => {
+  let dir: string;
+  let db: Database.Database;
+  let writer: SqliteWriter;
+  let subscriptionId: bigint;
+
+  before(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'plantstore-settle-'));
+    db = openConnection(path.join(dir, 'plants.db'), 2);
+    migrate(db);
+    db.pragma('busy_timeout = 0');
+    writer = new SqliteWriter(db);
+    writer.webhooks.add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
+    subscriptionId = db.prepare('SELECT id FROM webhook_subscriptions').safeIntegers(true).pluck().get() as bigint;
+  });
+  after(async () => {
+    db.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  const synchronous = () => db.pragma('synchronous', { simple: true });
+  const delivered = (events: readonly ClaimedWebhookEvent[], at: number): WebhookAttemptResult[] =>
+    events.map((event, index) => ({ event, attemptedAt: new Date(at + index), status: 204, error: null, outcome: { kind: 'delivered' } }));
+
+  it('claim and settle, leaving the connection at synchronous=FULL', () => {
+    assert.equal(synchronous(), FULL);
+    const ids = [9007199254740993n, -9223372036854775808n, 9223372036854775807n];
+    writer.createPlants(ids.map((id) => ({ id, name: 'p', tag: null })));
+    const { claimed } = writer.webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000);
+    assert.deepEqual(claimed.map((event) => event.plant.id).sort(), [...ids].sort());
+    assert.equal(synchronous(), FULL);
+
+    const at = Date.UTC(2026, 10, 23);
+    assert.deepEqual(writer.webhooks.settleAndClaim(delivered(claimed, at), [{ subscriptionId, limit: 10 }], 60_000).claimed, []);
+    assert.equal(synchronous(), FULL);
+    const totals = db.prepare('SELECT delivered_total, last_success_at FROM webhook_subscriptions').get();
+    assert.deepEqual(totals, { delivered_total: 3, last_success_at: at + 2 });
+    assert.equal(db.prepare('SELECT count(*) FROM webhook_attempts').pluck().get(), 3);
+  });
+
+  it('leave it at synchronous=FULL when the commit fails', () => {
+    writer.createPlants([{ id: 5n, name: 'p', tag: null }]);
+    const other = openConnection(path.join(dir, 'plants.db'), 2);
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      assert.throws(() => writer.webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'SQLITE_BUSY' });
+      assert.equal(synchronous(), FULL);
+      other.exec('ROLLBACK');
+    } finally {
+      other.close();
+    }
+    assert.equal(writer.webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000).claimed.length, 1);
+    assert.equal(synchronous(), FULL);
+  });
+});
