@@ -2,11 +2,14 @@
  * `--webhook`: what a subscription costs creates. Each pair runs plantstore with its one subscription disabled (so no
  * event is written: the no-subscription case), then enabled, each after its own warm-up, on the same store; the
  * headline is the median of the per-pair ratios of req/s (webhook / none). The subscriber is a local receiver on
- * 127.0.0.1 in this process, answering 204 at once (WEBHOOK_ALLOW_PRIVATE_NETWORKS=true lets the dispatcher reach it).
+ * 127.0.0.1 in its own process on the load core (bench/receiver.ts), answering 204 at once
+ * (WEBHOOK_ALLOW_PRIVATE_NETWORKS=true lets the dispatcher reach it).
  * Afterwards the outbox is left to drain, and the report says how long that took and whether every event arrived.
  */
 import { once } from 'node:events';
-import { createServer } from 'node:http';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { runCli } from '../../test/helpers/process.js';
 import { Sequence } from '../measure.js';
 import { mb, median, ratio3 } from '../metrics.js';
@@ -33,28 +36,24 @@ const COLUMNS: ReadonlyArray<Column<RunRecord>> = [
 /** How long the outbox may take to drain after the last run before the report says it did not. */
 const DRAIN_LIMIT_MS = 120_000;
 
-/** A receiver that acknowledges at once and counts distinct webhook-ids. */
-async function startReceiver() {
-  const ids = new Set<string>();
-  let requests = 0;
-  const server = createServer((request, response) => {
-    requests += 1;
-    ids.add(String(request.headers['webhook-id']));
-    request.resume();
-    request.on('end', () => {
-      response.writeHead(204);
-      response.end();
-    });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
+/** The receiver (bench/receiver.ts), started on the load core. */
+async function startReceiver(pinPrefix: readonly string[]) {
+  const script = fileURLToPath(new URL('../receiver.js', import.meta.url));
+  const [command, ...args] = [...pinPrefix, process.execPath, script];
+  const child = spawn(command!, args, { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+  const { port } = JSON.parse(line) as { port: number };
   return {
     url: `http://127.0.0.1:${port}/bench-hook`,
-    counts: () => ({ requests, events: ids.size }),
-    close: () => {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
+    counts: async () => {
+      const answer = once(child, 'message') as Promise<[{ requests: number; events: number }]>;
+      child.send('counts');
+      return (await answer)[0];
+    },
+    close: async () => {
+      const exited = once(child, 'exit');
+      child.disconnect();
+      await exited;
     },
   };
 }
@@ -63,7 +62,7 @@ export function runWebhook(setup: BenchSetup): Promise<void> {
   const { options, log } = setup;
   return withSession(setup, async (session) => {
     const { store } = session;
-    const receiver = await startReceiver();
+    const receiver = await startReceiver(setup.pinning.load);
     try {
       const cliEnv = { ...plantstoreEnv(store.databaseUrl), WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
       const serverEnv = { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
@@ -108,7 +107,7 @@ export function runWebhook(setup: BenchSetup): Promise<void> {
             const drainMs = Math.round(performance.now() - started);
             await session.stop(server);
             const ratios = runs.map((run) => run.ratio).filter((r): r is number => r !== undefined);
-            const counts = receiver.counts();
+            const counts = await receiver.counts();
             const summary = {
               medianRatio: ratios.length ? ratio3(median(ratios)) : null,
               noSubscriptionMedianReqPerSec: median(runs.filter((r) => r.variant === 'no subscription').map((r) => r.load.reqPerSec)),
