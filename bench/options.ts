@@ -118,7 +118,9 @@ export function readOptions(argv: string[]): BenchOptions | null {
   const wantsBaseline = values.baseline !== undefined || Object.keys(baselineEnv).length > 0;
   if (wantsBaseline && (reads || store !== 'sqlite')) throw new UsageError('--baseline compares creates on SQLite only');
   const webhook = values.webhook ?? false;
-  if (webhook && (reads || soak > 0 || values['app-only'])) throw new UsageError('--webhook does not combine with --reads, --soak or --app-only');
+  if (webhook && (reads || soak > 0 || values['app-only'] || wantsBaseline)) {
+    throw new UsageError('--webhook does not combine with --reads, --soak, --app-only or --baseline');
+  }
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),

@@ -17,6 +17,7 @@ test('bench command lines it cannot run are usage errors naming the problem (exi
     [['--reads', '--soak', '10'], /--reads and --soak do not combine/],
     [['--baseline-env', 'lowercase=1'], /--baseline-env takes NAME=VALUE/],
     [['--webhook', '--app-only'], /--webhook does not combine/],
+    [['--webhook', '--baseline-env', 'METRICS=off'], /--webhook does not combine with .*--baseline/],
   ];
   for (const [argv, message] of cases) {
     assert.throws(() => readOptions(argv), (error: unknown) => error instanceof UsageError && message.test(error.message), argv.join(' '));
