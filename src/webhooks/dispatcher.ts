@@ -58,13 +58,21 @@ const PRUNE_INTERVAL_MS = 3_600_000;
 /** The first prune comes soon after start, not an interval later. */
 const FIRST_PRUNE_DELAY_MS = 60_000;
 /**
- * Each round trip (settling finished attempts, claiming more) is a write transaction, on SQLite an fsync on the event
- * loop shared with creates, so under load there is at most one this often; the first after a quiet spell runs at
- * once. Throughput is kept by claiming ahead (PREFETCH) and settling many attempts per round trip.
+ * Each round trip (settling finished attempts, claiming more) is a write transaction, on SQLite on the event loop
+ * shared with creates, so under load there is at most one this often; the first after a quiet spell runs at once.
+ * Throughput is kept by claiming ahead and settling many attempts per round trip.
  */
 const MIN_ROUND_TRIP_INTERVAL_MS = 20;
-/** Events claimed per subscription: up to this many times its in-flight bound, queued here until a slot frees. */
+/**
+ * Events held per subscription (in flight and queued) start at this many times its in-flight bound. A fixed amount
+ * would cap a subscription at that many events per round trip (64 per 20 ms: 3,200 a second by default), below what
+ * one subscriber on a fast network takes, so the amount adapts (SubscriptionState.holdTarget) up to MAX_HELD_EVENTS.
+ */
 const PREFETCH = 4;
+/** Events held in memory (in flight and queued), over all subscriptions, at most; more if the in-flight bounds ask. */
+const MAX_HELD_EVENTS = 4096;
+/** An attempt starts only while its claim has at least its time limit and this much left to run. */
+const LEASE_MARGIN_MS = 5000;
 /** Counting waiting events walks the index of waiting events, so it is done this often, not at every poll. */
 const COUNT_INTERVAL_MS = 10_000;
 /** After a store failure, the next try waits this long. */
@@ -106,10 +114,23 @@ class SoonestTimer {
   }
 }
 
+interface QueuedEvent {
+  readonly event: ClaimedWebhookEvent;
+  /** performance.now() when the claim was asked for: no later than the store started the event's lease. */
+  readonly claimedAt: number;
+}
+
 interface SubscriptionState {
   subscription: ActiveWebhookSubscription;
   inFlight: number;
-  queue: ClaimedWebhookEvent[];
+  queue: QueuedEvent[];
+  /**
+   * How many events to hold (in flight and queued): doubled when the queue ran dry between round trips while more
+   * was due (deliveries outpace claims), halved when most of it is still queued at the next one.
+   */
+  holdTarget: number;
+  /** The last claim came back full: more may be due than was claimed. */
+  claimedFull: boolean;
 }
 
 /**
@@ -129,8 +150,13 @@ export class WebhookDispatcher implements WebhookStats {
   readonly #pollIntervalMs: number;
   readonly #pruneIntervalMs: number;
   readonly #stopGraceMs: number;
-  /** Longer than an event can wait here plus its attempt, so a live instance never loses its claim. */
+  /**
+   * How long a claim lasts. An event queued here longer than its lease allows (the attempt's time limit plus a margin
+   * must remain) is released instead of attempted, so a live instance never sends an event another may have claimed.
+   */
   readonly #leaseMs: number;
+  /** An attempt may start this long after its claim at most (see #leaseMs). */
+  readonly #startWithinMs: number;
   #subscriptions = new Map<bigint, SubscriptionState>();
   #results: WebhookAttemptResult[] = [];
   #inFlight = 0;
@@ -157,7 +183,8 @@ export class WebhookDispatcher implements WebhookStats {
     this.#pollIntervalMs = options.pollIntervalMs ?? POLL_INTERVAL_MS;
     this.#pruneIntervalMs = options.pruneIntervalMs ?? PRUNE_INTERVAL_MS;
     this.#stopGraceMs = options.stopGraceMs;
-    this.#leaseMs = (PREFETCH + 1) * options.config.timeoutMs + 5000;
+    this.#leaseMs = (PREFETCH + 1) * options.config.timeoutMs + LEASE_MARGIN_MS;
+    this.#startWithinMs = this.#leaseMs - options.config.timeoutMs - LEASE_MARGIN_MS;
     this.#sender = new WebhookSender({
       timeoutMs: options.config.timeoutMs,
       allowPrivateNetworks: options.config.allowPrivateNetworks,
@@ -203,8 +230,7 @@ export class WebhookDispatcher implements WebhookStats {
     for (const timer of [this.#pollTimer, this.#pruneTimer]) clearTimeout(timer);
     this.#tickTimer.cancel();
     this.#retryTimer.cancel();
-    const release = (event: ClaimedWebhookEvent) => this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
-    for (const state of this.#subscriptions.values()) state.queue.splice(0).forEach(release);
+    for (const state of this.#subscriptions.values()) for (const { event } of state.queue.splice(0)) this.#release(event);
     if (this.#attempts.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<void>((resolve) => {
@@ -233,11 +259,14 @@ export class WebhookDispatcher implements WebhookStats {
       const next = new Map<bigint, SubscriptionState>();
       for (const subscription of active) {
         const state = this.#subscriptions.get(subscription.id);
-        next.set(subscription.id, state ? Object.assign(state, { subscription }) : { subscription, inFlight: 0, queue: [] });
+        next.set(
+          subscription.id,
+          state ? Object.assign(state, { subscription }) : { subscription, inFlight: 0, queue: [], holdTarget: this.#minHold(), claimedFull: false },
+        );
       }
       // A subscription disabled or removed meanwhile: events claimed for it and not yet sent are released.
       for (const [id, state] of this.#subscriptions) {
-        if (!next.has(id)) for (const event of state.queue.splice(0)) this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
+        if (!next.has(id)) for (const { event } of state.queue.splice(0)) this.#release(event);
       }
       this.#subscriptions = next;
       if (next.size === 0) this.#stats.waiting = 0;
@@ -276,12 +305,28 @@ export class WebhookDispatcher implements WebhookStats {
     this.#tickTimer.atMost(delayMs);
   }
 
-  /** What to claim: for each subscription, room up to PREFETCH times its in-flight bound, within the overall bound. */
+  #minHold(): number {
+    return PREFETCH * this.#config.maxInFlightPerSubscription;
+  }
+
+  #maxHeld(): number {
+    return Math.max(MAX_HELD_EVENTS, PREFETCH * this.#config.maxInFlight);
+  }
+
+  /** Before a claim: each subscription's hold target follows how fast its queue went since the last one. */
+  #adaptHoldTargets(): void {
+    for (const state of this.#subscriptions.values()) {
+      if (state.queue.length === 0 && state.claimedFull) state.holdTarget = Math.min(this.#maxHeld(), state.holdTarget * 2);
+      else if (state.queue.length > (state.holdTarget * 3) / 4) state.holdTarget = Math.max(this.#minHold(), Math.floor(state.holdTarget / 2));
+    }
+  }
+
+  /** What to claim: for each subscription, room up to its hold target, within the overall bound. */
   #claims(): WebhookClaim[] {
     const claims: WebhookClaim[] = [];
-    let room = PREFETCH * this.#config.maxInFlight - this.#inFlight - this.#queued();
+    let room = this.#maxHeld() - this.#inFlight - this.#queued();
     for (const state of this.#subscriptions.values()) {
-      const limit = Math.min(room, PREFETCH * this.#config.maxInFlightPerSubscription - state.inFlight - state.queue.length);
+      const limit = Math.min(room, state.holdTarget - state.inFlight - state.queue.length);
       if (limit <= 0) continue;
       claims.push({ subscriptionId: state.subscription.id, limit });
       room -= limit;
@@ -302,16 +347,18 @@ export class WebhookDispatcher implements WebhookStats {
       this.#tickAgain = true;
       return;
     }
-    const claims = this.#mayBeDue ? this.#claims() : [];
-    if (this.#results.length === 0 && claims.length === 0) return;
+    if (this.#results.length === 0 && !(this.#mayBeDue && this.#claims().length > 0)) return;
     const wait = this.#lastRoundTripAt + MIN_ROUND_TRIP_INTERVAL_MS - performance.now();
     if (wait > 0) {
       this.#scheduleTick(wait);
       return;
     }
+    if (this.#mayBeDue) this.#adaptHoldTargets();
+    const claims = this.#mayBeDue ? this.#claims() : [];
     const results = this.#results.splice(0);
     this.#ticking = true;
-    this.#lastRoundTripAt = performance.now();
+    const claimedAt = performance.now();
+    this.#lastRoundTripAt = claimedAt;
     if (claims.length > 0) this.#mayBeDue = false;
     try {
       const { claimed, disabled } = await this.#store.settleAndClaimWebhookEvents(results, claims, this.#leaseMs);
@@ -321,11 +368,16 @@ export class WebhookDispatcher implements WebhookStats {
       for (const event of claimed) {
         claimedBy.set(event.subscriptionId, (claimedBy.get(event.subscriptionId) ?? 0) + 1);
         const state = this.#subscriptions.get(event.subscriptionId);
-        if (state && !this.#stopped) state.queue.push(event);
-        else this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
+        if (state && !this.#stopped) state.queue.push({ event, claimedAt });
+        else this.#release(event);
       }
       // A claim that came back full may have left more due behind it.
-      if (claims.some((claim) => (claimedBy.get(claim.subscriptionId) ?? 0) >= claim.limit)) this.#mayBeDue = true;
+      for (const claim of claims) {
+        const state = this.#subscriptions.get(claim.subscriptionId);
+        const full = (claimedBy.get(claim.subscriptionId) ?? 0) >= claim.limit;
+        if (state) state.claimedFull = full;
+        if (full) this.#mayBeDue = true;
+      }
     } catch (error) {
       // Nothing was recorded or claimed: the results wait for the next round trip, and the claim is tried again.
       this.#results.unshift(...results);
@@ -356,13 +408,20 @@ export class WebhookDispatcher implements WebhookStats {
       for (const [id, state] of this.#subscriptions) {
         if (state.subscription.name !== name) continue;
         this.#subscriptions.delete(id);
-        for (const event of state.queue.splice(0)) this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
+        for (const { event } of state.queue.splice(0)) this.#release(event);
       }
     }
   }
 
-  /** Starts queued events while their subscription and the instance have room. */
+  /** Gives a claimed event back unattempted: the next claim (here or on another instance) finds it due. */
+  #release(event: ClaimedWebhookEvent): void {
+    this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
+  }
+
+  /** Starts queued events while their subscription and the instance have room; releases those queued too long. */
   #pump(): void {
+    const now = performance.now();
+    let released = false;
     for (const state of this.#subscriptions.values()) {
       while (
         state.queue.length > 0 &&
@@ -370,8 +429,17 @@ export class WebhookDispatcher implements WebhookStats {
         this.#inFlight < this.#config.maxInFlight &&
         !this.#stopped
       ) {
-        this.#attempt(state, state.queue.shift() as ClaimedWebhookEvent);
+        const { event, claimedAt } = state.queue.shift() as QueuedEvent;
+        if (now - claimedAt <= this.#startWithinMs) this.#attempt(state, event);
+        else {
+          this.#release(event);
+          released = true;
+        }
       }
+    }
+    if (released) {
+      this.#mayBeDue = true;
+      this.#scheduleTick(0);
     }
   }
 
