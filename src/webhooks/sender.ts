@@ -1,4 +1,5 @@
-import { Agent, request } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import { Agent, type Dispatcher } from 'undici';
 import { guardedConnector, type Resolver } from './address-policy.js';
 
 /** What the subscriber's answer may cost: this much of its body is read (and thrown away), then the connection is dropped. */
@@ -44,16 +45,104 @@ export function retryAfterMs(value: string | string[] | undefined, now: number):
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
+/** Where a subscription URL's requests go, parsed once per URL rather than once per attempt. */
+interface Target {
+  readonly origin: string;
+  readonly path: string;
+}
+
+/** Parsed subscription URLs kept at most: one per subscription in practice; a bound, not a tuning knob. */
+const TARGETS_KEPT = 1024;
+
+/**
+ * One attempt on undici's dispatch API. It ends once: with the answer's status once one came (its body read to the
+ * end, cut off at the limit, failed or cut short: the status is what counts), otherwise with why there was none (a
+ * connection error, the time limit, shutdown). Anything undici reports after that is ignored.
+ */
+class Attempt implements Dispatcher.DispatchHandler {
+  readonly #resolve: (answer: AttemptAnswer) => void;
+  #ended = false;
+  #controller: Dispatcher.DispatchController | undefined;
+  /** Why it ended before the request reached a connection: undici's controller is aborted with it once it does. */
+  #abortWith: Error | undefined;
+  #status: number | null = null;
+  #retryAfter: string | string[] | undefined;
+  #bodyBytes = 0;
+
+  constructor(resolve: (answer: AttemptAnswer) => void) {
+    this.#resolve = resolve;
+  }
+
+  /** Ends the attempt now (time limit, shutdown) and drops its request. */
+  cut(error: string): void {
+    if (this.#status !== null) this.#answered();
+    else this.#end({ status: null, error });
+    const reason = new Error(error);
+    if (this.#controller) this.#controller.abort(reason);
+    else this.#abortWith = reason;
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.#abortWith) controller.abort(this.#abortWith);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    // 1xx answers are interim: the final status follows on the same request.
+    if (statusCode < 200) return;
+    this.#status = statusCode;
+    this.#retryAfter = headers['retry-after'];
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    // Read a little (so a short answer leaves the connection reusable), then let go: a huge or endless answer is cut off.
+    this.#bodyBytes += chunk.length;
+    if (this.#bodyBytes > ANSWER_BODY_LIMIT_BYTES) {
+      this.#answered();
+      controller.abort(new Error('answer body over the limit'));
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#answered();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.fail(error);
+  }
+
+  /** Ends the attempt with an error undici reported, or with the status if one had come. */
+  fail(error: unknown): void {
+    if (this.#status !== null) this.#answered();
+    else this.#end({ status: null, error: describe(error) });
+  }
+
+  #answered(): void {
+    const status = this.#status as number;
+    const after = status === 429 || status === 503 ? retryAfterMs(this.#retryAfter, Date.now()) : undefined;
+    this.#end(after === undefined ? { status, error: null } : { status, error: null, retryAfterMs: after });
+  }
+
+  #end(answer: AttemptAnswer): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#resolve(answer);
+  }
+}
+
 /**
  * Sends webhook attempts with undici: keep-alive connections per subscriber (an Agent pools them per origin), the
- * address check at connect time (guardedConnector), no redirects (undici's request follows none unless told to),
- * one time limit over the whole attempt, and an answer read only up to ANSWER_BODY_LIMIT_BYTES and never trusted.
+ * address check at connect time (guardedConnector), no redirects (a dispatch follows none), one time limit over the
+ * whole attempt, and an answer read only up to ANSWER_BODY_LIMIT_BYTES and never trusted. It uses undici's dispatch
+ * API rather than `request()`, which would make a body stream and a promise chain per answer that is thrown away:
+ * about 3–5 µs of CPU per attempt (BENCHMARKS.md, "Webhook"), and an attempt is made for every create.
  */
 export class WebhookSender {
   readonly #agent: Agent;
   readonly #timeoutMs: number;
   /** Each attempt in flight, so interrupt() can cut them short (shutdown). */
-  readonly #inFlight = new Set<AbortController>();
+  readonly #inFlight = new Set<Attempt>();
+  readonly #targets = new Map<string, Target>();
   #interrupted = false;
 
   constructor(options: SenderOptions) {
@@ -70,49 +159,62 @@ export class WebhookSender {
     });
   }
 
-  /**
-   * Never rejects: every failure is an answer with an error. One controller and one timer per attempt, rather than
-   * AbortSignal.any over a shutdown signal and AbortSignal.timeout: that costs several times as much per event
-   * (BENCHMARKS.md, "Webhook"), and an attempt is made for every create.
-   */
-  async send(message: WebhookRequest): Promise<AttemptAnswer> {
-    const controller = new AbortController();
-    if (this.#interrupted) controller.abort();
-    const timer = setTimeout(() => controller.abort(), this.#timeoutMs);
-    this.#inFlight.add(controller);
+  /** Never rejects: every failure is an answer with an error. One timer per attempt. */
+  send(message: WebhookRequest): Promise<AttemptAnswer> {
+    if (this.#interrupted) return Promise.resolve({ status: null, error: INTERRUPTED });
+    let target: Target;
     try {
-      const response = await request(message.url, {
-        dispatcher: this.#agent,
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': 'plantstore-webhooks/1.0',
-          'webhook-id': message.id,
-          'webhook-timestamp': String(message.timestampSeconds),
-          'webhook-signature': message.signature,
-        },
-        body: message.body,
-        signal: controller.signal,
-      });
-      // Read a little (so a short answer leaves the connection reusable), then let go: a huge or endless answer is cut off.
-      await response.body.dump({ limit: ANSWER_BODY_LIMIT_BYTES }).catch(() => undefined);
-      const status = response.statusCode;
-      const after = status === 429 || status === 503 ? retryAfterMs(response.headers['retry-after'], Date.now()) : undefined;
-      return after === undefined ? { status, error: null } : { status, error: null, retryAfterMs: after };
+      target = this.#target(message.url);
     } catch (error) {
-      if (this.#interrupted) return { status: null, error: INTERRUPTED };
-      if (controller.signal.aborted) return { status: null, error: `timed out after ${this.#timeoutMs} ms` };
-      return { status: null, error: describe(error) };
-    } finally {
-      clearTimeout(timer);
-      this.#inFlight.delete(controller);
+      return Promise.resolve({ status: null, error: describe(error) });
     }
+    return new Promise<AttemptAnswer>((resolve) => {
+      const attempt = new Attempt((answer) => {
+        clearTimeout(timer);
+        this.#inFlight.delete(attempt);
+        resolve(answer);
+      });
+      const timer = setTimeout(() => attempt.cut(`timed out after ${this.#timeoutMs} ms`), this.#timeoutMs);
+      this.#inFlight.add(attempt);
+      try {
+        this.#agent.dispatch(
+          {
+            origin: target.origin,
+            path: target.path,
+            method: 'POST',
+            headers: {
+              'content-type': 'application/json',
+              'user-agent': 'plantstore-webhooks/1.0',
+              'webhook-id': message.id,
+              'webhook-timestamp': String(message.timestampSeconds),
+              'webhook-signature': message.signature,
+            },
+            body: message.body,
+          },
+          attempt,
+        );
+      } catch (error) {
+        // A dispatch refused at once (the agent closed, invalid options) ends the attempt with that error.
+        attempt.fail(error);
+      }
+    });
+  }
+
+  #target(url: string): Target {
+    let target = this.#targets.get(url);
+    if (target === undefined) {
+      const parsed = new URL(url);
+      target = { origin: parsed.origin, path: `${parsed.pathname}${parsed.search}` };
+      if (this.#targets.size >= TARGETS_KEPT) this.#targets.clear();
+      this.#targets.set(url, target);
+    }
+    return target;
   }
 
   /** Cuts every attempt in flight short (each answers INTERRUPTED) and refuses later ones the same way. */
   interrupt(): void {
     this.#interrupted = true;
-    for (const controller of this.#inFlight) controller.abort();
+    for (const attempt of this.#inFlight) attempt.cut(INTERRUPTED);
   }
 
   /** Whether interrupt() was called: an attempt without an answer after it was cut short, not failed. */
