@@ -4,28 +4,27 @@
  * fails, so that the next batch of creates is durable as before; a round's deliveries add up per subscription.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type Database from 'better-sqlite3';
 import { openConnection } from '../src/storage/sqlite/connection.js';
 import { migrate } from '../src/storage/sqlite/migrations.js';
 import { SqliteWriter } from '../src/storage/sqlite/writer.js';
 import type { ClaimedWebhookEvent, WebhookAttemptResult } from '../src/storage/store.js';
+import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { sqliteFile } from './helpers/transfer.js';
 
 /** synchronous: 2 is FULL, 1 NORMAL. */
 const FULL = 2;
 
 describe('SQLite webhook settlements', () => {
-  let dir: string;
+  let database: TestDatabase;
   let db: Database.Database;
   let writer: SqliteWriter;
   let subscriptionId: bigint;
 
   before(async () => {
-    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'plantstore-settle-'));
-    db = openConnection(path.join(dir, 'plants.db'), 2);
+    database = await sqliteDatabase();
+    db = openConnection(sqliteFile(database.url), 2);
     migrate(db);
     db.pragma('busy_timeout = 0');
     writer = new SqliteWriter(db);
@@ -34,7 +33,7 @@ describe('SQLite webhook settlements', () => {
   });
   after(async () => {
     db.close();
-    await fs.rm(dir, { recursive: true, force: true });
+    await database.cleanup();
   });
 
   const synchronous = () => db.pragma('synchronous', { simple: true });
@@ -59,7 +58,7 @@ describe('SQLite webhook settlements', () => {
 
   it('leave it at synchronous=FULL when the commit fails', () => {
     writer.createPlants([{ id: 5n, name: 'p', tag: null }]);
-    const other = openConnection(path.join(dir, 'plants.db'), 2);
+    const other = openConnection(sqliteFile(database.url), 2);
     try {
       other.exec('BEGIN IMMEDIATE');
       assert.throws(() => writer.webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'SQLITE_BUSY' });

@@ -4,16 +4,15 @@
  * trip), and an event queued longer than its lease allows is released, not sent, so no attempt outlives its claim.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import type { WebhookConfig } from '../src/config.js';
 import { SqliteStore } from '../src/storage/sqlite/sqlite-store.js';
 import type { WebhookAttemptResult, WebhookClaim } from '../src/storage/store.js';
 import { WebhookDispatcher } from '../src/webhooks/dispatcher.js';
 import { generateWebhookSecret } from '../src/webhooks/signature.js';
+import { sqliteDatabase } from './helpers/databases.js';
 import { Receiver } from './helpers/receiver.js';
+import { sqliteFile } from './helpers/transfer.js';
 
 const silent = { info() {}, warn() {}, error() {} };
 
@@ -44,11 +43,11 @@ describe('the webhook dispatcher', () => {
   });
 
   async function setUp(backlog: number, config: Partial<WebhookConfig>, respond: Parameters<typeof Receiver.start>[0]) {
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'plantstore-dispatcher-'));
-    const store = SqliteStore.open(path.join(dir, 'plants.db'));
+    const database = await sqliteDatabase();
+    const store = SqliteStore.open(sqliteFile(database.url));
     cleanups.push(async () => {
       await store.close();
-      await fs.rm(dir, { recursive: true, force: true });
+      await database.cleanup();
     });
     const receiver = await Receiver.start(respond);
     cleanups.push(() => receiver.close());

@@ -135,7 +135,8 @@ class Attempt implements Dispatcher.DispatchHandler {
  * address check at connect time (guardedConnector), no redirects (a dispatch follows none), one time limit over the
  * whole attempt, and an answer read only up to ANSWER_BODY_LIMIT_BYTES and never trusted. It uses undici's dispatch
  * API rather than `request()`, which would make a body stream and a promise chain per answer that is thrown away:
- * about 3–5 µs of CPU per attempt (BENCHMARKS.md, "Webhook"), and an attempt is made for every create.
+ * 3–5 µs of CPU per attempt in a microbenchmark, though too little for the whole-server bench to tell apart
+ * (BENCHMARKS.md, "Webhook"); an attempt is made for every create.
  */
 export class WebhookSender {
   readonly #agent: Agent;
