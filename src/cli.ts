@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `plantstore` entry. It loads nothing but Node's own modules before deciding how the command runs, because for
- * the data-movement commands this process stays alive beside the one doing the work.
+ * The `plantstore` entry. It loads nothing but Node's own modules and one constant before deciding how the command
+ * runs, because for the data-movement commands this process stays alive beside the one doing the work.
  *
  * export, import and copy stream rows through a live heap that does not depend on the table's size, yet V8, left
  * uncapped, lets its young and old generations grow with the bytes allocated, so peak RSS rose with the row count
@@ -13,15 +13,9 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { BOUNDED_HEAP_FLAGS } from './cli/heap-limits.js';
 
 const BOUNDED_COMMANDS = new Set(['export', 'import', 'copy']);
-
-/**
- * The young generation's semi-space is what grew most: V8 widens it while allocation runs fast, and a wide one also
- * promotes more short-lived rows into the old generation. The old-generation cap leaves room for the largest input
- * line and batch the limits allow, and still stops the heap from growing with the row count.
- */
-export const BOUNDED_HEAP_FLAGS: readonly string[] = ['--max-old-space-size=128', '--max-semi-space-size=2'];
 
 /** Signals an operator or a supervisor sends to end a command; the child gets each one this process gets. */
 const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];

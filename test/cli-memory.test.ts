@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
+import { BOUNDED_HEAP_FLAGS } from '../src/cli/heap-limits.js';
 import { CLI, runCli } from './helpers/process.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -27,34 +28,56 @@ function database(rows: number): string {
   return file;
 }
 
-/**
- * The largest V8 heap any process of one `plantstore export` committed, in MiB. `nodeOptions` set to heap limits of the
- * operator's own runs the export in-process with them, as V8 would size the heap unbounded.
- */
-function exportHeapMiB(file: string, nodeOptions = ''): number {
-  const result = spawnSync(process.execPath, ['--import', PROBE, CLI, 'export', '--out', path.join(dir, 'out.jsonl')], {
-    env: { ...process.env, DATABASE_URL: `sqlite:${file}`, NODE_OPTIONS: nodeOptions },
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  assert.equal(result.status, 0, result.stderr);
-  const sizes = [...result.stderr.matchAll(/heap-probe heapTotalMiB=([0-9.]+)/g)].map((match) => Number(match[1]));
-  assert.ok(sizes.length > 0, result.stderr);
-  return Math.max(...sizes);
+/** What `test/helpers/heap-probe.ts` reports for one process. */
+interface HeapReport {
+  liveMiB: number;
+  samples: number;
+  execArgv: string[];
 }
 
-test('export keeps its heap bounded: twenty times the rows stay under a fixed heap, well under what V8 takes unbounded', () => {
-  const small = exportHeapMiB(database(20_000));
-  const largeFile = database(400_000);
-  const large = exportHeapMiB(largeFile);
-  const unbounded = exportHeapMiB(largeFile, '--max-old-space-size=4096');
-  // Left to itself V8 widens the young generation and lets the old one fill with garbage as rows stream through; the
-  // CLI's bounded child keeps both near the live heap, whatever the row count. The heap is sampled every 5 ms, so the
-  // bounds leave room for where a sample and a collection happen to fall (Node 24: 30 MiB for 20000 rows, 37–46
-  // for 400000, 64 unbounded).
-  const figures = `20000 rows: ${small} MiB; 400000 rows: ${large} MiB, unbounded ${unbounded} MiB`;
-  assert.ok(small < 56 && large < 56, `the heap passed a bound that does not depend on the row count: ${figures}`);
-  assert.ok(large < unbounded * 0.85, `the bound made no difference: ${figures}`);
+/** Runs `plantstore export` of `file` under the heap probe: one report per Node process the command ran in. */
+function exportReports(file: string, nodeOptions = '', cliFlags: readonly string[] = []): HeapReport[] {
+  const result = spawnSync(
+    process.execPath,
+    ['--expose-gc', '--import', PROBE, ...cliFlags, CLI, 'export', '--out', path.join(dir, 'out.jsonl')],
+    { env: { ...process.env, DATABASE_URL: `sqlite:${file}`, NODE_OPTIONS: nodeOptions }, encoding: 'utf8', timeout: 60_000 },
+  );
+  assert.equal(result.status, 0, result.stderr);
+  return [...result.stderr.matchAll(/^heap-probe (.*)$/gm)].map((match) => JSON.parse(match[1] as string) as HeapReport);
+}
+
+const bounded = (report: HeapReport) => BOUNDED_HEAP_FLAGS.every((flag) => report.execArgv.includes(flag));
+
+/** The report of the bounded child an export runs in, beside its launcher. */
+function exportChild(file: string): HeapReport {
+  const reports = exportReports(file);
+  assert.equal(reports.length, 2, `the launcher and one child: ${JSON.stringify(reports)}`);
+  const child = reports.find(bounded);
+  assert.ok(child, `one process ran with ${BOUNDED_HEAP_FLAGS.join(' ')}: ${JSON.stringify(reports)}`);
+  return child;
+}
+
+test('export keeps alive a heap that does not grow with the row count, in a child with the bounded heap flags', () => {
+  const small = exportChild(database(20_000));
+  const large = exportChild(database(400_000));
+  // 380 000 more rows of about 300 bytes each: keeping even a twentieth of them would add 5 MiB.
+  const figures = `live heap 20000 rows: ${small.liveMiB} MiB, 400000 rows: ${large.liveMiB} MiB (${large.samples} samples)`;
+  assert.ok(large.samples >= 10, `sampled while the rows streamed: ${figures}`);
+  assert.ok(large.liveMiB - small.liveMiB < 4, `the live heap grew with the row count: ${figures}`);
+});
+
+test('heap limits the operator chose are kept: export then runs in the one process, with them', () => {
+  const file = database(10);
+  const choices: ReadonlyArray<{ nodeOptions: string; cliFlags: readonly string[] }> = [
+    { nodeOptions: '--max-old-space-size=4096', cliFlags: [] },
+    { nodeOptions: '', cliFlags: ['--max-semi-space-size=8'] },
+  ];
+  for (const { nodeOptions, cliFlags } of choices) {
+    const reports = exportReports(file, nodeOptions, cliFlags);
+    assert.equal(reports.length, 1, JSON.stringify(reports));
+    assert.equal(reports.some(bounded), false, JSON.stringify(reports));
+    for (const flag of cliFlags) assert.ok(reports[0]?.execArgv.includes(flag), JSON.stringify(reports));
+  }
 });
 
 /** The pids whose parent is `pid` (from /proc), with their command lines. */
