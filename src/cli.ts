@@ -27,11 +27,14 @@ function heapAlreadyChosen(): boolean {
 
 function runBounded(command: string): void {
   const script = fileURLToPath(new URL('./commands.js', import.meta.url));
+  // The handlers go in before the child exists. spawn() returns only once the child has started its program; a signal
+  // that arrived in that time, with no handler yet, would end this process by default and leave the child running on,
+  // orphaned. Node runs a signal's handler from the event loop, so when one runs, the child is there to receive it.
+  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
   const child = spawn(process.execPath, [...process.execArgv, ...BOUNDED_HEAP_FLAGS, script, ...process.argv.slice(2)], {
     stdio: 'inherit',
   });
-  const forward = (signal: NodeJS.Signals) => child.kill(signal);
-  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
   child.on('error', (error) => {
     process.stderr.write(`plantstore: cannot start ${command}: ${error.message}\n`);
     process.exitCode = 1;
