@@ -75,8 +75,7 @@ class Attempt implements Dispatcher.DispatchHandler {
 
   /** Ends the attempt now (time limit, shutdown) and drops its request. */
   cut(error: string): void {
-    if (this.#status !== null) this.#answered();
-    else this.#end({ status: null, error });
+    this.#endWith(error);
     const reason = new Error(error);
     if (this.#controller) this.#controller.abort(reason);
     else this.#abortWith = reason;
@@ -113,8 +112,13 @@ class Attempt implements Dispatcher.DispatchHandler {
 
   /** Ends the attempt with an error undici reported, or with the status if one had come. */
   fail(error: unknown): void {
+    this.#endWith(describe(error));
+  }
+
+  /** Ends with the answer's status if one came, otherwise with `error`. */
+  #endWith(error: string): void {
     if (this.#status !== null) this.#answered();
-    else this.#end({ status: null, error: describe(error) });
+    else this.#end({ status: null, error });
   }
 
   #answered(): void {
