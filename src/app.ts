@@ -94,6 +94,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record. No hook runs
     // for them, so they are given the request id here.
     frameworkErrors: (error, request, reply) => replyWithError(error, request, reply.header(REQUEST_ID_HEADER, request.id)),
+    // request.ip (the remoteAddress of request log lines), .protocol and .host follow X-Forwarded-* only from these.
+    trustProxy: config.trustProxy.length > 0 ? [...config.trustProxy] : false,
   });
 
   app.removeAllContentTypeParsers();
