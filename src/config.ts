@@ -30,9 +30,17 @@ export interface WebhookConfig {
   readonly secretGraceMs: number;
 }
 
+/** A certificate (chain) and its private key, PEM files read at start and again on SIGHUP (src/http/tls.ts). */
+export interface TlsConfig {
+  readonly certFile: string;
+  readonly keyFile: string;
+}
+
 export interface Config {
   readonly host: string;
   readonly port: number;
+  /** HTTPS only on PORT when set; plain HTTP otherwise. */
+  readonly tls: TlsConfig | null;
   /**
    * Proxies whose X-Forwarded-For, -Proto and -Host are believed (Fastify's trustProxy): addresses, CIDRs or
    * `loopback`; empty, the default, believes none.
@@ -83,6 +91,8 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const CONFIG_VARIABLES = [
   'PORT',
   'HOST',
+  'TLS_CERT_FILE',
+  'TLS_KEY_FILE',
   'TRUST_PROXY',
   'DATABASE_URL',
   'PG_POOL_SIZE',
@@ -192,6 +202,17 @@ function webhooks(env: Env): WebhookConfig {
   };
 }
 
+function tls(env: Env, cwd: string): TlsConfig | null {
+  const certFile = read(env, 'TLS_CERT_FILE')?.trim() || undefined;
+  const keyFile = read(env, 'TLS_KEY_FILE')?.trim() || undefined;
+  if (certFile === undefined && keyFile === undefined) return null;
+  if (certFile === undefined || keyFile === undefined) {
+    const [missing, given] = certFile === undefined ? (['TLS_CERT_FILE', 'TLS_KEY_FILE'] as const) : (['TLS_KEY_FILE', 'TLS_CERT_FILE'] as const);
+    throw new ConfigError(missing, `is not set but ${given} is: set both TLS_CERT_FILE and TLS_KEY_FILE to serve HTTPS, or neither`);
+  }
+  return { certFile: path.resolve(cwd, certFile), keyFile: path.resolve(cwd, keyFile) };
+}
+
 /**
  * TRUST_PROXY's entries as Fastify's trustProxy (@fastify/proxy-addr) takes them: `loopback`, an address, or an
  * address/prefix. Checked here so a typo fails at start naming the variable, and only in the forms proxy-addr
@@ -245,6 +266,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const config: Config = {
     host: read(env, 'HOST')?.trim() || '127.0.0.1',
     port: integer(env, 'PORT', 8080, 0, 65535),
+    tls: tls(env, cwd),
     trustProxy: trustProxy(env),
     logLevel,
     database: database(env, cwd),

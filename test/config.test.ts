@@ -89,6 +89,30 @@ describe('configuration', () => {
   ];
   const postgresUrl = 'postgres://u:p@db:5432/plants';
 
+  it('serves plain HTTP unless both TLS files are named, read relative to the working directory', () => {
+    assert.equal(loadConfig({}).tls, null);
+    assert.equal(loadConfig({ TLS_CERT_FILE: ' ', TLS_KEY_FILE: '' }).tls, null);
+    assert.deepEqual(loadConfig({ TLS_CERT_FILE: 'tls/chain.pem', TLS_KEY_FILE: '/etc/plantstore/key.pem' }, '/srv/app').tls, {
+      certFile: '/srv/app/tls/chain.pem',
+      keyFile: '/etc/plantstore/key.pem',
+    });
+  });
+
+  for (const [given, missing] of [
+    ['TLS_CERT_FILE', 'TLS_KEY_FILE'],
+    ['TLS_KEY_FILE', 'TLS_CERT_FILE'],
+  ] as const) {
+    it(`refuses ${given} without ${missing}, naming both`, () => {
+      assert.throws(
+        () => loadConfig({ [given]: 'some.pem' }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.variable === missing &&
+          error.message === `${missing}: is not set but ${given} is: set both TLS_CERT_FILE and TLS_KEY_FILE to serve HTTPS, or neither`,
+      );
+    });
+  }
+
   it('trusts no proxy unless TRUST_PROXY lists some; Fastify takes every list it accepts', () => {
     assert.deepEqual(loadConfig({}).trustProxy, []);
     assert.deepEqual(loadConfig({ TRUST_PROXY: ' ' }).trustProxy, []);
