@@ -17,6 +17,7 @@ import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.j
 import { STRICT_AJV_OPTIONS } from './http/new-plant.js';
 import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
 import { tokenBucketStore } from './http/rate-limit.js';
+import { endFailedHandshakes, withTls, type TlsCredentials } from './http/tls.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
@@ -53,6 +54,8 @@ class DebugRequestLog extends LogController {
 export interface AppOptions {
   /** The clock, in milliseconds, that rate-limit buckets refill by (performance.now); tests pass one they advance by hand. */
   readonly now?: () => number;
+  /** Given, the server speaks HTTPS only, with this certificate chain and key (read by src/http/tls.ts). */
+  readonly tls?: TlsCredentials;
 }
 
 /**
@@ -68,7 +71,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     if (hasUnreadBody(request.raw)) reply.header('connection', 'close');
     return reply.code(status).headers(headers).type('application/json').send(body);
   };
-  const app = Fastify({
+  const app = Fastify(withTls({
     loggerInstance: services.log as FastifyBaseLogger,
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },
@@ -94,7 +97,10 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record. No hook runs
     // for them, so they are given the request id here.
     frameworkErrors: (error, request, reply) => replyWithError(error, request, reply.header(REQUEST_ID_HEADER, request.id)),
-  });
+    // request.ip (the remoteAddress of request log lines), .protocol and .host follow X-Forwarded-* only from these.
+    trustProxy: config.trustProxy.length > 0 ? [...config.trustProxy] : false,
+  }, options.tls));
+  endFailedHandshakes(app);
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {

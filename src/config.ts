@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import path from 'node:path';
 
 export type DatabaseConfig =
@@ -29,9 +30,22 @@ export interface WebhookConfig {
   readonly secretGraceMs: number;
 }
 
+/** A certificate (chain) and its private key, PEM files read at start and again on SIGHUP (src/http/tls.ts). */
+export interface TlsConfig {
+  readonly certFile: string;
+  readonly keyFile: string;
+}
+
 export interface Config {
   readonly host: string;
   readonly port: number;
+  /** HTTPS only on PORT when set; plain HTTP otherwise. */
+  readonly tls: TlsConfig | null;
+  /**
+   * Proxies whose X-Forwarded-For, -Proto and -Host are believed (Fastify's trustProxy): addresses, CIDRs or
+   * `loopback`; empty, the default, believes none.
+   */
+  readonly trustProxy: readonly string[];
   readonly logLevel: string;
   readonly database: DatabaseConfig;
   readonly limits: {
@@ -77,6 +91,9 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const CONFIG_VARIABLES = [
   'PORT',
   'HOST',
+  'TLS_CERT_FILE',
+  'TLS_KEY_FILE',
+  'TRUST_PROXY',
   'DATABASE_URL',
   'PG_POOL_SIZE',
   'LOG_LEVEL',
@@ -185,6 +202,41 @@ function webhooks(env: Env): WebhookConfig {
   };
 }
 
+function tls(env: Env, cwd: string): TlsConfig | null {
+  const certFile = read(env, 'TLS_CERT_FILE')?.trim() || undefined;
+  const keyFile = read(env, 'TLS_KEY_FILE')?.trim() || undefined;
+  if (certFile === undefined && keyFile === undefined) return null;
+  if (certFile === undefined || keyFile === undefined) {
+    const [missing, given] = certFile === undefined ? (['TLS_CERT_FILE', 'TLS_KEY_FILE'] as const) : (['TLS_KEY_FILE', 'TLS_CERT_FILE'] as const);
+    throw new ConfigError(missing, `is not set but ${given} is: set both TLS_CERT_FILE and TLS_KEY_FILE to serve HTTPS, or neither`);
+  }
+  return { certFile: path.resolve(cwd, certFile), keyFile: path.resolve(cwd, keyFile) };
+}
+
+/**
+ * TRUST_PROXY's entries as Fastify's trustProxy (@fastify/proxy-addr) takes them: `loopback`, an address, or an
+ * address/prefix. Checked here so a typo fails at start naming the variable, and only in the forms proxy-addr
+ * reads the same way: a dotted-quad IPv4 or an IPv6 address, a prefix of 1 to 32 or 128 (it refuses /0).
+ */
+function trustProxy(env: Env): string[] {
+  const raw = read(env, 'TRUST_PROXY')?.trim() ?? '';
+  if (raw === '') return [];
+  return raw.split(',').map((entry) => {
+    const text = entry.trim();
+    if (text === 'loopback') return text;
+    const [address = '', prefix, ...rest] = text.split('/');
+    const family = address.includes('%') ? 0 : isIP(address);
+    const bits = family === 6 ? 128 : 32;
+    if (family === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= bits))) {
+      throw new ConfigError(
+        'TRUST_PROXY',
+        `must be a comma-separated list of proxy addresses (10.0.0.7, ::1), CIDR ranges (10.0.0.0/8, fd00::/8, prefix 1 to 32 or 128) or loopback; ${JSON.stringify(text)} is not one`,
+      );
+    }
+    return text;
+  });
+}
+
 function database(env: Env, cwd: string): DatabaseConfig {
   const raw = read(env, 'DATABASE_URL')?.trim() || 'sqlite:./data/plantstore.db';
   if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
@@ -214,6 +266,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
   const config: Config = {
     host: read(env, 'HOST')?.trim() || '127.0.0.1',
     port: integer(env, 'PORT', 8080, 0, 65535),
+    tls: tls(env, cwd),
+    trustProxy: trustProxy(env),
     logLevel,
     database: database(env, cwd),
     limits: {

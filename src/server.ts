@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
+import { certificateReloader, logTransportSecurity, readTlsCredentials } from './http/tls.js';
 import { createLogger } from './log.js';
 import { startServices, type Services } from './services.js';
 import { openStore } from './storage/open.js';
@@ -17,12 +18,14 @@ export interface RunningServer {
 /** Opens storage, starts the services on it, builds the app on them and listens: the order a process comes up in. */
 export async function startServer(config: Config): Promise<RunningServer> {
   const log = createLogger(config);
+  // Before storage is opened: a certificate or key that cannot be used fails the start with nothing to close.
+  const tls = config.tls ? await readTlsCredentials(config.tls) : undefined;
   const store = await openStore(config.database);
   let services: Services | undefined;
   let app: FastifyInstance | undefined;
   try {
     services = await startServices(config, store, log);
-    app = await buildApp(services);
+    app = await buildApp(services, { tls });
     if ((await store.listTokens()).length === 0) {
       process.stderr.write(
         'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
@@ -30,6 +33,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
       );
     }
     const url = await app.listen({ host: config.host, port: config.port });
+    logTransportSecurity(app, tls);
     return { app, url, close: closer(app, services, store) };
   } catch (error) {
     // A server that cannot start must not linger: what was opened (SQLite's checkpointer thread, PostgreSQL's
@@ -62,7 +66,10 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
     })());
 }
 
-/** Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). */
+/**
+ * Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). SIGHUP reloads
+ * the TLS certificate and key.
+ */
 export async function serveUntilSignalled(config: Config): Promise<void> {
   const server = await startServer(config);
   const { log } = server.app;
@@ -86,4 +93,6 @@ export async function serveUntilSignalled(config: Config): Promise<void> {
   };
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
+  const reloadCertificate = certificateReloader(server.app, config.tls);
+  process.on('SIGHUP', () => void reloadCertificate());
 }

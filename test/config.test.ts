@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import Fastify from 'fastify';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.js';
 import { poolConfig } from '../src/storage/postgres/postgres-store.js';
 
@@ -87,6 +88,79 @@ describe('configuration', () => {
     ['WEBHOOK_SECRET_GRACE', '400d', /between 0 ms and 366 days/],
   ];
   const postgresUrl = 'postgres://u:p@db:5432/plants';
+
+  it('serves plain HTTP unless both TLS files are named, read relative to the working directory', () => {
+    assert.equal(loadConfig({}).tls, null);
+    assert.equal(loadConfig({ TLS_CERT_FILE: ' ', TLS_KEY_FILE: '' }).tls, null);
+    assert.deepEqual(loadConfig({ TLS_CERT_FILE: 'tls/chain.pem', TLS_KEY_FILE: '/etc/plantstore/key.pem' }, '/srv/app').tls, {
+      certFile: '/srv/app/tls/chain.pem',
+      keyFile: '/etc/plantstore/key.pem',
+    });
+  });
+
+  for (const [given, missing] of [
+    ['TLS_CERT_FILE', 'TLS_KEY_FILE'],
+    ['TLS_KEY_FILE', 'TLS_CERT_FILE'],
+  ] as const) {
+    it(`refuses ${given} without ${missing}, naming both`, () => {
+      assert.throws(
+        () => loadConfig({ [given]: 'some.pem' }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.variable === missing &&
+          error.message === `${missing}: is not set but ${given} is: set both TLS_CERT_FILE and TLS_KEY_FILE to serve HTTPS, or neither`,
+      );
+    });
+  }
+
+  it('trusts no proxy unless TRUST_PROXY lists some; Fastify takes every list it accepts', () => {
+    assert.deepEqual(loadConfig({}).trustProxy, []);
+    assert.deepEqual(loadConfig({ TRUST_PROXY: ' ' }).trustProxy, []);
+    const lists: Array<[string, string[]]> = [
+      ['loopback', ['loopback']],
+      ['10.0.0.7', ['10.0.0.7']],
+      [' 10.0.0.0/8 , 192.168.1.0/24,loopback ', ['10.0.0.0/8', '192.168.1.0/24', 'loopback']],
+      ['::1,fd00::/8,2001:db8::/128', ['::1', 'fd00::/8', '2001:db8::/128']],
+      ['::ffff:10.0.0.1,0.0.0.0/1,128.0.0.0/1', ['::ffff:10.0.0.1', '0.0.0.0/1', '128.0.0.0/1']],
+    ];
+    for (const [raw, expected] of lists) {
+      const { trustProxy } = loadConfig({ TRUST_PROXY: raw });
+      assert.deepEqual(trustProxy, expected, raw);
+      assert.ok(Object.isFrozen(trustProxy));
+      assert.doesNotThrow(() => Fastify({ trustProxy: [...trustProxy] }), raw);
+    }
+  });
+
+  // The value, and the entry the message must name.
+  const badProxies: Array<[string, string]> = [
+    ['yes', 'yes'],
+    ['*', '*'],
+    ['localhost', 'localhost'],
+    ['10.0.0.0/0', '10.0.0.0/0'],
+    ['10.0.0.0/33', '10.0.0.0/33'],
+    ['::/129', '::/129'],
+    ['10.0.0.0/8/8', '10.0.0.0/8/8'],
+    ['10.0.0.0/255.0.0.0', '10.0.0.0/255.0.0.0'],
+    ['10.0.0.0/', '10.0.0.0/'],
+    ['127.1', '127.1'],
+    ['10.0.0.256', '10.0.0.256'],
+    ['fe80::1%eth0', 'fe80::1%eth0'],
+    ['10.0.0.1,', ''],
+    ['10.0.0.1, ,10.0.0.2', ''],
+    ['loopback,10.0.0.x', '10.0.0.x'],
+  ];
+  for (const [value, entry] of badProxies) {
+    it(`refuses TRUST_PROXY=${JSON.stringify(value)}, naming the variable and the entry`, () => {
+      assert.throws(
+        () => loadConfig({ TRUST_PROXY: value }),
+        (error: unknown) =>
+          error instanceof ConfigError &&
+          error.variable === 'TRUST_PROXY' &&
+          error.message.startsWith('TRUST_PROXY: must be a comma-separated list of proxy addresses') &&
+          error.message.endsWith(`${JSON.stringify(entry)} is not one`),
+      );
+    });
+  }
 
   // PG_POOL_SIZE is read only when DATABASE_URL names PostgreSQL.
   const badPoolSizes: Array<[string, RegExp]> = [

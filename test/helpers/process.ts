@@ -1,5 +1,6 @@
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { once } from 'node:events';
+import { request as httpsRequest } from 'node:https';
 import { connect, createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -69,18 +70,37 @@ export interface StartServerOptions {
   /** Passed to spawn. Default: stdout and stderr piped and their tails kept for output(). */
   readonly stdio?: StdioOptions;
   readonly startTimeoutMs?: number;
+  /** HOST; default 127.0.0.1. The server is probed on 127.0.0.1 whatever it listens on. */
+  readonly host?: string;
+  /** The server serves HTTPS with a certificate this CA (PEM) vouches for: `base` is https:// and it is probed so. */
+  readonly ca?: Buffer;
+}
+
+/** GET over HTTPS trusting `ca` alone: the status, once the answer has been read. */
+function httpsGet(url: string, ca: Buffer): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const request = httpsRequest(url, { ca, agent: false, timeout: 2000 }, (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.statusCode ?? 0));
+      response.on('error', reject);
+    });
+    request.on('timeout', () => request.destroy(new Error(`no answer from ${url} within 2 s`)));
+    request.on('error', reject);
+    request.end();
+  });
 }
 
 /**
- * A server as a child process on a free port (given in PORT, with HOST 127.0.0.1; LOG_LEVEL is warn unless `env`
- * says otherwise); resolves once it answers, and kills it if it does not within the start timeout.
+ * A server as a child process on a free port (given in PORT, with HOST 127.0.0.1 unless `options.host` says
+ * otherwise; LOG_LEVEL is warn unless `env` does); resolves once it answers, and kills it if it does not within the
+ * start timeout.
  */
 export async function startServer(env: EnvOverrides, options: StartServerOptions = {}): Promise<ServerProcess> {
-  const { nodeArgs = [CLI, 'serve'], prefix = [], readyPath = '/healthz', readyOnAnyStatus = false, startTimeoutMs = 30_000 } = options;
+  const { nodeArgs = [CLI, 'serve'], prefix = [], readyPath = '/healthz', readyOnAnyStatus = false, startTimeoutMs = 30_000, host = '127.0.0.1', ca } = options;
   const port = await freePort();
   const argv = [...prefix, process.execPath, ...nodeArgs];
   const child = spawn(argv[0] as string, argv.slice(1), {
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env, HOST: '127.0.0.1', PORT: String(port) },
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env, HOST: host, PORT: String(port) },
     stdio: options.stdio ?? ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -95,16 +115,21 @@ export async function startServer(env: EnvOverrides, options: StartServerOptions
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
   });
-  const base = `http://127.0.0.1:${port}`;
+  const base = `${ca ? 'https' : 'http'}://127.0.0.1:${port}`;
   const deadline = Date.now() + startTimeoutMs;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`server exited before answering (code ${child.exitCode}): ${stderr}`);
     }
     try {
-      const response = await fetch(`${base}${readyPath}`, { signal: AbortSignal.timeout(2000) });
-      await response.arrayBuffer();
-      if (response.ok || readyOnAnyStatus) break;
+      let status: number;
+      if (ca) status = await httpsGet(`${base}${readyPath}`, ca);
+      else {
+        const response = await fetch(`${base}${readyPath}`, { signal: AbortSignal.timeout(2000) });
+        await response.arrayBuffer();
+        status = response.status;
+      }
+      if ((status >= 200 && status < 300) || readyOnAnyStatus) break;
     } catch {
       // not listening yet
     }

@@ -1,0 +1,195 @@
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import type { Server as HttpServer } from 'node:http';
+import type { ServerOptions as HttpsServerOptions } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { Server as TlsServer, createSecureContext, type TLSSocket } from 'node:tls';
+import type { FastifyBaseLogger, FastifyHttpOptions, FastifyInstance } from 'fastify';
+import ipaddr from 'ipaddr.js';
+import type { TlsConfig } from '../config.js';
+
+/** A certificate chain and its key, read from TLS_CERT_FILE and TLS_KEY_FILE and checked to work together. */
+export interface TlsCredentials {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  /** Of the first certificate in the file, the server's own: what a client sees. */
+  readonly certificate: { readonly subject: string; readonly fingerprint256: string; readonly validTo: Date };
+}
+
+/** A certificate or key file that cannot be used: unreadable, too open, not PEM, or not a pair. */
+export class TlsFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TlsFileError';
+  }
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----/;
+const PEM_PRIVATE_KEY = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/;
+
+async function readPem(variable: string, file: string): Promise<Buffer> {
+  try {
+    return await readFile(file);
+  } catch (error) {
+    throw new TlsFileError(`cannot read ${variable} ${file}: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Reads both files and checks them as OpenSSH checks a private key before using it: the key file must not be
+ * accessible by group or others (any of the mode's 077 bits), whoever can read it can impersonate the server. Then
+ * that each file holds what it should, that the key belongs to the first certificate, and that OpenSSL accepts the
+ * whole chain. Every failure names the file.
+ */
+export async function readTlsCredentials(files: TlsConfig): Promise<TlsCredentials> {
+  let keyStat;
+  try {
+    keyStat = await stat(files.keyFile);
+  } catch (error) {
+    throw new TlsFileError(`cannot read TLS_KEY_FILE ${files.keyFile}: ${(error as Error).message}`);
+  }
+  if (!keyStat.isFile()) throw new TlsFileError(`TLS_KEY_FILE ${files.keyFile} is not a regular file`);
+  const mode = keyStat.mode & 0o777;
+  if ((mode & 0o077) !== 0) {
+    throw new TlsFileError(
+      `TLS_KEY_FILE ${files.keyFile}: permissions ${mode.toString(8).padStart(4, '0')} are too open; a private key must not be ` +
+        `accessible by group or others (chmod 600 ${files.keyFile})`,
+    );
+  }
+  const [cert, key] = await Promise.all([readPem('TLS_CERT_FILE', files.certFile), readPem('TLS_KEY_FILE', files.keyFile)]);
+
+  if (!PEM_CERTIFICATE.test(cert.toString('latin1'))) throw new TlsFileError(`TLS_CERT_FILE ${files.certFile} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  let certificate: X509Certificate;
+  try {
+    // The first certificate of the file: the server's own, followed by its chain.
+    certificate = new X509Certificate(cert);
+  } catch (error) {
+    throw new TlsFileError(`TLS_CERT_FILE ${files.certFile} is not a valid PEM certificate: ${(error as Error).message}`);
+  }
+  if (!PEM_PRIVATE_KEY.test(key.toString('latin1'))) throw new TlsFileError(`TLS_KEY_FILE ${files.keyFile} holds no PEM private key (-----BEGIN … PRIVATE KEY-----)`);
+  let privateKey;
+  try {
+    privateKey = createPrivateKey(key);
+  } catch (error) {
+    // An encrypted key lands here too: a server restarted unattended has no one to type its passphrase.
+    throw new TlsFileError(`TLS_KEY_FILE ${files.keyFile} is not a usable unencrypted PEM private key: ${(error as Error).message}`);
+  }
+  if (!certificate.checkPrivateKey(privateKey)) {
+    throw new TlsFileError(
+      `TLS_KEY_FILE ${files.keyFile} is not the key of the certificate in TLS_CERT_FILE ${files.certFile} ` +
+        '(the file must start with the server\'s own certificate, followed by its chain)',
+    );
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (error) {
+    throw new TlsFileError(`TLS_CERT_FILE ${files.certFile} with TLS_KEY_FILE ${files.keyFile} cannot be served: ${(error as Error).message}`);
+  }
+  return {
+    cert,
+    key,
+    certificate: { subject: certificate.subject.replace(/\n/g, ', '), fingerprint256: certificate.fingerprint256, validTo: new Date(certificate.validTo) },
+  };
+}
+
+/**
+ * Fastify options that serve HTTPS only with `credentials`, or the options unchanged without them. Fastify gives
+ * node:https its `https` options alone and drops `http`, so the HTTP server options (header size, timeouts) are
+ * carried over into them. The handshake comes before the headers, and without a bound of its own Node allows it
+ * 120 s: it gets the headers' time limit, so a client that opens a connection and says nothing is cut off as a
+ * slow header is.
+ */
+export function withTls(options: FastifyHttpOptions<HttpServer>, credentials: TlsCredentials | undefined): FastifyHttpOptions<HttpServer> {
+  if (!credentials) return options;
+  const https: HttpsServerOptions = {
+    ...options.http,
+    ...(options.http?.headersTimeout !== undefined ? { handshakeTimeout: options.http.headersTimeout } : {}),
+    cert: credentials.cert,
+    key: credentials.key,
+  };
+  // Still typed as HTTP options: the https.Server Fastify makes of them is an http.Server to everything the app does
+  // (its requests and replies are node:http's); only the reloader needs it as a tls.Server, and checks that it is.
+  return { ...options, https } as FastifyHttpOptions<HttpServer>;
+}
+
+/**
+ * Ends every connection whose TLS handshake fails or times out (a plain-HTTP request on the port, a client refusing
+ * the certificate, one that never says hello). node:https hands these to the server's clientError listeners, and
+ * the app's writes an HTTP answer and ends the socket: on a socket with no session that answer can never be sent,
+ * so the socket would stay open, and a graceful shutdown would wait for it. Logged at debug, with the client's
+ * address, for an operator chasing why a client cannot connect.
+ */
+export function endFailedHandshakes(app: FastifyInstance): void {
+  const server: unknown = app.server;
+  if (!(server instanceof TlsServer)) return;
+  server.prependListener('tlsClientError', (error: Error, socket: TLSSocket) => {
+    app.log.debug({ err: error, remoteAddress: socket.remoteAddress }, 'TLS handshake failed');
+    socket.destroy();
+  });
+}
+
+function certificateFields(credentials: TlsCredentials) {
+  const { subject, fingerprint256, validTo } = credentials.certificate;
+  return { subject, fingerprint256, validTo: validTo.toISOString() };
+}
+
+/**
+ * At start, once listening: with TLS, what certificate is served (and a warning if it has expired); without, one
+ * warning when any address listened on is not loopback, since bearer tokens then cross the network in clear.
+ */
+export function logTransportSecurity(app: FastifyInstance, credentials: TlsCredentials | undefined): void {
+  if (credentials) {
+    app.log.info({ certificate: certificateFields(credentials) }, 'serving HTTPS only');
+    warnIfExpired(app.log, credentials);
+    return;
+  }
+  const exposed = app.addresses().filter((address): address is AddressInfo => typeof address !== 'string' && !isLoopback(address.address));
+  if (exposed.length > 0) {
+    app.log.warn(
+      { addresses: exposed.map((address) => `${address.address}:${address.port}`) },
+      'serving plain HTTP on a non-loopback address: bearer tokens will cross the network in clear unless a TLS proxy ' +
+        'is in front; set TLS_CERT_FILE and TLS_KEY_FILE to serve HTTPS',
+    );
+  }
+}
+
+function isLoopback(address: string): boolean {
+  return ipaddr.isValid(address) && ipaddr.process(address).range() === 'loopback';
+}
+
+function warnIfExpired(log: FastifyBaseLogger, credentials: TlsCredentials): void {
+  if (credentials.certificate.validTo.getTime() <= Date.now()) {
+    log.warn({ certificate: certificateFields(credentials) }, 'the TLS certificate has expired: clients will refuse it');
+  }
+}
+
+/**
+ * What SIGHUP does: re-reads TLS_CERT_FILE and TLS_KEY_FILE and serves new connections with them
+ * (server.setSecureContext; connections already open keep theirs), or, when the new pair cannot be used, logs why
+ * and keeps serving the previous one. Reloads run one after another, so the last signal's files win. Without TLS
+ * there is nothing to reload, which is logged: the handler must exist either way, as Node's default for SIGHUP is
+ * to end the process.
+ */
+export function certificateReloader(app: FastifyInstance, files: TlsConfig | null): () => Promise<void> {
+  let last = Promise.resolve();
+  const reload = async () => {
+    if (!files) {
+      app.log.info('SIGHUP: TLS is not configured (TLS_CERT_FILE, TLS_KEY_FILE), nothing to reload');
+      return;
+    }
+    try {
+      const server: unknown = app.server;
+      if (!(server instanceof TlsServer)) throw new Error('the server was started without TLS');
+      const credentials = await readTlsCredentials(files);
+      // The same options as at start (cert and key alone): setSecureContext resets whatever it is not given.
+      server.setSecureContext({ cert: credentials.cert, key: credentials.key });
+      app.log.info({ certificate: certificateFields(credentials) }, 'TLS certificate reloaded: new connections get it');
+      warnIfExpired(app.log, credentials);
+    } catch (error) {
+      // A file problem is told in full by its message; anything else also gets its stack.
+      const detail = error instanceof TlsFileError ? {} : { err: error };
+      app.log.error(detail, `TLS certificate not reloaded, still serving the previous one: ${(error as Error).message}`);
+    }
+  };
+  return () => (last = last.then(reload));
+}
