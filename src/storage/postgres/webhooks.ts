@@ -15,6 +15,7 @@ import {
   type WebhookRecord,
   type WebhookSubscriptionInfo,
 } from '../store.js';
+import { planSettlement } from '../webhook-settlement.js';
 
 interface WebhookRecordRow {
   name: string;
@@ -88,16 +89,6 @@ function toClaimedEvent(row: EventRow): ClaimedWebhookEvent {
     attempts: row.attempts,
     retryIndex: row.retry_index,
   };
-}
-
-/** Per subscription, what a batch of results adds to its totals and last outcomes. */
-interface SubscriptionTally {
-  delivered: number;
-  retried: number;
-  failed: number;
-  lastSuccess: Date | null;
-  lastFailure: Date | null;
-  lastError: string | null;
 }
 
 /** The webhook part of the PostgreSQL store; every statement goes through the store's pool and its error translation. */
@@ -339,20 +330,20 @@ export class PostgresWebhooks {
   }
 }
 
-/** Records a batch of attempt results in three or four statements, whatever their number; resolves with the disables. */
+/** Records a round of attempt results in at most four statements, whatever their number; resolves with the disables. */
 async function settle(query: Query, results: readonly WebhookAttemptResult[]): Promise<Array<{ name: string; reason: string }>> {
-  const attempted = results.filter((result) => result.outcome.kind !== 'released');
-  if (attempted.length > 0) {
+  const { released, attempts, tallies, disables } = planSettlement(results);
+  if (attempts.length > 0) {
     await query(
       `INSERT INTO webhook_attempts (event_id, subscription_id, attempt, attempted_at, status, error)
        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[], $5::int[], $6::text[])`,
       [
-        attempted.map((r) => r.event.id.toString()),
-        attempted.map((r) => r.event.subscriptionId.toString()),
-        attempted.map((r) => r.event.attempts + 1),
-        attempted.map((r) => r.attemptedAt),
-        attempted.map((r) => r.status),
-        attempted.map((r) => r.error),
+        attempts.map((a) => a.eventId.toString()),
+        attempts.map((a) => a.subscriptionId.toString()),
+        attempts.map((a) => a.attempt),
+        attempts.map((a) => a.attemptedAt),
+        attempts.map((a) => a.status),
+        attempts.map((a) => a.error),
       ],
     );
   }
@@ -367,70 +358,42 @@ async function settle(query: Query, results: readonly WebhookAttemptResult[]): P
      FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::bigint[]) AS r(id, kind, at, retry_ms)
      WHERE e.id = r.id`,
     [
-      results.map((r) => r.event.id.toString()),
-      results.map((r) => r.outcome.kind),
-      results.map((r) => r.attemptedAt),
-      results.map((r) => (r.outcome.kind === 'retry' ? Math.round(r.outcome.retryInMs) : 0)),
+      [...attempts.map((a) => a.eventId.toString()), ...released.map((id) => id.toString())],
+      [...attempts.map((a) => a.outcome), ...released.map(() => 'released')],
+      [...attempts.map((a) => a.attemptedAt), ...released.map(() => null)],
+      [...attempts.map((a) => a.retryInMs), ...released.map(() => 0)],
     ],
   );
-  const tallies = new Map<bigint, SubscriptionTally>();
-  for (const { event, attemptedAt, error, outcome } of attempted) {
-    const tally = tallies.get(event.subscriptionId) ?? { delivered: 0, retried: 0, failed: 0, lastSuccess: null, lastFailure: null, lastError: null };
-    tallies.set(event.subscriptionId, tally);
-    if (outcome.kind === 'delivered') {
-      tally.delivered += 1;
-      if (!tally.lastSuccess || attemptedAt > tally.lastSuccess) tally.lastSuccess = attemptedAt;
-      continue;
-    }
-    if (outcome.kind === 'retry') tally.retried += 1;
-    else tally.failed += 1;
-    if (!tally.lastFailure || attemptedAt >= tally.lastFailure) {
-      tally.lastFailure = attemptedAt;
-      tally.lastError = error;
-    }
-  }
-  if (tallies.size > 0) {
-    // Ascending ids, so that instances settling at once lock subscription rows in one order.
-    const entries = [...tallies].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (tallies.length > 0) {
+    // The last failure moves only forward: an attempt that took long may be settled after a later one.
     await query(
       `UPDATE webhook_subscriptions s SET
          delivered_total = s.delivered_total + r.delivered, retried_total = s.retried_total + r.retried, failed_total = s.failed_total + r.failed,
          last_success_at = greatest(s.last_success_at, r.last_success),
-         last_failure_at = coalesce(r.last_failure, s.last_failure_at),
-         last_error = CASE WHEN r.last_failure IS NULL THEN s.last_error ELSE r.last_error END
+         last_failure_at = greatest(s.last_failure_at, r.last_failure),
+         last_error = CASE WHEN r.last_failure IS NULL OR s.last_failure_at > r.last_failure THEN s.last_error ELSE r.last_error END
        FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::text[])
          AS r(id, delivered, retried, failed, last_success, last_failure, last_error)
        WHERE s.id = r.id`,
       [
-        entries.map(([id]) => id.toString()),
-        entries.map(([, t]) => t.delivered),
-        entries.map(([, t]) => t.retried),
-        entries.map(([, t]) => t.failed),
-        entries.map(([, t]) => t.lastSuccess),
-        entries.map(([, t]) => t.lastFailure),
-        entries.map(([, t]) => t.lastError),
+        tallies.map((t) => t.subscriptionId.toString()),
+        tallies.map((t) => t.delivered),
+        tallies.map((t) => t.retried),
+        tallies.map((t) => t.failed),
+        tallies.map((t) => t.lastSuccessAt),
+        tallies.map((t) => t.lastFailureAt),
+        tallies.map((t) => t.lastError),
       ],
     );
   }
-  // One disable per subscription: an immediate one (410 Gone) before one conditional on no success since the event.
-  const disables = new Map<bigint, { at: Date; reason: string; unlessSuccessSince: Date | null }>();
-  for (const { event, attemptedAt, outcome } of results) {
-    if (outcome.kind === 'retry' && outcome.disable) disables.set(event.subscriptionId, { at: attemptedAt, reason: outcome.disable, unlessSuccessSince: null });
-  }
-  for (const { event, attemptedAt, outcome } of results) {
-    if (outcome.kind === 'failed' && !disables.has(event.subscriptionId)) {
-      disables.set(event.subscriptionId, { at: attemptedAt, reason: outcome.disableReason, unlessSuccessSince: event.createdAt });
-    }
-  }
-  if (disables.size === 0) return [];
-  const entries = [...disables];
+  if (disables.length === 0) return [];
   const disabled = await query<{ name: string; disabled_reason: string }>(
     `UPDATE webhook_subscriptions s SET disabled_at = r.at, disabled_reason = r.reason
      FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::timestamptz[]) AS r(id, at, reason, unless_success_since)
      WHERE s.id = r.id AND s.disabled_at IS NULL
        AND (r.unless_success_since IS NULL OR s.last_success_at IS NULL OR s.last_success_at < r.unless_success_since)
      RETURNING s.name, s.disabled_reason`,
-    [entries.map(([id]) => id.toString()), entries.map(([, d]) => d.at), entries.map(([, d]) => d.reason), entries.map(([, d]) => d.unlessSuccessSince)],
+    [disables.map((d) => d.subscriptionId.toString()), disables.map((d) => d.at), disables.map((d) => d.reason), disables.map((d) => d.unlessSuccessSince)],
   );
   return disabled.rows.map((row) => ({ name: row.name, reason: row.disabled_reason }));
 }

@@ -10,6 +10,7 @@ import {
   type WebhookImportOutcome,
   type WebhookRecord,
 } from '../store.js';
+import { planSettlement } from '../webhook-settlement.js';
 
 export interface WebhookRecordRow {
   name: string;
@@ -140,9 +141,12 @@ export class SqliteWebhookWriter {
         `UPDATE webhook_subscriptions SET last_success_at = max(coalesce(last_success_at, 0), ?), delivered_total = delivered_total + ?
          WHERE id = ?`,
       ),
-      subscriptionFailed: db.prepare<[number, string | null, number, number, bigint]>(
-        `UPDATE webhook_subscriptions SET last_failure_at = ?, last_error = ?, retried_total = retried_total + ?, failed_total = failed_total + ?
-         WHERE id = ?`,
+      // The last failure moves only forward: an attempt that took long may be settled after a later one.
+      subscriptionFailed: db.prepare<{ at: number; error: string | null; retried: number; failed: number; subscription: bigint }>(
+        `UPDATE webhook_subscriptions SET last_failure_at = max(coalesce(last_failure_at, @at), @at),
+           last_error = CASE WHEN last_failure_at > @at THEN last_error ELSE @error END,
+           retried_total = retried_total + @retried, failed_total = failed_total + @failed
+         WHERE id = @subscription`,
       ),
       disableNow: db.prepare<[number, string, bigint], { name: string; disabled_reason: string }>(
         `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL
@@ -178,48 +182,26 @@ export class SqliteWebhookWriter {
     const s = this.#statements;
     this.#settleAndClaim = db.transaction((results, claims, leaseMs) => {
       const now = Date.now();
-      const disabled: Array<{ name: string; reason: string }> = [];
-      const disable = (row: { name: string; disabled_reason: string } | undefined) => {
-        if (row) disabled.push({ name: row.name, reason: row.disabled_reason });
-      };
-      // A subscription's success figures are written once per batch, not once per event: most results are deliveries.
-      const deliveredBySubscription = new Map<bigint, { lastAt: number; count: number }>();
-      for (const { event, attemptedAt, status, error, outcome } of results) {
+      const plan = planSettlement(results);
+      for (const eventId of plan.released) s.release.run(eventId);
+      for (const { eventId, subscriptionId, attempt, attemptedAt, status, error, outcome, retryInMs } of plan.attempts) {
         const at = attemptedAt.getTime();
-        if (outcome.kind === 'released') {
-          s.release.run(event.id);
-          continue;
-        }
-        s.insertAttempt.run(event.id, event.subscriptionId, event.attempts + 1, at, status, error);
-        switch (outcome.kind) {
-          case 'delivered': {
-            s.delivered.run(at, event.id);
-            const delivered = deliveredBySubscription.get(event.subscriptionId);
-            if (delivered === undefined) deliveredBySubscription.set(event.subscriptionId, { lastAt: at, count: 1 });
-            else {
-              delivered.lastAt = Math.max(delivered.lastAt, at);
-              delivered.count += 1;
-            }
-            break;
-          }
-          case 'retry':
-            s.retry.run(at + outcome.retryInMs, event.id);
-            s.subscriptionFailed.run(at, error, 1, 0, event.subscriptionId);
-            break;
-          case 'failed':
-            s.failed.run(at, event.id);
-            s.subscriptionFailed.run(at, error, 0, 1, event.subscriptionId);
-            break;
-        }
+        s.insertAttempt.run(eventId, subscriptionId, attempt, at, status, error);
+        if (outcome === 'delivered') s.delivered.run(at, eventId);
+        else if (outcome === 'retry') s.retry.run(at + retryInMs, eventId);
+        else s.failed.run(at, eventId);
       }
-      for (const [subscriptionId, { lastAt, count }] of deliveredBySubscription) s.subscriptionDelivered.run(lastAt, count, subscriptionId);
-      // After every success of this batch is recorded: a subscription is disabled for a spent schedule only if none
-      // of its deliveries succeeded since the event was created.
-      for (const { event, attemptedAt, outcome } of results) {
-        if (outcome.kind === 'retry' && outcome.disable) disable(s.disableNow.get(attemptedAt.getTime(), outcome.disable, event.subscriptionId));
-        if (outcome.kind === 'failed') {
-          disable(s.disableIfNoSuccessSince.get(attemptedAt.getTime(), outcome.disableReason, event.subscriptionId, event.createdAt.getTime()));
-        }
+      for (const { subscriptionId, delivered, retried, failed, lastSuccessAt, lastFailureAt, lastError } of plan.tallies) {
+        if (lastSuccessAt !== null) s.subscriptionDelivered.run(lastSuccessAt.getTime(), delivered, subscriptionId);
+        if (lastFailureAt !== null) s.subscriptionFailed.run({ at: lastFailureAt.getTime(), error: lastError, retried, failed, subscription: subscriptionId });
+      }
+      const disabled: Array<{ name: string; reason: string }> = [];
+      for (const { subscriptionId, at, reason, unlessSuccessSince } of plan.disables) {
+        const row =
+          unlessSuccessSince === null
+            ? s.disableNow.get(at.getTime(), reason, subscriptionId)
+            : s.disableIfNoSuccessSince.get(at.getTime(), reason, subscriptionId, unlessSuccessSince.getTime());
+        if (row) disabled.push({ name: row.name, reason: row.disabled_reason });
       }
       const claimed: ClaimedWebhookEvent[] = [];
       for (const claim of claims) {
