@@ -7,17 +7,8 @@ import { StorageUnavailableError } from '../src/storage/errors.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { openStore } from '../src/storage/open.js';
 import { DuplicateTokenNameError } from '../src/storage/errors.js';
-import type {
-  ClaimedWebhookEvent,
-  CreateOutcome,
-  PlantToCreate,
-  Store,
-  StoredPlant,
-  WebhookAttemptOutcome,
-  WebhookAttemptResult,
-  WebhookRecord,
-  WebhookSubscriptionInfo,
-} from '../src/storage/store.js';
+import type { CreateOutcome, PlantToCreate, Store, StoredPlant } from '../src/storage/store.js';
+import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookRecord, WebhookSubscriptionInfo } from '../src/storage/webhook-store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { freePort } from './helpers/process.js';
@@ -42,19 +33,6 @@ function plant(id: bigint, name = `plant ${id}`, tag: string | null = null): Pla
 
 function hashOf(text: string): Buffer {
   return createHash('sha256').update(text).digest();
-}
-
-/** The webhook methods the outbox contract below uses, by the names of PostgresWebhooks. */
-function webhooksOf(store: Store) {
-  return {
-    add: store.addWebhook.bind(store),
-    active: store.activeWebhooks.bind(store),
-    list: store.listWebhooks.bind(store),
-    settleAndClaim: store.settleAndClaimWebhookEvents.bind(store),
-    countWaiting: store.countWaitingWebhookEvents.bind(store),
-    setEnabled: store.setWebhookEnabled.bind(store),
-    deliveries: store.webhookDeliveries.bind(store),
-  };
 }
 
 function createdCount(outcomes: readonly CreateOutcome[]): number {
@@ -310,14 +288,14 @@ for (const database of DATABASES) {
 
     it('exports webhook subscriptions with secrets, previous secret, id prefix, times and state, in byte order of name', () =>
       withStore(async (store) => {
-        assert.deepEqual(await store.exportWebhooks(), []);
+        assert.deepEqual(await store.webhooks.exportAll(), []);
         const names = ['b', 'B', '_x', 'a.1', '.dot'];
         for (const [index, name] of names.entries()) {
-          await store.addWebhook({ name, url: `https://${index}.example/hook`, secret: `whsec_${name}`, idPrefix: `p${index}`, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)) });
+          await store.webhooks.add({ name, url: `https://${index}.example/hook`, secret: `whsec_${name}`, idPrefix: `p${index}`, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)) });
         }
-        assert.equal(await store.rotateWebhookSecret('b', 'whsec_new', 3_600_000), true);
-        assert.equal(await store.setWebhookEnabled('B', false, 'receiver moved'), true);
-        const exported = await store.exportWebhooks();
+        assert.equal(await store.webhooks.rotateSecret('b', 'whsec_new', 3_600_000), true);
+        assert.equal(await store.webhooks.setEnabled('B', false, 'receiver moved'), true);
+        const exported = await store.webhooks.exportAll();
         assert.deepEqual(
           exported.map((subscription) => subscription.name),
           [...names].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
@@ -357,15 +335,15 @@ for (const database of DATABASES) {
           disabledReason: null,
           ...changes,
         });
-        await store.addWebhook({ name: 'kept', url: 'https://kept.example/hook', secret: 'whsec_kept', idPrefix: 'prefixkept', createdAt });
-        await store.addWebhook({ name: 'other', url: 'https://other.example/hook', secret: 'whsec_other', idPrefix: 'prefixother', createdAt });
+        await store.webhooks.add({ name: 'kept', url: 'https://kept.example/hook', secret: 'whsec_kept', idPrefix: 'prefixkept', createdAt });
+        await store.webhooks.add({ name: 'other', url: 'https://other.example/hook', secret: 'whsec_other', idPrefix: 'prefixother', createdAt });
         const full = record('full', {
           previousSecret: 'whsec_before',
           previousSecretUntil: new Date('2099-01-01T00:00:00.001Z'),
           disabledAt: new Date('2026-02-03T04:05:06.789Z'),
           disabledReason: 'failing since',
         });
-        const outcomes = await store.importWebhooks([
+        const outcomes = await store.webhooks.importAll([
           full,
           record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
           // The id prefix is not compared: a copy gives its own.
@@ -384,7 +362,7 @@ for (const database of DATABASES) {
           { status: 'conflict' },
           { status: 'conflict' },
         ]);
-        assert.deepEqual(await store.exportWebhooks(), [
+        assert.deepEqual(await store.webhooks.exportAll(), [
           record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
           full,
           record('kept'),
@@ -392,11 +370,11 @@ for (const database of DATABASES) {
         ]);
         // An imported subscription signs with both its secrets, under its own id prefix; a disabled one is not active.
         assert.deepEqual(
-          (await store.activeWebhooks()).filter((subscription) => subscription.name === 'active').map(({ idPrefix, secrets }) => ({ idPrefix, secrets })),
+          (await store.webhooks.active()).filter((subscription) => subscription.name === 'active').map(({ idPrefix, secrets }) => ({ idPrefix, secrets })),
           [{ idPrefix: 'prefixactive', secrets: ['whsec_active', 'whsec_old'] }],
         );
-        assert.ok(!(await store.activeWebhooks()).some((subscription) => subscription.name === 'full'));
-        assert.deepEqual(await store.importWebhooks([]), []);
+        assert.ok(!(await store.webhooks.active()).some((subscription) => subscription.name === 'full'));
+        assert.deepEqual(await store.webhooks.importAll([]), []);
       }));
 
     describe('the webhook outbox', () => {
@@ -404,15 +382,15 @@ for (const database of DATABASES) {
       const GONE = 'the endpoint answered 410 Gone';
 
       async function subscribe(store: Store, name: string): Promise<bigint> {
-        await webhooksOf(store).add({ name, url: `https://${name}.example/hook`, secret: `whsec_${name}`, idPrefix: `prefix${name}`, createdAt: new Date() });
-        const subscription = (await webhooksOf(store).active()).find((active) => active.name === name);
+        await store.webhooks.add({ name, url: `https://${name}.example/hook`, secret: `whsec_${name}`, idPrefix: `prefix${name}`, createdAt: new Date() });
+        const subscription = (await store.webhooks.active()).find((active) => active.name === name);
         assert.ok(subscription);
         return subscription.id;
       }
 
       /** Settles `results` and claims up to `limit` due events of each subscription, in one call; the events by plant id. */
       async function settleAndClaim(store: Store, results: readonly WebhookAttemptResult[], subscriptions: readonly bigint[], limit = 100, leaseMs = LEASE_MS) {
-        const settled = await webhooksOf(store).settleAndClaim(results, subscriptions.map((subscriptionId) => ({ subscriptionId, limit })), leaseMs);
+        const settled = await store.webhooks.settleAndClaim(results, subscriptions.map((subscriptionId) => ({ subscriptionId, limit })), leaseMs);
         settled.claimed.sort((a, b) => (a.plant.id < b.plant.id ? -1 : a.plant.id > b.plant.id ? 1 : 0));
         return settled;
       }
@@ -438,7 +416,7 @@ for (const database of DATABASES) {
       }
 
       async function subscription(store: Store, name: string): Promise<WebhookSubscriptionInfo> {
-        const found = (await webhooksOf(store).list()).find((info) => info.name === name);
+        const found = (await store.webhooks.list()).find((info) => info.name === name);
         assert.ok(found, name);
         return found;
       }
@@ -452,7 +430,7 @@ for (const database of DATABASES) {
           await store.createPlants(plants);
           // A replay writes no event.
           await store.createPlants([plants[0] as PlantToCreate]);
-          assert.equal(await webhooksOf(store).countWaiting(), 6);
+          assert.equal(await store.webhooks.countWaiting(), 6);
 
           const some = await claim(store, [first], 2);
           assert.equal(some.length, 2);
@@ -469,16 +447,16 @@ for (const database of DATABASES) {
           assert.equal(new Set([...some, ...rest].map((event) => event.id)).size, 6);
           // Every event is leased: nothing more is due, and claimed events still count as waiting.
           assert.deepEqual(await claim(store, [first, second]), []);
-          assert.equal(await webhooksOf(store).countWaiting(), 6);
+          assert.equal(await store.webhooks.countWaiting(), 6);
 
           // A disabled subscription's events are neither claimed nor counted, and creates write none for it.
           const third = await subscribe(store, 'third');
           await store.createPlants([plant(1n)]);
-          assert.equal(await webhooksOf(store).setEnabled('third', false, 'paused'), true);
+          assert.equal(await store.webhooks.setEnabled('third', false, 'paused'), true);
           await store.createPlants([plant(2n)]);
           assert.deepEqual(await claim(store, [third]), []);
-          assert.equal(await webhooksOf(store).countWaiting(), 10);
-          assert.equal(await webhooksOf(store).setEnabled('third', true, ''), true);
+          assert.equal(await store.webhooks.countWaiting(), 10);
+          assert.equal(await store.webhooks.setEnabled('third', true, ''), true);
           assert.deepEqual((await claim(store, [third])).map((event) => event.plant.id), [1n]);
         }));
 
@@ -514,7 +492,7 @@ for (const database of DATABASES) {
             retried: 2,
             failed: 0,
           });
-          const log = await webhooksOf(store).deliveries({ failedOnly: false, limit: 10 });
+          const log = await store.webhooks.deliveries({ failedOnly: false, limit: 10 });
           assert.deepEqual(
             log.map(({ plantId, attempt: number, attemptedAt, status, error }) => ({ plantId, number, at: attemptedAt.getTime(), status, error })).sort((a, b) => a.at - b.at),
             [
@@ -525,7 +503,7 @@ for (const database of DATABASES) {
             ],
           );
           assert.ok(log.every((delivery) => delivery.subscription === 'hook' && delivery.eventId.startsWith('msg_prefixhook_')));
-          assert.equal((await webhooksOf(store).deliveries({ failedOnly: true, limit: 10 })).length, 2);
+          assert.equal((await store.webhooks.deliveries({ failedOnly: true, limit: 10 })).length, 2);
 
           // The schedule spent, but the subscription succeeded since the event was created: marked failed, not disabled.
           const [again] = round.claimed as [ClaimedWebhookEvent];
@@ -539,9 +517,9 @@ for (const database of DATABASES) {
             { disabledAt: info.disabledAt, lastFailureAt: info.lastFailureAt, lastError: info.lastError, waiting: info.waiting, delivered: info.delivered, retried: info.retried, failed: info.failed },
             { disabledAt: null, lastFailureAt: new Date(t + 5), lastError: 'HTTP 500', waiting: 2, delivered: 2, retried: 3, failed: 1 },
           );
-          assert.equal(await webhooksOf(store).countWaiting(), 2);
-          assert.equal((await webhooksOf(store).deliveries({ name: 'hook', failedOnly: false, limit: 10 }))[0]?.attempt, 1);
-          assert.equal((await webhooksOf(store).deliveries({ name: 'hook', failedOnly: true, limit: 10 })).filter((d) => d.attempt === 2).length, 1);
+          assert.equal(await store.webhooks.countWaiting(), 2);
+          assert.equal((await store.webhooks.deliveries({ name: 'hook', failedOnly: false, limit: 10 }))[0]?.attempt, 1);
+          assert.equal((await store.webhooks.deliveries({ name: 'hook', failedOnly: true, limit: 10 })).filter((d) => d.attempt === 2).length, 1);
         }));
 
       it('claims an event again once its lease runs out, and a released one at once, with no attempt counted', () =>
@@ -562,7 +540,7 @@ for (const database of DATABASES) {
             (await settleAndClaim(store, [released], [hook])).claimed.map(({ id, attempts, retryIndex }) => ({ id, attempts, retryIndex })),
             [{ id: other.id, attempts: 0, retryIndex: 0 }],
           );
-          assert.deepEqual(await webhooksOf(store).deliveries({ failedOnly: false, limit: 10 }), []);
+          assert.deepEqual(await store.webhooks.deliveries({ failedOnly: false, limit: 10 }), []);
           const info = await subscription(store, 'hook');
           assert.deepEqual([info.waiting, info.delivered, info.retried, info.failed, info.lastFailureAt], [2, 0, 0, 0, null]);
         }));
@@ -591,11 +569,11 @@ for (const database of DATABASES) {
               name,
             );
           }
-          assert.deepEqual(await webhooksOf(store).active(), []);
-          assert.equal(await webhooksOf(store).countWaiting(), 0);
+          assert.deepEqual(await store.webhooks.active(), []);
+          assert.equal(await store.webhooks.countWaiting(), 0);
           // A disabled subscription is not disabled again.
-          await webhooksOf(store).setEnabled('first', true, '');
-          await webhooksOf(store).setEnabled('first', false, 'by hand');
+          await store.webhooks.setEnabled('first', true, '');
+          await store.webhooks.setEnabled('first', false, 'by hand');
           assert.deepEqual((await settleAndClaim(store, [], [first])).claimed, []);
         }));
 
@@ -619,7 +597,7 @@ for (const database of DATABASES) {
           );
           const kept = await subscription(store, 'flaky');
           assert.deepEqual([kept.disabledAt, kept.failed, kept.delivered], [null, 1, 1]);
-          assert.deepEqual((await webhooksOf(store).active()).map((active) => active.name), ['flaky']);
+          assert.deepEqual((await store.webhooks.active()).map((active) => active.name), ['flaky']);
         }));
     });
 

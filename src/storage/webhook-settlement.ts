@@ -1,4 +1,4 @@
-import type { WebhookAttemptResult } from './store.js';
+import type { WebhookAttemptResult } from './webhook-store.js';
 
 /**
  * What a round of webhook attempt results changes, decided here once in plain code; each database only applies it

@@ -7,8 +7,8 @@ import {
   type WebhookAttemptOutcome,
   type WebhookAttemptResult,
   type WebhookClaim,
-  type WebhookStore,
-} from '../storage/store.js';
+  type WebhookOutbox,
+} from '../storage/webhook-store.js';
 import { systemResolver, type Resolver } from './address-policy.js';
 import { WebhookSender, type AttemptAnswer } from './sender.js';
 import { webhookSignature } from './signature.js';
@@ -142,7 +142,7 @@ interface SubscriptionState {
  * ahead, and store round trips (one transaction settles finished attempts and claims more).
  */
 export class WebhookDispatcher implements WebhookStats {
-  readonly #store: WebhookStore;
+  readonly #store: WebhookOutbox;
   readonly #config: WebhookConfig;
   readonly #log: WebhookLog;
   readonly #sender: WebhookSender;
@@ -175,7 +175,7 @@ export class WebhookDispatcher implements WebhookStats {
   #stopped = false;
   #stats = { waiting: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 };
 
-  constructor(store: WebhookStore, options: DispatcherOptions) {
+  constructor(store: WebhookOutbox, options: DispatcherOptions) {
     this.#store = store;
     this.#config = options.config;
     this.#log = options.log;
@@ -198,7 +198,7 @@ export class WebhookDispatcher implements WebhookStats {
    * predecessor held are void, so its events are sent again at once rather than after their lease.
    */
   async start(releaseLeases: boolean): Promise<void> {
-    if (releaseLeases) await this.#store.releaseWebhookLeases();
+    if (releaseLeases) await this.#store.releaseLeases();
     await this.#poll();
     this.#pruneTimer = setTimeout(() => void this.#pruneNow(), Math.min(FIRST_PRUNE_DELAY_MS, this.#pruneIntervalMs));
     this.#pruneTimer.unref();
@@ -217,7 +217,7 @@ export class WebhookDispatcher implements WebhookStats {
 
   /** Deletes delivered events past the retention; also runs on its own every hour. */
   async prune(): Promise<number> {
-    return this.#store.pruneWebhookEvents(this.#config.retentionMs);
+    return this.#store.prune(this.#config.retentionMs);
   }
 
   /**
@@ -244,7 +244,7 @@ export class WebhookDispatcher implements WebhookStats {
     while (this.#ticking) await new Promise((resolve) => setTimeout(resolve, 5));
     if (this.#results.length > 0) {
       const results = this.#results.splice(0);
-      await this.#store.settleAndClaimWebhookEvents(results, [], this.#leaseMs).then(
+      await this.#store.settleAndClaim(results, [], this.#leaseMs).then(
         ({ disabled }) => this.#logDisabled(disabled),
         (error: unknown) => this.#log.warn({ err: error, results: results.length }, 'webhook results could not be recorded at shutdown; those events will be sent again'),
       );
@@ -255,7 +255,7 @@ export class WebhookDispatcher implements WebhookStats {
   async #poll(): Promise<void> {
     if (this.#stopped) return;
     try {
-      const active = await this.#store.activeWebhooks();
+      const active = await this.#store.active();
       const next = new Map<bigint, SubscriptionState>();
       for (const subscription of active) {
         const state = this.#subscriptions.get(subscription.id);
@@ -272,7 +272,7 @@ export class WebhookDispatcher implements WebhookStats {
       if (next.size === 0) this.#stats.waiting = 0;
       else if (performance.now() - this.#countedAt >= COUNT_INTERVAL_MS) {
         this.#countedAt = performance.now();
-        this.#stats.waiting = await this.#store.countWaitingWebhookEvents();
+        this.#stats.waiting = await this.#store.countWaiting();
       }
       this.#mayBeDue = true;
       this.#scheduleTick(0);
@@ -361,7 +361,7 @@ export class WebhookDispatcher implements WebhookStats {
     this.#lastRoundTripAt = claimedAt;
     if (claims.length > 0) this.#mayBeDue = false;
     try {
-      const { claimed, disabled } = await this.#store.settleAndClaimWebhookEvents(results, claims, this.#leaseMs);
+      const { claimed, disabled } = await this.#store.settleAndClaim(results, claims, this.#leaseMs);
       this.#logDisabled(disabled);
       for (const { outcome } of results) if (outcome.kind === 'retry') this.#wakeIn(outcome.retryInMs);
       const claimedBy = new Map<bigint, number>();

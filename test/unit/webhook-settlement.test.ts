@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult } from '../../src/storage/store.js';
+import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult } from '../../src/storage/webhook-store.js';
 import { planSettlement, type SettlementPlan } from '../../src/storage/webhook-settlement.js';
 
 const GONE = 'the endpoint answered 410 Gone';

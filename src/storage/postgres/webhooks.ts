@@ -1,63 +1,18 @@
 import type pg from 'pg';
 import { DuplicateWebhookNameError } from '../errors.js';
-import {
-  isSameWebhook,
-  webhookEventId,
-  webhookEventRowId,
-  type ActiveWebhookSubscription,
-  type ClaimedWebhookEvent,
-  type NewWebhookSubscription,
-  type RedeliverResult,
-  type WebhookAttemptResult,
-  type WebhookClaim,
-  type WebhookDelivery,
-  type WebhookImportOutcome,
-  type WebhookRecord,
-  type WebhookSubscriptionInfo,
-} from '../store.js';
+import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
+import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
+import type { ActiveWebhookSubscription, ClaimedWebhookEvent, DeliveriesQuery, NewWebhookSubscription, RedeliverResult, SettledAndClaimed } from '../webhook-store.js';
+import type { WebhookAttemptResult, WebhookClaim, WebhookDelivery, WebhookImportOutcome, WebhookRecord, WebhookSubscriptionInfo } from '../webhook-store.js';
 
-interface WebhookRecordRow {
-  name: string;
-  url: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_until: Date | null;
-  id_prefix: string;
-  created_at: Date;
-  disabled_at: Date | null;
-  disabled_reason: string | null;
-}
-
-const WEBHOOK_RECORD_COLUMNS = 'name, url, secret, previous_secret, previous_secret_until, id_prefix, created_at, disabled_at, disabled_reason';
-
-function toWebhookRecord(row: WebhookRecordRow): WebhookRecord {
-  return {
-    name: row.name,
-    url: row.url,
-    secret: row.secret,
-    previousSecret: row.previous_secret,
-    previousSecretUntil: row.previous_secret_until,
-    idPrefix: row.id_prefix,
-    createdAt: row.created_at,
-    disabledAt: row.disabled_at,
-    disabledReason: row.disabled_reason,
-  };
-}
+/** pg gives times as Dates and int4 as numbers: rows map as they come. */
+type WebhookRecordRow = WebhookRecordRowOf<Date>;
+type EventRow = ClaimedEventRowOf<Date, number>;
+const asIs = <T>(value: T) => value;
 
 type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
 type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>;
-
-interface EventRow {
-  id: bigint;
-  subscription_id: bigint;
-  plant_id: bigint;
-  name: string;
-  tag: string | null;
-  created_at: Date;
-  attempts: number;
-  retry_index: number;
-}
 
 const EVENT_COLUMNS = 'e.id, e.subscription_id, e.plant_id, e.name, e.tag, e.created_at, e.attempts, e.retry_index';
 
@@ -80,19 +35,8 @@ const CLAIM = `UPDATE webhook_events e SET lease_until = now() + $3 * interval '
   WHERE e.id = c.id
   RETURNING ${EVENT_COLUMNS}`;
 
-function toClaimedEvent(row: EventRow): ClaimedWebhookEvent {
-  return {
-    id: row.id,
-    subscriptionId: row.subscription_id,
-    plant: { id: row.plant_id, name: row.name, tag: row.tag },
-    createdAt: row.created_at,
-    attempts: row.attempts,
-    retryIndex: row.retry_index,
-  };
-}
-
-/** The webhook part of the PostgreSQL store; every statement goes through the store's pool and its error translation. */
-export class PostgresWebhooks {
+/** The webhook sub-store of PostgreSQL; every statement goes through the store's pool and its error translation. */
+export class PostgresWebhooks implements WebhookStore {
   readonly #query: Query;
   readonly #transaction: Transaction;
 
@@ -157,7 +101,7 @@ export class PostgresWebhooks {
   /** By name in byte order (COLLATE "C"), the order SQLite gives: the database's collation may differ. */
   async exportAll(): Promise<WebhookRecord[]> {
     const result = await this.#query<WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name COLLATE "C"`);
-    return result.rows.map(toWebhookRecord);
+    return result.rows.map((row) => toWebhookRecord(row, asIs));
   }
 
   async importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
@@ -185,7 +129,7 @@ export class PostgresWebhooks {
         }
         const stored = (await query<WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = $1`, [record.name]))
           .rows[0] as WebhookRecordRow;
-        outcomes.push(isSameWebhook(toWebhookRecord(stored), record) ? { status: 'exists' } : { status: 'conflict' });
+        outcomes.push(isSameWebhook(toWebhookRecord(stored, asIs), record) ? { status: 'exists' } : { status: 'conflict' });
       }
       return outcomes;
     });
@@ -221,7 +165,7 @@ export class PostgresWebhooks {
     return (result.rowCount ?? 0) > 0;
   }
 
-  async deliveries(query: { readonly name?: string; readonly failedOnly: boolean; readonly limit: number }): Promise<WebhookDelivery[]> {
+  async deliveries(query: DeliveriesQuery): Promise<WebhookDelivery[]> {
     const result = await this.#query<{
       event_id: bigint;
       name: string;
@@ -282,17 +226,20 @@ export class PostgresWebhooks {
     results: readonly WebhookAttemptResult[],
     claims: readonly WebhookClaim[],
     leaseMs: number,
-  ): Promise<{ claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> }> {
+  ): Promise<SettledAndClaimed> {
     return this.#transaction(async (query) => {
       const disabled = results.length > 0 ? await settle(query, results) : [];
       const claimed: ClaimedWebhookEvent[] = [];
       for (const claim of claims) {
         const rows = await query<EventRow>(CLAIM, [claim.subscriptionId.toString(), claim.limit, leaseMs]);
-        for (const row of rows.rows) claimed.push(toClaimedEvent(row));
+        for (const row of rows.rows) claimed.push(toClaimedEvent(row, asIs, asIs));
       }
       return { claimed, disabled };
     });
   }
+
+  /** Another instance may hold leases: they are left to run out. */
+  async releaseLeases(): Promise<void> {}
 
   async countWaiting(): Promise<number> {
     const result = await this.#query<{ waiting: bigint }>(

@@ -1,82 +1,110 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
-import {
-  isSameWebhook,
-  type ClaimedWebhookEvent,
-  CreateOutcome,
-  type NewWebhookSubscription,
-  type PlantToCreate,
-  type WebhookAttemptResult,
-  type WebhookClaim,
-  type WebhookImportOutcome,
-  type WebhookRecord,
-} from '../store.js';
+import { DuplicateWebhookNameError } from '../errors.js';
+import type { CreateOutcome, PlantToCreate } from '../store.js';
+import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
+import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
+import type { ActiveWebhookSubscription, ClaimedWebhookEvent, DeliveriesQuery, NewWebhookSubscription, RedeliverResult, SettledAndClaimed } from '../webhook-store.js';
+import type { WebhookAttemptResult, WebhookClaim, WebhookDelivery, WebhookImportOutcome, WebhookRecord, WebhookSubscriptionInfo } from '../webhook-store.js';
 
-export interface WebhookRecordRow {
+/** Times are milliseconds since the epoch; a claim reads every integer as a bigint. */
+type WebhookRecordRow = WebhookRecordRowOf<number>;
+type EventRow = ClaimedEventRowOf<bigint, bigint>;
+const fromMs = (ms: number | bigint) => new Date(Number(ms));
+
+/** Rows deleted per pruning transaction: short enough that creates waiting for the write lock never notice. */
+const PRUNE_CHUNK = 1000;
+
+interface WebhookInfoRow {
   name: string;
   url: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_until: number | null;
-  id_prefix: string;
   created_at: number;
   disabled_at: number | null;
   disabled_reason: string | null;
+  last_success_at: number | null;
+  last_failure_at: number | null;
+  last_error: string | null;
+  waiting: number;
+  delivered_total: number;
+  retried_total: number;
+  failed_total: number;
 }
 
-export const WEBHOOK_RECORD_COLUMNS = 'name, url, secret, previous_secret, previous_secret_until, id_prefix, created_at, disabled_at, disabled_reason';
-
-export function toWebhookRecord(row: WebhookRecordRow): WebhookRecord {
-  const date = (ms: number | null) => (ms === null ? null : new Date(ms));
-  return {
-    name: row.name,
-    url: row.url,
-    secret: row.secret,
-    previousSecret: row.previous_secret,
-    previousSecretUntil: date(row.previous_secret_until),
-    idPrefix: row.id_prefix,
-    createdAt: new Date(row.created_at),
-    disabledAt: date(row.disabled_at),
-    disabledReason: row.disabled_reason,
-  };
-}
-
-export interface EventRow {
+interface ActiveWebhookRow {
   id: bigint;
-  subscription_id: bigint;
-  plant_id: bigint;
   name: string;
-  tag: string | null;
-  created_at: bigint;
-  attempts: bigint;
-  retry_index: bigint;
+  url: string;
+  id_prefix: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: bigint | null;
 }
 
-export function toClaimedEvent(row: EventRow): ClaimedWebhookEvent {
+interface DeliveryRow {
+  event_id: bigint;
+  name: string;
+  id_prefix: string;
+  plant_id: bigint;
+  attempt: bigint;
+  attempted_at: bigint;
+  status: bigint | null;
+  error: string | null;
+}
+
+function optionalDate(ms: number | null): Date | null {
+  return ms === null ? null : new Date(ms);
+}
+
+/** The webhook reads, on the read connection. */
+function webhookReads(reader: Database.Database) {
   return {
-    id: row.id,
-    subscriptionId: row.subscription_id,
-    plant: { id: row.plant_id, name: row.name, tag: row.tag },
-    createdAt: new Date(Number(row.created_at)),
-    attempts: Number(row.attempts),
-    retryIndex: Number(row.retry_index),
+    // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
+    exportAll: reader.prepare<[], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name`),
+    listWebhooks: reader.prepare<[], WebhookInfoRow>(
+      `SELECT s.name, s.url, s.created_at, s.disabled_at, s.disabled_reason, s.last_success_at, s.last_failure_at, s.last_error,
+              s.delivered_total, s.retried_total, s.failed_total,
+              (SELECT count(*) FROM webhook_events e WHERE e.subscription_id = s.id AND e.next_attempt_at IS NOT NULL) AS waiting
+       FROM webhook_subscriptions s ORDER BY s.name`,
+    ),
+    activeWebhooks: reader
+      .prepare<[], ActiveWebhookRow>(
+        'SELECT id, name, url, id_prefix, secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE disabled_at IS NULL ORDER BY id',
+      )
+      .safeIntegers(true),
+    webhookDeliveries: reader
+      .prepare<{ name: string | null; failedOnly: number; limit: number }, DeliveryRow>(
+        `SELECT a.event_id, s.name, s.id_prefix, e.plant_id, a.attempt, a.attempted_at, a.status, a.error
+         FROM webhook_attempts a JOIN webhook_subscriptions s ON s.id = a.subscription_id JOIN webhook_events e ON e.id = a.event_id
+         WHERE (@name IS NULL OR s.name = @name) AND (@failedOnly = 0 OR a.status IS NULL OR a.status NOT BETWEEN 200 AND 299)
+         ORDER BY a.id DESC LIMIT @limit`,
+      )
+      .safeIntegers(true),
+    countWaiting: reader
+      .prepare<[], number>(
+        `SELECT count(*) FROM webhook_events e JOIN webhook_subscriptions s ON s.id = e.subscription_id
+         WHERE e.next_attempt_at IS NOT NULL AND s.disabled_at IS NULL`,
+      )
+      .pluck(),
   };
 }
+
+/** Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs (SqliteStore's). */
+export type Unlocked = <T>(work: () => T) => Promise<T>;
 
 /**
- * The webhook writes of the SQLite store, on its one write connection (SqliteWriter's). `recordEvents` runs inside
- * the transaction that stores a batch of plants, so the outbox shares that batch's commit and fsync; the others are
- * durable commits of their own, each taking the write lock at once or throwing SQLITE_BUSY having changed nothing,
- * except `settleAndClaim`: the dispatcher's own bookkeeping commits without an fsync of its own (docs/design.md,
- * "The dispatcher's records").
+ * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection (SqliteWriter's).
+ * `recordEvents` runs inside the transaction that stores a batch of plants, so the outbox shares that batch's commit
+ * and fsync; the other writes are durable commits of their own, each taking the write lock at once or throwing
+ * SQLITE_BUSY having changed nothing (which `unlocked` retries), except `settleAndClaim`: the dispatcher's own
+ * bookkeeping commits without an fsync of its own (docs/design.md, "The dispatcher's records").
  */
-export class SqliteWebhookWriter {
+export class SqliteWebhooks implements WebhookStore {
+  readonly #unlocked: Unlocked;
+  readonly #reads;
   readonly #statements;
   readonly #settleAndClaim: Database.Transaction<
-    (results: readonly WebhookAttemptResult[], claims: readonly WebhookClaim[], leaseMs: number) => {
-      claimed: ClaimedWebhookEvent[];
-      disabled: Array<{ name: string; reason: string }>;
-    }
+    (results: readonly WebhookAttemptResult[], claims: readonly WebhookClaim[], leaseMs: number) => SettledAndClaimed
   >;
   readonly #syncNormal: Database.Statement;
   readonly #syncFull: Database.Statement;
@@ -84,7 +112,10 @@ export class SqliteWebhookWriter {
   readonly #prune: Database.Transaction<(cutoff: number, now: number, chunk: number) => number>;
   readonly #import: Database.Transaction<(subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[]>;
 
-  constructor(db: Database.Database) {
+  /** `db` is the write connection. */
+  constructor(reader: Database.Database, db: Database.Database, unlocked: Unlocked) {
+    this.#unlocked = unlocked;
+    this.#reads = webhookReads(reader);
     this.#syncNormal = db.prepare('PRAGMA synchronous = NORMAL');
     this.#syncFull = db.prepare('PRAGMA synchronous = FULL');
     this.#statements = {
@@ -206,7 +237,7 @@ export class SqliteWebhookWriter {
       const claimed: ClaimedWebhookEvent[] = [];
       for (const claim of claims) {
         for (const row of s.claim.all({ leaseUntil: now + leaseMs, subscription: claim.subscriptionId, now, limit: claim.limit })) {
-          claimed.push(toClaimedEvent(row));
+          claimed.push(toClaimedEvent(row, fromMs, Number));
         }
       }
       return { claimed, disabled };
@@ -235,7 +266,7 @@ export class SqliteWebhookWriter {
         );
         if (inserted.changes === 1) return { status: 'created' };
         const stored = s.storedSubscription.get(record.name) as WebhookRecordRow;
-        return isSameWebhook(toWebhookRecord(stored), record) ? { status: 'exists' } : { status: 'conflict' };
+        return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { status: 'exists' } : { status: 'conflict' };
       }),
     );
     this.#prune = db.transaction((cutoff: number, now: number, chunk: number) => {
@@ -259,56 +290,129 @@ export class SqliteWebhookWriter {
     });
   }
 
-  /** Throws SQLITE_CONSTRAINT_UNIQUE when the name is taken. */
-  add(subscription: NewWebhookSubscription): void {
+  async add(subscription: NewWebhookSubscription): Promise<void> {
     const { name, url, secret, idPrefix, createdAt } = subscription;
-    this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime());
+    try {
+      await this.#unlocked(() => this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime()));
+    } catch (error) {
+      if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new DuplicateWebhookNameError(name);
+      throw error;
+    }
   }
 
-  importAll(subscriptions: readonly WebhookRecord[]): WebhookImportOutcome[] {
-    return this.#import.immediate(subscriptions);
+  list(): Promise<WebhookSubscriptionInfo[]> {
+    return this.#unlocked(() =>
+      this.#reads.listWebhooks.all().map((row) => ({
+        name: row.name,
+        url: row.url,
+        createdAt: new Date(row.created_at),
+        disabledAt: optionalDate(row.disabled_at),
+        disabledReason: row.disabled_reason,
+        lastSuccessAt: optionalDate(row.last_success_at),
+        lastFailureAt: optionalDate(row.last_failure_at),
+        lastError: row.last_error,
+        waiting: row.waiting,
+        delivered: row.delivered_total,
+        retried: row.retried_total,
+        failed: row.failed_total,
+      })),
+    );
   }
 
-  remove(name: string): boolean {
-    return this.#remove.immediate(name);
+  remove(name: string): Promise<boolean> {
+    return this.#unlocked(() => this.#remove.immediate(name));
   }
 
-  setEnabled(name: string, enabled: boolean, reason: string): boolean {
-    return (enabled ? this.#statements.enable.run(name) : this.#statements.disable.run(Date.now(), reason, name)).changes > 0;
+  setEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
+    return this.#unlocked(() => (enabled ? this.#statements.enable.run(name) : this.#statements.disable.run(Date.now(), reason, name)).changes > 0);
   }
 
-  rotateSecret(name: string, secret: string, graceMs: number): boolean {
-    return this.#statements.rotate.run(Date.now() + graceMs, secret, name).changes > 0;
+  rotateSecret(name: string, secret: string, graceMs: number): Promise<boolean> {
+    return this.#unlocked(() => this.#statements.rotate.run(Date.now() + graceMs, secret, name).changes > 0);
   }
 
-  /** undefined when no event of a subscription with that prefix has that id; otherwise whether its subscription is disabled. */
-  redeliver(rowId: bigint, idPrefix: string): { disabled: boolean } | undefined {
-    const row = this.#statements.redeliver.get(Date.now(), rowId, idPrefix) as { disabled: number } | undefined;
-    return row && { disabled: row.disabled === 1 };
+  deliveries(query: DeliveriesQuery): Promise<WebhookDelivery[]> {
+    return this.#unlocked(() =>
+      this.#reads.webhookDeliveries.all({ name: query.name ?? null, failedOnly: query.failedOnly ? 1 : 0, limit: query.limit }).map((row) => ({
+        eventId: webhookEventId(row.id_prefix, row.event_id),
+        subscription: row.name,
+        plantId: row.plant_id,
+        attempt: Number(row.attempt),
+        attemptedAt: new Date(Number(row.attempted_at)),
+        status: row.status === null ? null : Number(row.status),
+        error: row.error,
+      })),
+    );
+  }
+
+  async redeliver(eventId: string): Promise<RedeliverResult> {
+    const parsed = webhookEventRowId(eventId);
+    if (!parsed) return 'not-found';
+    const row = await this.#unlocked(() => this.#statements.redeliver.get(Date.now(), parsed.rowId, parsed.idPrefix) as { disabled: number } | undefined);
+    if (!row) return 'not-found';
+    return row.disabled === 1 ? 'scheduled-disabled' : 'scheduled';
+  }
+
+  active(): Promise<ActiveWebhookSubscription[]> {
+    return this.#unlocked(() => {
+      const now = Date.now();
+      return this.#reads.activeWebhooks.all().map((row) => ({
+        id: row.id,
+        name: row.name,
+        url: row.url,
+        idPrefix: row.id_prefix,
+        secrets:
+          row.previous_secret !== null && row.previous_secret_until !== null && Number(row.previous_secret_until) > now
+            ? [row.secret, row.previous_secret]
+            : [row.secret],
+      }));
+    });
   }
 
   settleAndClaim(
     results: readonly WebhookAttemptResult[],
     claims: readonly WebhookClaim[],
     leaseMs: number,
-  ): { claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> } {
-    // Written to the WAL now (a SIGKILL keeps it), synced by the next durable commit or checkpoint: a power loss may
-    // forget a settlement, and then the event is sent again with its webhook-id, which at-least-once allows. An fsync
-    // here would stop the loop for every round of deliveries, creates included.
-    this.#syncNormal.run();
-    try {
-      return this.#settleAndClaim.immediate(results, claims, leaseMs);
-    } finally {
-      this.#syncFull.run();
+  ): Promise<SettledAndClaimed> {
+    return this.#unlocked(() => {
+      // Written to the WAL now (a SIGKILL keeps it), synced by the next durable commit or checkpoint: a power loss may
+      // forget a settlement, and then the event is sent again with its webhook-id, which at-least-once allows. An fsync
+      // here would stop the loop for every round of deliveries, creates included.
+      this.#syncNormal.run();
+      try {
+        return this.#settleAndClaim.immediate(results, claims, leaseMs);
+      } finally {
+        this.#syncFull.run();
+      }
+    });
+  }
+
+  releaseLeases(): Promise<void> {
+    return this.#unlocked(() => {
+      this.#statements.releaseAll.run();
+    });
+  }
+
+  countWaiting(): Promise<number> {
+    return this.#unlocked(() => this.#reads.countWaiting.get() ?? 0);
+  }
+
+  async prune(retentionMs: number): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      // Short transactions, between which creates and reads go on.
+      const chunk = await this.#unlocked(() => this.#prune.immediate(Date.now() - retentionMs, Date.now(), PRUNE_CHUNK));
+      deleted += chunk;
+      if (chunk < PRUNE_CHUNK) return deleted;
+      await sleep(0);
     }
   }
 
-  releaseLeases(): void {
-    this.#statements.releaseAll.run();
+  exportAll(): Promise<WebhookRecord[]> {
+    return this.#unlocked(() => this.#reads.exportAll.all().map((row) => toWebhookRecord(row, fromMs)));
   }
 
-  /** One chunk of pruning (a short transaction); the caller repeats while it deletes a whole chunk. */
-  prune(cutoff: number, chunk: number): number {
-    return this.#prune.immediate(cutoff, Date.now(), chunk);
+  importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
+    return this.#unlocked(() => this.#import.immediate(subscriptions));
   }
 }
