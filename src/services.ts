@@ -47,7 +47,7 @@ export async function startServices(config: Config, store: Store, log: Logger, o
   // plant service each create's answer, the webhook dispatcher its deliveries.
   const metrics = config.metrics ? new Metrics({ batchLimit: config.writes.batchLimit }) : null;
   if (metrics) metrics.watchStore(store);
-  const dispatcher = new WebhookDispatcher(store, {
+  const dispatcher = new WebhookDispatcher(store.webhooks, {
     config: config.webhooks,
     log: log.child({ component: 'webhooks' }),
     stopGraceMs: config.shutdownTimeoutMs / 2,

@@ -41,7 +41,7 @@ function webhooksOf(url: string): string {
 async function exportedWebhooks(url: string) {
   const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
   try {
-    return await store.exportWebhooks();
+    return await store.webhooks.exportAll();
   } finally {
     await store.close();
   }
@@ -221,7 +221,7 @@ describe('plantstore copy', () => {
           const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
           const [hook] = await exportedWebhooks(source.url);
           assert.equal(hook?.name, 'hook');
-          await store.addWebhook({ ...hook, secret: `whsec_${randomBytes(32).toString('base64')}` });
+          await store.webhooks.add({ ...hook, secret: `whsec_${randomBytes(32).toString('base64')}` });
           await store.close();
         },
         problem: /webhook subscription "hook", which differs from the source's/,

@@ -8,8 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import type Database from 'better-sqlite3';
 import { openConnection } from '../src/storage/sqlite/connection.js';
 import { migrate } from '../src/storage/sqlite/migrations.js';
+import { SqliteWebhooks } from '../src/storage/sqlite/webhooks.js';
 import { SqliteWriter } from '../src/storage/sqlite/writer.js';
-import type { ClaimedWebhookEvent, WebhookAttemptResult } from '../src/storage/store.js';
+import type { ClaimedWebhookEvent, WebhookAttemptResult } from '../src/storage/webhook-store.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { sqliteFile } from './helpers/transfer.js';
 
@@ -20,6 +21,7 @@ describe('SQLite webhook settlements', () => {
   let database: TestDatabase;
   let db: Database.Database;
   let writer: SqliteWriter;
+  let webhooks: SqliteWebhooks;
   let subscriptionId: bigint;
 
   before(async () => {
@@ -27,8 +29,10 @@ describe('SQLite webhook settlements', () => {
     db = openConnection(sqliteFile(database.url), 2);
     migrate(db);
     db.pragma('busy_timeout = 0');
-    writer = new SqliteWriter(db);
-    writer.webhooks.add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
+    // One connection reads and writes; a lock held elsewhere fails at once (the store would retry it).
+    webhooks = new SqliteWebhooks(db, db, async (work) => work());
+    writer = new SqliteWriter(db, webhooks);
+    await webhooks.add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
     subscriptionId = db.prepare('SELECT id FROM webhook_subscriptions').safeIntegers(true).pluck().get() as bigint;
   });
   after(async () => {
@@ -40,34 +44,34 @@ describe('SQLite webhook settlements', () => {
   const delivered = (events: readonly ClaimedWebhookEvent[], at: number): WebhookAttemptResult[] =>
     events.map((event, index) => ({ event, attemptedAt: new Date(at + index), status: 204, error: null, outcome: { kind: 'delivered' } }));
 
-  it('claim and settle, leaving the connection at synchronous=FULL', () => {
+  it('claim and settle, leaving the connection at synchronous=FULL', async () => {
     assert.equal(synchronous(), FULL);
     const ids = [9007199254740993n, -9223372036854775808n, 9223372036854775807n];
     writer.createPlants(ids.map((id) => ({ id, name: 'p', tag: null })));
-    const { claimed } = writer.webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000);
+    const { claimed } = await webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000);
     assert.deepEqual(claimed.map((event) => event.plant.id).sort(), [...ids].sort());
     assert.equal(synchronous(), FULL);
 
     const at = Date.UTC(2026, 10, 23);
-    assert.deepEqual(writer.webhooks.settleAndClaim(delivered(claimed, at), [{ subscriptionId, limit: 10 }], 60_000).claimed, []);
+    assert.deepEqual((await webhooks.settleAndClaim(delivered(claimed, at), [{ subscriptionId, limit: 10 }], 60_000)).claimed, []);
     assert.equal(synchronous(), FULL);
     const totals = db.prepare('SELECT delivered_total, last_success_at FROM webhook_subscriptions').get();
     assert.deepEqual(totals, { delivered_total: 3, last_success_at: at + 2 });
     assert.equal(db.prepare('SELECT count(*) FROM webhook_attempts').pluck().get(), 3);
   });
 
-  it('leave it at synchronous=FULL when the commit fails', () => {
+  it('leave it at synchronous=FULL when the commit fails', async () => {
     writer.createPlants([{ id: 5n, name: 'p', tag: null }]);
     const other = openConnection(sqliteFile(database.url), 2);
     try {
       other.exec('BEGIN IMMEDIATE');
-      assert.throws(() => writer.webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'SQLITE_BUSY' });
+      await assert.rejects(webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'SQLITE_BUSY' });
       assert.equal(synchronous(), FULL);
       other.exec('ROLLBACK');
     } finally {
       other.close();
     }
-    assert.equal(writer.webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000).claimed.length, 1);
+    assert.equal((await webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000)).claimed.length, 1);
     assert.equal(synchronous(), FULL);
   });
 });

@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig, type DatabaseConfig } from '../src/config.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { openStore } from '../src/storage/open.js';
 import { DuplicateTokenNameError } from '../src/storage/errors.js';
-import type { CreateOutcome, PlantToCreate, Store, StoredPlant, WebhookRecord } from '../src/storage/store.js';
+import type { CreateOutcome, PlantToCreate, Store, StoredPlant } from '../src/storage/store.js';
+import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookRecord, WebhookSubscriptionInfo } from '../src/storage/webhook-store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { freePort } from './helpers/process.js';
@@ -286,14 +288,14 @@ for (const database of DATABASES) {
 
     it('exports webhook subscriptions with secrets, previous secret, id prefix, times and state, in byte order of name', () =>
       withStore(async (store) => {
-        assert.deepEqual(await store.exportWebhooks(), []);
+        assert.deepEqual(await store.webhooks.exportAll(), []);
         const names = ['b', 'B', '_x', 'a.1', '.dot'];
         for (const [index, name] of names.entries()) {
-          await store.addWebhook({ name, url: `https://${index}.example/hook`, secret: `whsec_${name}`, idPrefix: `p${index}`, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)) });
+          await store.webhooks.add({ name, url: `https://${index}.example/hook`, secret: `whsec_${name}`, idPrefix: `p${index}`, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)) });
         }
-        assert.equal(await store.rotateWebhookSecret('b', 'whsec_new', 3_600_000), true);
-        assert.equal(await store.setWebhookEnabled('B', false, 'receiver moved'), true);
-        const exported = await store.exportWebhooks();
+        assert.equal(await store.webhooks.rotateSecret('b', 'whsec_new', 3_600_000), true);
+        assert.equal(await store.webhooks.setEnabled('B', false, 'receiver moved'), true);
+        const exported = await store.webhooks.exportAll();
         assert.deepEqual(
           exported.map((subscription) => subscription.name),
           [...names].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
@@ -333,15 +335,15 @@ for (const database of DATABASES) {
           disabledReason: null,
           ...changes,
         });
-        await store.addWebhook({ name: 'kept', url: 'https://kept.example/hook', secret: 'whsec_kept', idPrefix: 'prefixkept', createdAt });
-        await store.addWebhook({ name: 'other', url: 'https://other.example/hook', secret: 'whsec_other', idPrefix: 'prefixother', createdAt });
+        await store.webhooks.add({ name: 'kept', url: 'https://kept.example/hook', secret: 'whsec_kept', idPrefix: 'prefixkept', createdAt });
+        await store.webhooks.add({ name: 'other', url: 'https://other.example/hook', secret: 'whsec_other', idPrefix: 'prefixother', createdAt });
         const full = record('full', {
           previousSecret: 'whsec_before',
           previousSecretUntil: new Date('2099-01-01T00:00:00.001Z'),
           disabledAt: new Date('2026-02-03T04:05:06.789Z'),
           disabledReason: 'failing since',
         });
-        const outcomes = await store.importWebhooks([
+        const outcomes = await store.webhooks.importAll([
           full,
           record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
           // The id prefix is not compared: a copy gives its own.
@@ -360,7 +362,7 @@ for (const database of DATABASES) {
           { status: 'conflict' },
           { status: 'conflict' },
         ]);
-        assert.deepEqual(await store.exportWebhooks(), [
+        assert.deepEqual(await store.webhooks.exportAll(), [
           record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
           full,
           record('kept'),
@@ -368,12 +370,230 @@ for (const database of DATABASES) {
         ]);
         // An imported subscription signs with both its secrets, under its own id prefix; a disabled one is not active.
         assert.deepEqual(
-          (await store.activeWebhooks()).filter((subscription) => subscription.name === 'active').map(({ idPrefix, secrets }) => ({ idPrefix, secrets })),
+          (await store.webhooks.active()).filter((subscription) => subscription.name === 'active').map(({ idPrefix, secrets }) => ({ idPrefix, secrets })),
           [{ idPrefix: 'prefixactive', secrets: ['whsec_active', 'whsec_old'] }],
         );
-        assert.ok(!(await store.activeWebhooks()).some((subscription) => subscription.name === 'full'));
-        assert.deepEqual(await store.importWebhooks([]), []);
+        assert.ok(!(await store.webhooks.active()).some((subscription) => subscription.name === 'full'));
+        assert.deepEqual(await store.webhooks.importAll([]), []);
       }));
+
+    describe('the webhook outbox', () => {
+      const LEASE_MS = 60_000;
+      const GONE = 'the endpoint answered 410 Gone';
+
+      async function subscribe(store: Store, name: string): Promise<bigint> {
+        await store.webhooks.add({ name, url: `https://${name}.example/hook`, secret: `whsec_${name}`, idPrefix: `prefix${name}`, createdAt: new Date() });
+        const subscription = (await store.webhooks.active()).find((active) => active.name === name);
+        assert.ok(subscription);
+        return subscription.id;
+      }
+
+      /** Settles `results` and claims up to `limit` due events of each subscription, in one call; the events by plant id. */
+      async function settleAndClaim(store: Store, results: readonly WebhookAttemptResult[], subscriptions: readonly bigint[], limit = 100, leaseMs = LEASE_MS) {
+        const settled = await store.webhooks.settleAndClaim(results, subscriptions.map((subscriptionId) => ({ subscriptionId, limit })), leaseMs);
+        settled.claimed.sort((a, b) => (a.plant.id < b.plant.id ? -1 : a.plant.id > b.plant.id ? 1 : 0));
+        return settled;
+      }
+
+      /** Two subscriptions and their events for plants 1 and 2, claimed (in plant order). */
+      async function twoSubscriptionsClaimed(store: Store, ...names: [string, string]) {
+        const [a, b] = [await subscribe(store, names[0]), await subscribe(store, names[1])];
+        await store.createPlants([plant(1n), plant(2n)]);
+        const events = await claim(store, [a, b]);
+        const of = (id: bigint) => ({ id, events: events.filter((event) => event.subscriptionId === id) as [ClaimedWebhookEvent, ClaimedWebhookEvent] });
+        return [of(a), of(b)] as const;
+      }
+
+      const claim = async (store: Store, subscriptions: readonly bigint[], limit?: number, leaseMs?: number) =>
+        (await settleAndClaim(store, [], subscriptions, limit, leaseMs)).claimed;
+
+      function attempt(event: ClaimedWebhookEvent, at: number, outcome: WebhookAttemptOutcome, status: number | null, error: string | null = null): WebhookAttemptResult {
+        return { event, attemptedAt: new Date(at), status, error, outcome };
+      }
+      const delivered = (event: ClaimedWebhookEvent, at: number) => attempt(event, at, { kind: 'delivered' }, 204);
+      const retried = (event: ClaimedWebhookEvent, at: number, error: string, retryInMs = LEASE_MS) => attempt(event, at, { kind: 'retry', retryInMs }, null, error);
+      const spent = (event: ClaimedWebhookEvent, at: number, reason: string) => attempt(event, at, { kind: 'failed', disableReason: reason }, 500, 'HTTP 500');
+      const gone = (event: ClaimedWebhookEvent, at: number) => attempt(event, at, { kind: 'retry', retryInMs: LEASE_MS, disable: GONE }, 410, 'HTTP 410');
+
+      /**
+       * A moment in the past, yet after the events just created: attempts are settled after they were made, and a
+       * retry after 0 ms is due at once whichever clock the store counts it on.
+       */
+      async function pastMoment(): Promise<number> {
+        await sleep(40);
+        return Date.now() - 20;
+      }
+
+      async function subscription(store: Store, name: string): Promise<WebhookSubscriptionInfo> {
+        const found = (await store.webhooks.list()).find((info) => info.name === name);
+        assert.ok(found, name);
+        return found;
+      }
+
+      it('claims due events of active subscriptions, each once while its lease lasts, with the plant exact', () =>
+        withStore(async (store) => {
+          const first = await subscribe(store, 'first');
+          const second = await subscribe(store, 'second');
+          const plants = [plant(INT64_MIN, 'min'), plant(BEYOND_DOUBLE, 'beyond', 't'), plant(INT64_MAX, 'max')];
+          const before = Date.now();
+          await store.createPlants(plants);
+          // A replay writes no event.
+          await store.createPlants([plants[0] as PlantToCreate]);
+          assert.equal(await store.webhooks.countWaiting(), 6);
+
+          const some = await claim(store, [first], 2);
+          assert.equal(some.length, 2);
+          const rest = await claim(store, [first, second]);
+          const claimed = [...some, ...rest].filter((event) => event.subscriptionId === first);
+          assert.deepEqual(claimed.map((event) => event.plant).sort((a, b) => (a.id < b.id ? -1 : 1)), plants);
+          assert.deepEqual(rest.filter((event) => event.subscriptionId === second).map((event) => event.plant), plants);
+          for (const event of [...some, ...rest]) {
+            assert.equal(typeof event.id, 'bigint');
+            assert.equal(event.attempts, 0);
+            assert.equal(event.retryIndex, 0);
+            assert.ok(event.createdAt.getTime() >= before - 1000 && event.createdAt.getTime() <= Date.now() + 1000);
+          }
+          assert.equal(new Set([...some, ...rest].map((event) => event.id)).size, 6);
+          // Every event is leased: nothing more is due, and claimed events still count as waiting.
+          assert.deepEqual(await claim(store, [first, second]), []);
+          assert.equal(await store.webhooks.countWaiting(), 6);
+
+          // A disabled subscription's events are neither claimed nor counted, and creates write none for it.
+          const third = await subscribe(store, 'third');
+          await store.createPlants([plant(1n)]);
+          assert.equal(await store.webhooks.setEnabled('third', false, 'paused'), true);
+          await store.createPlants([plant(2n)]);
+          assert.deepEqual(await claim(store, [third]), []);
+          assert.equal(await store.webhooks.countWaiting(), 10);
+          assert.equal(await store.webhooks.setEnabled('third', true, ''), true);
+          assert.deepEqual((await claim(store, [third])).map((event) => event.plant.id), [1n]);
+        }));
+
+      it('settles deliveries, retries and failures: the attempt log, the events, the totals, the latest success and failure', () =>
+        withStore(async (store) => {
+          const hook = await subscribe(store, 'hook');
+          await store.createPlants([plant(1n), plant(2n), plant(3n), plant(4n)]);
+          const [e1, e2, e3, e4] = (await claim(store, [hook])) as [ClaimedWebhookEvent, ClaimedWebhookEvent, ClaimedWebhookEvent, ClaimedWebhookEvent];
+          const t = await pastMoment();
+          // Out of time order on purpose: the latest attempt sets the last success, the last failure and its error.
+          const round = await settleAndClaim(
+            store,
+            [delivered(e1, t + 3), delivered(e2, t + 1), retried(e4, t + 4, 'timed out'), retried(e3, t + 2, 'HTTP 503', 0)],
+            [hook],
+          );
+          assert.deepEqual(round.disabled, []);
+          // Due again at once (retried after 0 ms), one attempt and one retry on.
+          assert.deepEqual(
+            round.claimed.map(({ id, attempts, retryIndex }) => ({ id, attempts, retryIndex })),
+            [{ id: e3.id, attempts: 1, retryIndex: 1 }],
+          );
+          assert.deepEqual(await subscription(store, 'hook'), {
+            name: 'hook',
+            url: 'https://hook.example/hook',
+            createdAt: (await subscription(store, 'hook')).createdAt,
+            disabledAt: null,
+            disabledReason: null,
+            lastSuccessAt: new Date(t + 3),
+            lastFailureAt: new Date(t + 4),
+            lastError: 'timed out',
+            waiting: 2,
+            delivered: 2,
+            retried: 2,
+            failed: 0,
+          });
+          const log = await store.webhooks.deliveries({ failedOnly: false, limit: 10 });
+          assert.deepEqual(
+            log.map(({ plantId, attempt: number, attemptedAt, status, error }) => ({ plantId, number, at: attemptedAt.getTime(), status, error })).sort((a, b) => a.at - b.at),
+            [
+              { plantId: 2n, number: 1, at: t + 1, status: 204, error: null },
+              { plantId: 3n, number: 1, at: t + 2, status: null, error: 'HTTP 503' },
+              { plantId: 1n, number: 1, at: t + 3, status: 204, error: null },
+              { plantId: 4n, number: 1, at: t + 4, status: null, error: 'timed out' },
+            ],
+          );
+          assert.ok(log.every((delivery) => delivery.subscription === 'hook' && delivery.eventId.startsWith('msg_prefixhook_')));
+          assert.equal((await store.webhooks.deliveries({ failedOnly: true, limit: 10 })).length, 2);
+
+          // The schedule spent, but the subscription succeeded since the event was created: marked failed, not disabled.
+          const [again] = round.claimed as [ClaimedWebhookEvent];
+          assert.deepEqual((await settleAndClaim(store, [spent(again, t + 5, 'spent')], [hook])).disabled, []);
+          // An earlier failure settled later moves neither the last failure nor its error back.
+          await store.createPlants([plant(5n)]);
+          const [e5] = (await claim(store, [hook])) as [ClaimedWebhookEvent];
+          await settleAndClaim(store, [retried(e5, t, 'older')], []);
+          const info = await subscription(store, 'hook');
+          assert.deepEqual(
+            { disabledAt: info.disabledAt, lastFailureAt: info.lastFailureAt, lastError: info.lastError, waiting: info.waiting, delivered: info.delivered, retried: info.retried, failed: info.failed },
+            { disabledAt: null, lastFailureAt: new Date(t + 5), lastError: 'HTTP 500', waiting: 2, delivered: 2, retried: 3, failed: 1 },
+          );
+          assert.equal(await store.webhooks.countWaiting(), 2);
+          assert.equal((await store.webhooks.deliveries({ name: 'hook', failedOnly: false, limit: 10 }))[0]?.attempt, 1);
+          assert.equal((await store.webhooks.deliveries({ name: 'hook', failedOnly: true, limit: 10 })).filter((d) => d.attempt === 2).length, 1);
+        }));
+
+      it('claims an event again once its lease runs out, and a released one at once, with no attempt counted', () =>
+        withStore(async (store) => {
+          const hook = await subscribe(store, 'hook');
+          await store.createPlants([plant(1n), plant(2n)]);
+          const [leased] = (await claim(store, [hook], 1, 300)) as [ClaimedWebhookEvent];
+          const [other] = (await claim(store, [hook])) as [ClaimedWebhookEvent];
+          assert.notEqual(other.id, leased.id);
+          assert.deepEqual(await claim(store, [hook]), []);
+          await sleep(500);
+          assert.deepEqual(
+            (await claim(store, [hook])).map(({ id, attempts, retryIndex }) => ({ id, attempts, retryIndex })),
+            [{ id: leased.id, attempts: 0, retryIndex: 0 }],
+          );
+          const released = attempt(other, Date.now(), { kind: 'released' }, null);
+          assert.deepEqual(
+            (await settleAndClaim(store, [released], [hook])).claimed.map(({ id, attempts, retryIndex }) => ({ id, attempts, retryIndex })),
+            [{ id: other.id, attempts: 0, retryIndex: 0 }],
+          );
+          assert.deepEqual(await store.webhooks.deliveries({ failedOnly: false, limit: 10 }), []);
+          const info = await subscription(store, 'hook');
+          assert.deepEqual([info.waiting, info.delivered, info.retried, info.failed, info.lastFailureAt], [2, 0, 0, 0, null]);
+        }));
+
+      it('disables a subscription answering 410 Gone at once, the 410 taking precedence over a spent schedule in the same round in either order', () =>
+        withStore(async (store) => {
+          const [{ id: first, events: [a1, a2] }, { id: second, events: [b1, b2] }] = await twoSubscriptionsClaimed(store, 'first', 'second');
+          const t = await pastMoment();
+          const { disabled } = await settleAndClaim(store, [gone(a1, t + 2), spent(a2, t + 1, 'spent a'), spent(b1, t + 1, 'spent b'), gone(b2, t + 2)], [first, second]);
+          assert.deepEqual(disabled.sort((x, y) => x.name.localeCompare(y.name)), [
+            { name: 'first', reason: GONE },
+            { name: 'second', reason: GONE },
+          ]);
+          for (const name of ['first', 'second']) {
+            const info = await subscription(store, name);
+            assert.deepEqual(
+              { disabledAt: info.disabledAt, disabledReason: info.disabledReason, waiting: info.waiting, retried: info.retried, failed: info.failed },
+              // The 410's event stays waiting, in case the subscription is enabled again.
+              { disabledAt: new Date(t + 2), disabledReason: GONE, waiting: 1, retried: 1, failed: 1 },
+              name,
+            );
+          }
+          assert.deepEqual(await store.webhooks.active(), []);
+          assert.equal(await store.webhooks.countWaiting(), 0);
+          assert.deepEqual(await claim(store, [first, second]), []);
+        }));
+
+      it('disables a subscription whose schedule is spent only when it has had no success since the event was created', () =>
+        withStore(async (store) => {
+          const [{ events: [d1, d2] }, { events: [f1, f2] }] = await twoSubscriptionsClaimed(store, 'dead', 'flaky');
+          const t = await pastMoment();
+          // A success in the same round counts. Of two spent events of one batch, the later attempt gives the reason.
+          const { disabled } = await settleAndClaim(store, [spent(d1, t + 1, 'first'), spent(d2, t + 3, 'second'), spent(f2, t + 2, 'flaky'), delivered(f1, t + 1)], []);
+          assert.deepEqual(disabled, [{ name: 'dead', reason: 'second' }]);
+          const info = await subscription(store, 'dead');
+          assert.deepEqual(
+            { disabledAt: info.disabledAt, disabledReason: info.disabledReason, failed: info.failed, lastFailureAt: info.lastFailureAt },
+            { disabledAt: new Date(t + 3), disabledReason: 'second', failed: 2, lastFailureAt: new Date(t + 3) },
+          );
+          const kept = await subscription(store, 'flaky');
+          assert.deepEqual([kept.disabledAt, kept.failed, kept.delivered], [null, 1, 1]);
+          assert.deepEqual((await store.webhooks.active()).map((active) => active.name), ['flaky']);
+        }));
+    });
 
     it('keeps data across close and reopen, and migrating again changes nothing', async () => {
       const db = await database.create();

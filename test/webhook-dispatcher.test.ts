@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import type { WebhookConfig } from '../src/config.js';
 import { SqliteStore } from '../src/storage/sqlite/sqlite-store.js';
-import type { WebhookAttemptResult, WebhookClaim } from '../src/storage/store.js';
+import type { WebhookAttemptResult, WebhookClaim } from '../src/storage/webhook-store.js';
 import { WebhookDispatcher } from '../src/webhooks/dispatcher.js';
 import { generateWebhookSecret } from '../src/webhooks/signature.js';
 import { sqliteDatabase } from './helpers/databases.js';
@@ -16,17 +16,17 @@ import { sqliteFile } from './helpers/transfer.js';
 
 const silent = { info() {}, warn() {}, error() {} };
 
-/** A store whose round trips are recorded: what was claimed, and what was settled. */
+/** A store's outbox whose round trips are recorded: what was claimed, and what was settled. */
 function recorded(store: SqliteStore) {
   const claims: WebhookClaim[][] = [];
   const settled: WebhookAttemptResult[] = [];
-  const spy = new Proxy(store, {
+  const spy = new Proxy(store.webhooks, {
     get(target, property) {
-      if (property === 'settleAndClaimWebhookEvents') {
+      if (property === 'settleAndClaim') {
         return (results: readonly WebhookAttemptResult[], claimed: readonly WebhookClaim[], leaseMs: number) => {
           claims.push([...claimed]);
           settled.push(...results);
-          return target.settleAndClaimWebhookEvents(results, claimed, leaseMs);
+          return target.settleAndClaim(results, claimed, leaseMs);
         };
       }
       const value: unknown = Reflect.get(target, property, target);
@@ -51,7 +51,7 @@ describe('the webhook dispatcher', () => {
     });
     const receiver = await Receiver.start(respond);
     cleanups.push(() => receiver.close());
-    await store.addWebhook({ name: 'hook', url: receiver.url(), secret: generateWebhookSecret(), idPrefix: 'p1', createdAt: new Date() });
+    await store.webhooks.add({ name: 'hook', url: receiver.url(), secret: generateWebhookSecret(), idPrefix: 'p1', createdAt: new Date() });
     const ids = Array.from({ length: backlog }, (_, index) => 9007199254740993n + BigInt(index));
     await store.createPlants(ids.map((id) => ({ id, name: 'p', tag: null })));
     const { spy, claims, settled } = recorded(store);

@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import type { Config } from '../config.js';
 import { DuplicateWebhookNameError } from '../storage/errors.js';
-import type { Store, WebhookSubscriptionInfo } from '../storage/store.js';
+import type { Store } from '../storage/store.js';
+import type { WebhookSubscriptionInfo } from '../storage/webhook-store.js';
 import { subscriptionUrlProblem } from '../webhooks/address-policy.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../webhooks/signature.js';
 
@@ -81,7 +82,7 @@ export async function webhookCommand(config: Config, args: string[], context: Co
       if (!NAME.test(name)) throw context.usage(`webhook add --name must be ${NAME_RULE}`);
       const secret = generateWebhookSecret();
       try {
-        await withStore((store) => store.addWebhook({ name, url, secret, idPrefix: generateEventIdPrefix(), createdAt: new Date() }));
+        await withStore((store) => store.webhooks.add({ name, url, secret, idPrefix: generateEventIdPrefix(), createdAt: new Date() }));
       } catch (error) {
         if (!(error instanceof DuplicateWebhookNameError)) throw error;
         const hint = values.name === undefined ? " (the name was taken from the URL's host; choose another with --name NAME)" : '';
@@ -98,14 +99,14 @@ export async function webhookCommand(config: Config, args: string[], context: Co
     }
     case 'list': {
       parseArgs({ args: rest, options: {}, strict: true });
-      const subscriptions = await withStore((store) => store.listWebhooks());
+      const subscriptions = await withStore((store) => store.webhooks.list());
       if (subscriptions.length === 0) process.stderr.write('no webhook subscriptions; add one with: plantstore webhook add --url URL\n');
       for (const info of subscriptions) process.stdout.write(`${describeSubscription(info)}\n`);
       return;
     }
     case 'remove': {
       const name = oneName(rest, action, context);
-      if (!(await withStore((store) => store.removeWebhook(name)))) return noSuch(name);
+      if (!(await withStore((store) => store.webhooks.remove(name)))) return noSuch(name);
       process.stderr.write(`removed webhook subscription "${name}" and its events\n`);
       return;
     }
@@ -113,14 +114,14 @@ export async function webhookCommand(config: Config, args: string[], context: Co
     case 'enable': {
       const name = oneName(rest, action, context);
       const enabled = action === 'enable';
-      if (!(await withStore((store) => store.setWebhookEnabled(name, enabled, 'disabled by the operator')))) return noSuch(name);
+      if (!(await withStore((store) => store.webhooks.setEnabled(name, enabled, 'disabled by the operator')))) return noSuch(name);
       process.stderr.write(`${enabled ? 'enabled' : 'disabled'} webhook subscription "${name}"; running servers follow within about a second\n`);
       return;
     }
     case 'rotate-secret': {
       const name = oneName(rest, action, context);
       const secret = generateWebhookSecret();
-      if (!(await withStore((store) => store.rotateWebhookSecret(name, secret, config.webhooks.secretGraceMs)))) return noSuch(name);
+      if (!(await withStore((store) => store.webhooks.rotateSecret(name, secret, config.webhooks.secretGraceMs)))) return noSuch(name);
       process.stdout.write(`${secret}\n`);
       process.stderr.write(
         `rotated the signing secret of "${name}"; it is shown only this once. Deliveries carry signatures by both the new ` +
@@ -140,7 +141,7 @@ export async function webhookCommand(config: Config, args: string[], context: Co
       if (!/^[1-9][0-9]{0,5}$/.test(limit)) throw context.usage('webhook deliveries --limit needs a positive integer');
       const [name] = positionals;
       const deliveries = await withStore((store) =>
-        store.webhookDeliveries({ ...(name === undefined ? {} : { name }), failedOnly: values.failed ?? false, limit: Number(limit) }),
+        store.webhooks.deliveries({ ...(name === undefined ? {} : { name }), failedOnly: values.failed ?? false, limit: Number(limit) }),
       );
       if (deliveries.length === 0) process.stderr.write('no attempts recorded\n');
       for (const delivery of deliveries) {
@@ -157,7 +158,7 @@ export async function webhookCommand(config: Config, args: string[], context: Co
       const { positionals } = parseArgs({ args: rest, options: {}, allowPositionals: true, strict: true });
       const [eventId] = positionals;
       if (!eventId || positionals.length !== 1) throw context.usage('webhook redeliver needs exactly one EVENT_ID (as webhook deliveries prints it)');
-      const result = await withStore((store) => store.redeliverWebhookEvent(eventId));
+      const result = await withStore((store) => store.webhooks.redeliver(eventId));
       if (result === 'not-found') {
         process.stderr.write(`no webhook event ${JSON.stringify(eventId)} (delivered events are pruned after WEBHOOK_RETENTION)\n`);
         process.exitCode = 1;

@@ -1,7 +1,8 @@
 import { hash } from 'node:crypto';
 import { plantJson } from '../plant-json.js';
 import { isSamePlant } from '../plants/service.js';
-import { isSameWebhook, type Store, type TokenRecord, type WebhookRecord } from '../storage/store.js';
+import type { Store, TokenRecord } from '../storage/store.js';
+import { isSameWebhook, type WebhookRecord } from '../storage/webhook-store.js';
 import { generateEventIdPrefix } from '../webhooks/signature.js';
 import { SetDigest } from './digest.js';
 import { PlantCursor, plantPages } from './pages.js';
@@ -79,8 +80,8 @@ function webhooksSection(source: Store, target: Store): Section {
   return {
     name: 'webhook subscriptions',
     async checkTarget() {
-      const ours = new Map((await source.exportWebhooks()).map((subscription) => [subscription.name, subscription]));
-      for (const there of await target.exportWebhooks()) {
+      const ours = new Map((await source.webhooks.exportAll()).map((subscription) => [subscription.name, subscription]));
+      for (const there of await target.webhooks.exportAll()) {
         const here = ours.get(there.name);
         if (!here) throw new TargetHoldsOtherDataError(`webhook subscription "${there.name}", which the source does not hold`);
         if (!isSameWebhook(here, there)) throw new TargetHoldsOtherDataError(`webhook subscription "${there.name}", which differs from the source's`);
@@ -88,8 +89,8 @@ function webhooksSection(source: Store, target: Store): Section {
     },
     async copy(onRows) {
       // Subscriptions are made by hand, so they are few: one call, one transaction.
-      const subscriptions = (await source.exportWebhooks()).map((subscription) => ({ ...subscription, idPrefix: generateEventIdPrefix() }));
-      const outcomes = await target.importWebhooks(subscriptions);
+      const subscriptions = (await source.webhooks.exportAll()).map((subscription) => ({ ...subscription, idPrefix: generateEventIdPrefix() }));
+      const outcomes = await target.webhooks.importAll(subscriptions);
       let created = 0;
       outcomes.forEach((outcome, index) => {
         if (outcome.status === 'created') created += 1;
@@ -104,7 +105,7 @@ function webhooksSection(source: Store, target: Store): Section {
     },
     async digest(store) {
       const digest = new SetDigest();
-      for (const subscription of await store.exportWebhooks()) digest.add(canonicalWebhook(subscription));
+      for (const subscription of await store.webhooks.exportAll()) digest.add(canonicalWebhook(subscription));
       return digest;
     },
   };

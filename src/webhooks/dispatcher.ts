@@ -7,11 +7,14 @@ import {
   type WebhookAttemptOutcome,
   type WebhookAttemptResult,
   type WebhookClaim,
-  type WebhookStore,
-} from '../storage/store.js';
+  type WebhookOutbox,
+} from '../storage/webhook-store.js';
 import { systemResolver, type Resolver } from './address-policy.js';
-import { WebhookSender, type AttemptAnswer } from './sender.js';
+import { PREFETCH, holdBounds, nextHoldTarget, planClaims, type HoldBounds } from './claim-planner.js';
+import { decideOutcome } from './retry-policy.js';
+import { WebhookSender } from './sender.js';
 import { webhookSignature } from './signature.js';
+import { SoonestTimer } from './soonest-timer.js';
 
 /** Counts of this instance's dispatcher since it started (waiting: over all instances, as of the last look). */
 export interface WebhookStatsSnapshot {
@@ -63,56 +66,12 @@ const FIRST_PRUNE_DELAY_MS = 60_000;
  * Throughput is kept by claiming ahead and settling many attempts per round trip.
  */
 const MIN_ROUND_TRIP_INTERVAL_MS = 20;
-/**
- * Events held per subscription (in flight and queued) start at this many times its in-flight bound. A fixed amount
- * would cap a subscription at that many events per round trip (64 per 20 ms: 3,200 a second by default), below what
- * one subscriber on a fast network takes, so the amount adapts (SubscriptionState.holdTarget) up to MAX_HELD_EVENTS.
- */
-const PREFETCH = 4;
-/** Events held in memory (in flight and queued), over all subscriptions, at most; more if the in-flight bounds ask. */
-const MAX_HELD_EVENTS = 4096;
 /** An attempt starts only while its claim has at least its time limit and this much left to run. */
 const LEASE_MARGIN_MS = 5000;
 /** Counting waiting events walks the index of waiting events, so it is done this often, not at every poll. */
 const COUNT_INTERVAL_MS = 10_000;
 /** After a store failure, the next try waits this long. */
 const STORE_RETRY_MS = 1000;
-/** Retry-After is honoured up to this, so a subscriber cannot park an event for ever. */
-const RETRY_AFTER_MAX_MS = 24 * 3_600_000;
-
-/**
- * One unreferenced timer that runs `fire` once, at the soonest of the times asked for since it last fired: asking for
- * a later time than the one set changes nothing, an earlier one moves it.
- */
-class SoonestTimer {
-  readonly #fire: () => void;
-  #timer: NodeJS.Timeout | undefined;
-  #at = Infinity;
-
-  constructor(fire: () => void) {
-    this.#fire = fire;
-  }
-
-  /** Fires in `delayMs` at the latest. */
-  atMost(delayMs: number): void {
-    const at = performance.now() + delayMs;
-    if (this.#timer !== undefined && this.#at <= at) return;
-    this.cancel();
-    this.#at = at;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      this.#at = Infinity;
-      this.#fire();
-    }, delayMs);
-    this.#timer.unref();
-  }
-
-  cancel(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#at = Infinity;
-  }
-}
 
 interface QueuedEvent {
   readonly event: ClaimedWebhookEvent;
@@ -124,10 +83,7 @@ interface SubscriptionState {
   subscription: ActiveWebhookSubscription;
   inFlight: number;
   queue: QueuedEvent[];
-  /**
-   * How many events to hold (in flight and queued): doubled when the queue ran dry between round trips while more
-   * was due (deliveries outpace claims), halved when most of it is still queued at the next one.
-   */
+  /** How many events to hold, in flight and queued (claim-planner.ts). */
   holdTarget: number;
   /** The last claim came back full: more may be due than was claimed. */
   claimedFull: boolean;
@@ -142,7 +98,7 @@ interface SubscriptionState {
  * ahead, and store round trips (one transaction settles finished attempts and claims more).
  */
 export class WebhookDispatcher implements WebhookStats {
-  readonly #store: WebhookStore;
+  readonly #store: WebhookOutbox;
   readonly #config: WebhookConfig;
   readonly #log: WebhookLog;
   readonly #sender: WebhookSender;
@@ -157,6 +113,8 @@ export class WebhookDispatcher implements WebhookStats {
   readonly #leaseMs: number;
   /** An attempt may start this long after its claim at most (see #leaseMs). */
   readonly #startWithinMs: number;
+  /** How many events to hold per subscription and in all (claim-planner.ts). */
+  readonly #holdBounds: HoldBounds;
   #subscriptions = new Map<bigint, SubscriptionState>();
   #results: WebhookAttemptResult[] = [];
   #inFlight = 0;
@@ -175,7 +133,7 @@ export class WebhookDispatcher implements WebhookStats {
   #stopped = false;
   #stats = { waiting: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 };
 
-  constructor(store: WebhookStore, options: DispatcherOptions) {
+  constructor(store: WebhookOutbox, options: DispatcherOptions) {
     this.#store = store;
     this.#config = options.config;
     this.#log = options.log;
@@ -185,6 +143,7 @@ export class WebhookDispatcher implements WebhookStats {
     this.#stopGraceMs = options.stopGraceMs;
     this.#leaseMs = (PREFETCH + 1) * options.config.timeoutMs + LEASE_MARGIN_MS;
     this.#startWithinMs = this.#leaseMs - options.config.timeoutMs - LEASE_MARGIN_MS;
+    this.#holdBounds = holdBounds(options.config);
     this.#sender = new WebhookSender({
       timeoutMs: options.config.timeoutMs,
       allowPrivateNetworks: options.config.allowPrivateNetworks,
@@ -198,7 +157,7 @@ export class WebhookDispatcher implements WebhookStats {
    * predecessor held are void, so its events are sent again at once rather than after their lease.
    */
   async start(releaseLeases: boolean): Promise<void> {
-    if (releaseLeases) await this.#store.releaseWebhookLeases();
+    if (releaseLeases) await this.#store.releaseLeases();
     await this.#poll();
     this.#pruneTimer = setTimeout(() => void this.#pruneNow(), Math.min(FIRST_PRUNE_DELAY_MS, this.#pruneIntervalMs));
     this.#pruneTimer.unref();
@@ -217,7 +176,7 @@ export class WebhookDispatcher implements WebhookStats {
 
   /** Deletes delivered events past the retention; also runs on its own every hour. */
   async prune(): Promise<number> {
-    return this.#store.pruneWebhookEvents(this.#config.retentionMs);
+    return this.#store.prune(this.#config.retentionMs);
   }
 
   /**
@@ -244,7 +203,7 @@ export class WebhookDispatcher implements WebhookStats {
     while (this.#ticking) await new Promise((resolve) => setTimeout(resolve, 5));
     if (this.#results.length > 0) {
       const results = this.#results.splice(0);
-      await this.#store.settleAndClaimWebhookEvents(results, [], this.#leaseMs).then(
+      await this.#store.settleAndClaim(results, [], this.#leaseMs).then(
         ({ disabled }) => this.#logDisabled(disabled),
         (error: unknown) => this.#log.warn({ err: error, results: results.length }, 'webhook results could not be recorded at shutdown; those events will be sent again'),
       );
@@ -255,13 +214,13 @@ export class WebhookDispatcher implements WebhookStats {
   async #poll(): Promise<void> {
     if (this.#stopped) return;
     try {
-      const active = await this.#store.activeWebhooks();
+      const active = await this.#store.active();
       const next = new Map<bigint, SubscriptionState>();
       for (const subscription of active) {
         const state = this.#subscriptions.get(subscription.id);
         next.set(
           subscription.id,
-          state ? Object.assign(state, { subscription }) : { subscription, inFlight: 0, queue: [], holdTarget: this.#minHold(), claimedFull: false },
+          state ? Object.assign(state, { subscription }) : { subscription, inFlight: 0, queue: [], holdTarget: this.#holdBounds.minHold, claimedFull: false },
         );
       }
       // A subscription disabled or removed meanwhile: events claimed for it and not yet sent are released.
@@ -272,7 +231,7 @@ export class WebhookDispatcher implements WebhookStats {
       if (next.size === 0) this.#stats.waiting = 0;
       else if (performance.now() - this.#countedAt >= COUNT_INTERVAL_MS) {
         this.#countedAt = performance.now();
-        this.#stats.waiting = await this.#store.countWaitingWebhookEvents();
+        this.#stats.waiting = await this.#store.countWaiting();
       }
       this.#mayBeDue = true;
       this.#scheduleTick(0);
@@ -305,39 +264,14 @@ export class WebhookDispatcher implements WebhookStats {
     this.#tickTimer.atMost(delayMs);
   }
 
-  #minHold(): number {
-    return PREFETCH * this.#config.maxInFlightPerSubscription;
-  }
-
-  #maxHeld(): number {
-    return Math.max(MAX_HELD_EVENTS, PREFETCH * this.#config.maxInFlight);
-  }
-
   /** Before a claim: each subscription's hold target follows how fast its queue went since the last one. */
   #adaptHoldTargets(): void {
-    for (const state of this.#subscriptions.values()) {
-      if (state.queue.length === 0 && state.claimedFull) state.holdTarget = Math.min(this.#maxHeld(), state.holdTarget * 2);
-      else if (state.queue.length > (state.holdTarget * 3) / 4) state.holdTarget = Math.max(this.#minHold(), Math.floor(state.holdTarget / 2));
-    }
+    for (const state of this.#subscriptions.values()) state.holdTarget = nextHoldTarget(state, this.#holdBounds);
   }
 
   /** What to claim: for each subscription, room up to its hold target, within the overall bound. */
   #claims(): WebhookClaim[] {
-    const claims: WebhookClaim[] = [];
-    let room = this.#maxHeld() - this.#inFlight - this.#queued();
-    for (const state of this.#subscriptions.values()) {
-      const limit = Math.min(room, state.holdTarget - state.inFlight - state.queue.length);
-      if (limit <= 0) continue;
-      claims.push({ subscriptionId: state.subscription.id, limit });
-      room -= limit;
-    }
-    return claims;
-  }
-
-  #queued(): number {
-    let queued = 0;
-    for (const state of this.#subscriptions.values()) queued += state.queue.length;
-    return queued;
+    return planClaims(this.#subscriptions.values(), this.#inFlight, this.#holdBounds);
   }
 
   /** One store round trip: settle finished attempts, claim what is due. Never two at once. */
@@ -361,7 +295,7 @@ export class WebhookDispatcher implements WebhookStats {
     this.#lastRoundTripAt = claimedAt;
     if (claims.length > 0) this.#mayBeDue = false;
     try {
-      const { claimed, disabled } = await this.#store.settleAndClaimWebhookEvents(results, claims, this.#leaseMs);
+      const { claimed, disabled } = await this.#store.settleAndClaim(results, claims, this.#leaseMs);
       this.#logDisabled(disabled);
       for (const { outcome } of results) if (outcome.kind === 'retry') this.#wakeIn(outcome.retryInMs);
       const claimedBy = new Map<bigint, number>();
@@ -455,7 +389,7 @@ export class WebhookDispatcher implements WebhookStats {
       .send({ url: subscription.url, id, timestampSeconds, body, signature: webhookSignature(subscription.secrets, id, timestampSeconds, body) })
       .then((answer) => {
         const interrupted = this.#sender.interrupted && answer.status === null;
-        const outcome: WebhookAttemptOutcome = interrupted ? { kind: 'released' } : this.#decide(event, answer);
+        const outcome: WebhookAttemptOutcome = interrupted ? { kind: 'released' } : decideOutcome(event, answer, this.#config.retrySchedule, this.#random);
         this.#count(outcome);
         this.#results.push({ event, attemptedAt, status: answer.status, error: answer.error, outcome });
       })
@@ -474,26 +408,5 @@ export class WebhookDispatcher implements WebhookStats {
     if (outcome.kind === 'delivered') this.#stats.delivered += 1;
     else if (outcome.kind === 'retry') this.#stats.retried += 1;
     else if (outcome.kind === 'failed') this.#stats.failed += 1;
-  }
-
-  /** What follows an attempt: done, a retry after the schedule's next delay (jittered, Retry-After honoured), or failed. */
-  #decide(event: ClaimedWebhookEvent, answer: AttemptAnswer): WebhookAttemptOutcome {
-    const { status } = answer;
-    if (status !== null && status >= 200 && status <= 299) return { kind: 'delivered' };
-    const schedule = this.#config.retrySchedule;
-    const scheduled = event.retryIndex >= 0 ? schedule[event.retryIndex] : undefined;
-    const what = status === null ? (answer.error ?? 'no answer') : `HTTP ${status}`;
-    if (status === 410) {
-      // Gone: the subscriber says it will never want these again. The event stays waiting, in case it is enabled again.
-      const delay = scheduled ?? schedule.at(-1) ?? 0;
-      return { kind: 'retry', retryInMs: delay, disable: 'the endpoint answered 410 Gone' };
-    }
-    if (scheduled === undefined) {
-      const reason = `every attempt failed for the whole retry schedule (${event.attempts + 1} attempts); the last: ${what}`;
-      return { kind: 'failed', disableReason: reason };
-    }
-    const jittered = scheduled * (1 + 0.2 * this.#random());
-    const retryAfter = answer.retryAfterMs === undefined ? 0 : Math.min(answer.retryAfterMs, RETRY_AFTER_MAX_MS);
-    return { kind: 'retry', retryInMs: Math.round(Math.max(jittered, retryAfter)) };
   }
 }

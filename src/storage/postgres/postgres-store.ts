@@ -4,14 +4,10 @@ import { StorageUnavailableError, unavailableIf, type StorageErrorKind } from '.
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
 import type {
-  ActiveWebhookSubscription,
-  ClaimedWebhookEvent,
   ConnectionPoolState,
   CreateOutcome,
-  NewWebhookSubscription,
   PlantQuery,
   PlantToCreate,
-  RedeliverResult,
   Store,
   StorageIncident,
   StoredPlant,
@@ -19,12 +15,6 @@ import type {
   TokenImportOutcome,
   TokenInfo,
   TokenRecord,
-  WebhookAttemptResult,
-  WebhookClaim,
-  WebhookDelivery,
-  WebhookImportOutcome,
-  WebhookRecord,
-  WebhookSubscriptionInfo,
 } from '../store.js';
 import { migrate } from './migrations.js';
 import { PostgresWebhooks } from './webhooks.js';
@@ -234,12 +224,13 @@ export class PostgresStore implements Store {
   readonly writeConcurrency: number;
   readonly #pool: pg.Pool;
   #observer: StorageObserver = UNOBSERVED;
-  readonly #webhooks: PostgresWebhooks;
+  /** Subscriptions and their outbox, on this store's pool and its error translation. */
+  readonly webhooks: PostgresWebhooks;
 
   private constructor(pool: pg.Pool, poolSize: number) {
     this.#pool = pool;
     this.writeConcurrency = Math.max(1, Math.min(4, poolSize - 1));
-    this.#webhooks = new PostgresWebhooks(
+    this.webhooks = new PostgresWebhooks(
       (text, values) => this.#query(text, values),
       (work) => this.#transaction(work),
     );
@@ -449,65 +440,6 @@ export class PostgresStore implements Store {
       }
       return outcomes;
     });
-  }
-
-  exportWebhooks(): Promise<WebhookRecord[]> {
-    return this.#webhooks.exportAll();
-  }
-
-  importWebhooks(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
-    return this.#webhooks.importAll(subscriptions);
-  }
-
-  addWebhook(subscription: NewWebhookSubscription): Promise<void> {
-    return this.#webhooks.add(subscription);
-  }
-
-  listWebhooks(): Promise<WebhookSubscriptionInfo[]> {
-    return this.#webhooks.list();
-  }
-
-  removeWebhook(name: string): Promise<boolean> {
-    return this.#webhooks.remove(name);
-  }
-
-  setWebhookEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
-    return this.#webhooks.setEnabled(name, enabled, reason);
-  }
-
-  rotateWebhookSecret(name: string, secret: string, graceMs: number): Promise<boolean> {
-    return this.#webhooks.rotateSecret(name, secret, graceMs);
-  }
-
-  webhookDeliveries(query: { readonly name?: string; readonly failedOnly: boolean; readonly limit: number }): Promise<WebhookDelivery[]> {
-    return this.#webhooks.deliveries(query);
-  }
-
-  redeliverWebhookEvent(eventId: string): Promise<RedeliverResult> {
-    return this.#webhooks.redeliver(eventId);
-  }
-
-  activeWebhooks(): Promise<ActiveWebhookSubscription[]> {
-    return this.#webhooks.active();
-  }
-
-  settleAndClaimWebhookEvents(
-    results: readonly WebhookAttemptResult[],
-    claims: readonly WebhookClaim[],
-    leaseMs: number,
-  ): Promise<{ claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> }> {
-    return this.#webhooks.settleAndClaim(results, claims, leaseMs);
-  }
-
-  /** Another instance may hold leases: they are left to run out. */
-  async releaseWebhookLeases(): Promise<void> {}
-
-  countWaitingWebhookEvents(): Promise<number> {
-    return this.#webhooks.countWaiting();
-  }
-
-  pruneWebhookEvents(retentionMs: number): Promise<number> {
-    return this.#webhooks.prune(retentionMs);
   }
 
   /** Nothing of this store runs outside requests, so it has no incidents to report. */

@@ -1,62 +1,18 @@
 import type pg from 'pg';
 import { DuplicateWebhookNameError } from '../errors.js';
-import {
-  isSameWebhook,
-  webhookEventId,
-  webhookEventRowId,
-  type ActiveWebhookSubscription,
-  type ClaimedWebhookEvent,
-  type NewWebhookSubscription,
-  type RedeliverResult,
-  type WebhookAttemptResult,
-  type WebhookClaim,
-  type WebhookDelivery,
-  type WebhookImportOutcome,
-  type WebhookRecord,
-  type WebhookSubscriptionInfo,
-} from '../store.js';
+import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
+import { planSettlement } from '../webhook-settlement.js';
+import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
+import type { ActiveWebhookSubscription, ClaimedWebhookEvent, DeliveriesQuery, NewWebhookSubscription, RedeliverResult, SettledAndClaimed } from '../webhook-store.js';
+import type { WebhookAttemptResult, WebhookClaim, WebhookDelivery, WebhookImportOutcome, WebhookRecord, WebhookSubscriptionInfo } from '../webhook-store.js';
 
-interface WebhookRecordRow {
-  name: string;
-  url: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_until: Date | null;
-  id_prefix: string;
-  created_at: Date;
-  disabled_at: Date | null;
-  disabled_reason: string | null;
-}
-
-const WEBHOOK_RECORD_COLUMNS = 'name, url, secret, previous_secret, previous_secret_until, id_prefix, created_at, disabled_at, disabled_reason';
-
-function toWebhookRecord(row: WebhookRecordRow): WebhookRecord {
-  return {
-    name: row.name,
-    url: row.url,
-    secret: row.secret,
-    previousSecret: row.previous_secret,
-    previousSecretUntil: row.previous_secret_until,
-    idPrefix: row.id_prefix,
-    createdAt: row.created_at,
-    disabledAt: row.disabled_at,
-    disabledReason: row.disabled_reason,
-  };
-}
+/** pg gives times as Dates and int4 as numbers: rows map as they come. */
+type WebhookRecordRow = WebhookRecordRowOf<Date>;
+type EventRow = ClaimedEventRowOf<Date, number>;
+const asIs = <T>(value: T) => value;
 
 type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
 type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>;
-
-interface EventRow {
-  id: bigint;
-  subscription_id: bigint;
-  plant_id: bigint;
-  name: string;
-  tag: string | null;
-  created_at: Date;
-  attempts: number;
-  retry_index: number;
-}
 
 const EVENT_COLUMNS = 'e.id, e.subscription_id, e.plant_id, e.name, e.tag, e.created_at, e.attempts, e.retry_index';
 
@@ -79,29 +35,8 @@ const CLAIM = `UPDATE webhook_events e SET lease_until = now() + $3 * interval '
   WHERE e.id = c.id
   RETURNING ${EVENT_COLUMNS}`;
 
-function toClaimedEvent(row: EventRow): ClaimedWebhookEvent {
-  return {
-    id: row.id,
-    subscriptionId: row.subscription_id,
-    plant: { id: row.plant_id, name: row.name, tag: row.tag },
-    createdAt: row.created_at,
-    attempts: row.attempts,
-    retryIndex: row.retry_index,
-  };
-}
-
-/** Per subscription, what a batch of results adds to its totals and last outcomes. */
-interface SubscriptionTally {
-  delivered: number;
-  retried: number;
-  failed: number;
-  lastSuccess: Date | null;
-  lastFailure: Date | null;
-  lastError: string | null;
-}
-
-/** The webhook part of the PostgreSQL store; every statement goes through the store's pool and its error translation. */
-export class PostgresWebhooks {
+/** The webhook sub-store of PostgreSQL; every statement goes through the store's pool and its error translation. */
+export class PostgresWebhooks implements WebhookStore {
   readonly #query: Query;
   readonly #transaction: Transaction;
 
@@ -166,7 +101,7 @@ export class PostgresWebhooks {
   /** By name in byte order (COLLATE "C"), the order SQLite gives: the database's collation may differ. */
   async exportAll(): Promise<WebhookRecord[]> {
     const result = await this.#query<WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name COLLATE "C"`);
-    return result.rows.map(toWebhookRecord);
+    return result.rows.map((row) => toWebhookRecord(row, asIs));
   }
 
   async importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
@@ -194,7 +129,7 @@ export class PostgresWebhooks {
         }
         const stored = (await query<WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = $1`, [record.name]))
           .rows[0] as WebhookRecordRow;
-        outcomes.push(isSameWebhook(toWebhookRecord(stored), record) ? { status: 'exists' } : { status: 'conflict' });
+        outcomes.push(isSameWebhook(toWebhookRecord(stored, asIs), record) ? { status: 'exists' } : { status: 'conflict' });
       }
       return outcomes;
     });
@@ -230,7 +165,7 @@ export class PostgresWebhooks {
     return (result.rowCount ?? 0) > 0;
   }
 
-  async deliveries(query: { readonly name?: string; readonly failedOnly: boolean; readonly limit: number }): Promise<WebhookDelivery[]> {
+  async deliveries(query: DeliveriesQuery): Promise<WebhookDelivery[]> {
     const result = await this.#query<{
       event_id: bigint;
       name: string;
@@ -291,17 +226,20 @@ export class PostgresWebhooks {
     results: readonly WebhookAttemptResult[],
     claims: readonly WebhookClaim[],
     leaseMs: number,
-  ): Promise<{ claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> }> {
+  ): Promise<SettledAndClaimed> {
     return this.#transaction(async (query) => {
       const disabled = results.length > 0 ? await settle(query, results) : [];
       const claimed: ClaimedWebhookEvent[] = [];
       for (const claim of claims) {
         const rows = await query<EventRow>(CLAIM, [claim.subscriptionId.toString(), claim.limit, leaseMs]);
-        for (const row of rows.rows) claimed.push(toClaimedEvent(row));
+        for (const row of rows.rows) claimed.push(toClaimedEvent(row, asIs, asIs));
       }
       return { claimed, disabled };
     });
   }
+
+  /** Another instance may hold leases: they are left to run out. */
+  async releaseLeases(): Promise<void> {}
 
   async countWaiting(): Promise<number> {
     const result = await this.#query<{ waiting: bigint }>(
@@ -339,20 +277,20 @@ export class PostgresWebhooks {
   }
 }
 
-/** Records a batch of attempt results in three or four statements, whatever their number; resolves with the disables. */
+/** Records a round of attempt results in at most four statements, whatever their number; resolves with the disables. */
 async function settle(query: Query, results: readonly WebhookAttemptResult[]): Promise<Array<{ name: string; reason: string }>> {
-  const attempted = results.filter((result) => result.outcome.kind !== 'released');
-  if (attempted.length > 0) {
+  const { released, attempts, tallies, disables } = planSettlement(results);
+  if (attempts.length > 0) {
     await query(
       `INSERT INTO webhook_attempts (event_id, subscription_id, attempt, attempted_at, status, error)
        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::timestamptz[], $5::int[], $6::text[])`,
       [
-        attempted.map((r) => r.event.id.toString()),
-        attempted.map((r) => r.event.subscriptionId.toString()),
-        attempted.map((r) => r.event.attempts + 1),
-        attempted.map((r) => r.attemptedAt),
-        attempted.map((r) => r.status),
-        attempted.map((r) => r.error),
+        attempts.map((a) => a.eventId.toString()),
+        attempts.map((a) => a.subscriptionId.toString()),
+        attempts.map((a) => a.attempt),
+        attempts.map((a) => a.attemptedAt),
+        attempts.map((a) => a.status),
+        attempts.map((a) => a.error),
       ],
     );
   }
@@ -367,70 +305,42 @@ async function settle(query: Query, results: readonly WebhookAttemptResult[]): P
      FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::bigint[]) AS r(id, kind, at, retry_ms)
      WHERE e.id = r.id`,
     [
-      results.map((r) => r.event.id.toString()),
-      results.map((r) => r.outcome.kind),
-      results.map((r) => r.attemptedAt),
-      results.map((r) => (r.outcome.kind === 'retry' ? Math.round(r.outcome.retryInMs) : 0)),
+      [...attempts.map((a) => a.eventId.toString()), ...released.map((id) => id.toString())],
+      [...attempts.map((a) => a.outcome), ...released.map(() => 'released')],
+      [...attempts.map((a) => a.attemptedAt), ...released.map(() => null)],
+      [...attempts.map((a) => a.retryInMs), ...released.map(() => 0)],
     ],
   );
-  const tallies = new Map<bigint, SubscriptionTally>();
-  for (const { event, attemptedAt, error, outcome } of attempted) {
-    const tally = tallies.get(event.subscriptionId) ?? { delivered: 0, retried: 0, failed: 0, lastSuccess: null, lastFailure: null, lastError: null };
-    tallies.set(event.subscriptionId, tally);
-    if (outcome.kind === 'delivered') {
-      tally.delivered += 1;
-      if (!tally.lastSuccess || attemptedAt > tally.lastSuccess) tally.lastSuccess = attemptedAt;
-      continue;
-    }
-    if (outcome.kind === 'retry') tally.retried += 1;
-    else tally.failed += 1;
-    if (!tally.lastFailure || attemptedAt >= tally.lastFailure) {
-      tally.lastFailure = attemptedAt;
-      tally.lastError = error;
-    }
-  }
-  if (tallies.size > 0) {
-    // Ascending ids, so that instances settling at once lock subscription rows in one order.
-    const entries = [...tallies].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (tallies.length > 0) {
+    // The last failure moves only forward: an attempt that took long may be settled after a later one.
     await query(
       `UPDATE webhook_subscriptions s SET
          delivered_total = s.delivered_total + r.delivered, retried_total = s.retried_total + r.retried, failed_total = s.failed_total + r.failed,
          last_success_at = greatest(s.last_success_at, r.last_success),
-         last_failure_at = coalesce(r.last_failure, s.last_failure_at),
-         last_error = CASE WHEN r.last_failure IS NULL THEN s.last_error ELSE r.last_error END
+         last_failure_at = greatest(s.last_failure_at, r.last_failure),
+         last_error = CASE WHEN r.last_failure IS NULL OR s.last_failure_at > r.last_failure THEN s.last_error ELSE r.last_error END
        FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::text[])
          AS r(id, delivered, retried, failed, last_success, last_failure, last_error)
        WHERE s.id = r.id`,
       [
-        entries.map(([id]) => id.toString()),
-        entries.map(([, t]) => t.delivered),
-        entries.map(([, t]) => t.retried),
-        entries.map(([, t]) => t.failed),
-        entries.map(([, t]) => t.lastSuccess),
-        entries.map(([, t]) => t.lastFailure),
-        entries.map(([, t]) => t.lastError),
+        tallies.map((t) => t.subscriptionId.toString()),
+        tallies.map((t) => t.delivered),
+        tallies.map((t) => t.retried),
+        tallies.map((t) => t.failed),
+        tallies.map((t) => t.lastSuccessAt),
+        tallies.map((t) => t.lastFailureAt),
+        tallies.map((t) => t.lastError),
       ],
     );
   }
-  // One disable per subscription: an immediate one (410 Gone) before one conditional on no success since the event.
-  const disables = new Map<bigint, { at: Date; reason: string; unlessSuccessSince: Date | null }>();
-  for (const { event, attemptedAt, outcome } of results) {
-    if (outcome.kind === 'retry' && outcome.disable) disables.set(event.subscriptionId, { at: attemptedAt, reason: outcome.disable, unlessSuccessSince: null });
-  }
-  for (const { event, attemptedAt, outcome } of results) {
-    if (outcome.kind === 'failed' && !disables.has(event.subscriptionId)) {
-      disables.set(event.subscriptionId, { at: attemptedAt, reason: outcome.disableReason, unlessSuccessSince: event.createdAt });
-    }
-  }
-  if (disables.size === 0) return [];
-  const entries = [...disables];
+  if (disables.length === 0) return [];
   const disabled = await query<{ name: string; disabled_reason: string }>(
     `UPDATE webhook_subscriptions s SET disabled_at = r.at, disabled_reason = r.reason
      FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::timestamptz[]) AS r(id, at, reason, unless_success_since)
      WHERE s.id = r.id AND s.disabled_at IS NULL
        AND (r.unless_success_since IS NULL OR s.last_success_at IS NULL OR s.last_success_at < r.unless_success_since)
      RETURNING s.name, s.disabled_reason`,
-    [entries.map(([id]) => id.toString()), entries.map(([, d]) => d.at), entries.map(([, d]) => d.reason), entries.map(([, d]) => d.unlessSuccessSince)],
+    [disables.map((d) => d.subscriptionId.toString()), disables.map((d) => d.at), disables.map((d) => d.reason), disables.map((d) => d.unlessSuccessSince)],
   );
   return disabled.rows.map((row) => ({ name: row.name, reason: row.disabled_reason }));
 }

@@ -1,38 +1,26 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
-import { DuplicateWebhookNameError, StorageUnavailableError, unavailableIf } from '../errors.js';
+import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
-import {
-  webhookEventId,
-  webhookEventRowId,
-  type ActiveWebhookSubscription,
-  type ClaimedWebhookEvent,
-  type CreateOutcome,
-  type NewWebhookSubscription,
-  type PlantQuery,
-  type PlantToCreate,
-  type RedeliverResult,
-  type Store,
-  type StorageIncident,
-  type StoredPlant,
-  type StoredToken,
-  type TokenImportOutcome,
-  type TokenInfo,
-  type TokenRecord,
-  type WebhookAttemptResult,
-  type WebhookClaim,
-  type WebhookDelivery,
-  type WebhookImportOutcome,
-  type WebhookRecord,
-  type WebhookSubscriptionInfo,
+import type {
+  CreateOutcome,
+  PlantQuery,
+  PlantToCreate,
+  Store,
+  StorageIncident,
+  StoredPlant,
+  StoredToken,
+  TokenImportOutcome,
+  TokenInfo,
+  TokenRecord,
 } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
 import { BUSY_TIMEOUT_MS, openConnection, unavailableKind } from './connection.js';
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
-import { WEBHOOK_RECORD_COLUMNS, toWebhookRecord, type WebhookRecordRow } from './webhook-writer.js';
+import { SqliteWebhooks } from './webhooks.js';
 import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
 
 interface TokenRow {
@@ -66,80 +54,6 @@ export const SQLITE_LIST_QUERIES = {
   listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
 } as const;
 
-/** Rows deleted per pruning transaction: short enough that creates waiting for the write lock never notice. */
-const PRUNE_CHUNK = 1000;
-
-interface WebhookInfoRow {
-  name: string;
-  url: string;
-  created_at: number;
-  disabled_at: number | null;
-  disabled_reason: string | null;
-  last_success_at: number | null;
-  last_failure_at: number | null;
-  last_error: string | null;
-  waiting: number;
-  delivered_total: number;
-  retried_total: number;
-  failed_total: number;
-}
-
-interface ActiveWebhookRow {
-  id: bigint;
-  name: string;
-  url: string;
-  id_prefix: string;
-  secret: string;
-  previous_secret: string | null;
-  previous_secret_until: bigint | null;
-}
-
-interface DeliveryRow {
-  event_id: bigint;
-  name: string;
-  id_prefix: string;
-  plant_id: bigint;
-  attempt: bigint;
-  attempted_at: bigint;
-  status: bigint | null;
-  error: string | null;
-}
-
-function optionalDate(ms: number | null): Date | null {
-  return ms === null ? null : new Date(ms);
-}
-
-/** The webhook reads, on the read connection. */
-function webhookReads(reader: Database.Database) {
-  return {
-    listWebhooks: reader.prepare<[], WebhookInfoRow>(
-      `SELECT s.name, s.url, s.created_at, s.disabled_at, s.disabled_reason, s.last_success_at, s.last_failure_at, s.last_error,
-              s.delivered_total, s.retried_total, s.failed_total,
-              (SELECT count(*) FROM webhook_events e WHERE e.subscription_id = s.id AND e.next_attempt_at IS NOT NULL) AS waiting
-       FROM webhook_subscriptions s ORDER BY s.name`,
-    ),
-    activeWebhooks: reader
-      .prepare<[], ActiveWebhookRow>(
-        'SELECT id, name, url, id_prefix, secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE disabled_at IS NULL ORDER BY id',
-      )
-      .safeIntegers(true),
-    webhookDeliveries: reader
-      .prepare<{ name: string | null; failedOnly: number; limit: number }, DeliveryRow>(
-        `SELECT a.event_id, s.name, s.id_prefix, e.plant_id, a.attempt, a.attempted_at, a.status, a.error
-         FROM webhook_attempts a JOIN webhook_subscriptions s ON s.id = a.subscription_id JOIN webhook_events e ON e.id = a.event_id
-         WHERE (@name IS NULL OR s.name = @name) AND (@failedOnly = 0 OR a.status IS NULL OR a.status NOT BETWEEN 200 AND 299)
-         ORDER BY a.id DESC LIMIT @limit`,
-      )
-      .safeIntegers(true),
-    countWaiting: reader
-      .prepare<[], number>(
-        `SELECT count(*) FROM webhook_events e JOIN webhook_subscriptions s ON s.id = e.subscription_id
-         WHERE e.next_attempt_at IS NOT NULL AND s.disabled_at IS NULL`,
-      )
-      .pluck(),
-  };
-}
-
 function translate(error: unknown): unknown {
   return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
 }
@@ -163,6 +77,8 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   /** One writer: SQLite commits one transaction at a time. */
   readonly writeConcurrency = 1;
+  /** Subscriptions and their outbox, on this store's two connections and its lock retries. */
+  readonly webhooks: SqliteWebhooks;
   readonly #reader: Database.Database;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
@@ -171,14 +87,10 @@ export class SqliteStore implements Store {
   #closed = false;
   #observer: StorageObserver = UNOBSERVED;
 
-  private constructor(
-    reader: Database.Database,
-    writer: SqliteWriter,
-    checkpointer: Checkpointer,
-    incidents: Incidents,
-  ) {
+  private constructor(reader: Database.Database, writer: Database.Database, checkpointer: Checkpointer, incidents: Incidents) {
     this.#reader = reader;
-    this.#writer = writer;
+    this.webhooks = new SqliteWebhooks(reader, writer, (work) => this.#unlocked(work));
+    this.#writer = new SqliteWriter(writer, this.webhooks);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
     this.#statements = {
@@ -190,8 +102,6 @@ export class SqliteStore implements Store {
       allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
       // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
       exportTokens: reader.prepare<[], TokenRecordRow>('SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
-      exportWebhooks: reader.prepare<[], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name`),
-      ...webhookReads(reader),
     };
   }
 
@@ -210,10 +120,9 @@ export class SqliteStore implements Store {
       for (const connection of [reader, writer]) connection.pragma('busy_timeout = 0');
       // Checkpoints run on their own thread, never inside a commit.
       writer.pragma('wal_autocheckpoint = 0');
-      const sqliteWriter = new SqliteWriter(writer);
       const incidents = new Incidents();
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
-      return new SqliteStore(reader, sqliteWriter, checkpointer, incidents);
+      return new SqliteStore(reader, writer, checkpointer, incidents);
     } catch (error) {
       void checkpointer?.stop();
       writer?.close();
@@ -320,111 +229,6 @@ export class SqliteStore implements Store {
     await this.#unlocked(() => this.#writer.recordTokenUse(entries));
   }
 
-  async addWebhook(subscription: NewWebhookSubscription): Promise<void> {
-    try {
-      await this.#unlocked(() => this.#writer.webhooks.add(subscription));
-    } catch (error) {
-      if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new DuplicateWebhookNameError(subscription.name);
-      throw error;
-    }
-  }
-
-  listWebhooks(): Promise<WebhookSubscriptionInfo[]> {
-    return this.#unlocked(() =>
-      this.#statements.listWebhooks.all().map((row) => ({
-        name: row.name,
-        url: row.url,
-        createdAt: new Date(row.created_at),
-        disabledAt: optionalDate(row.disabled_at),
-        disabledReason: row.disabled_reason,
-        lastSuccessAt: optionalDate(row.last_success_at),
-        lastFailureAt: optionalDate(row.last_failure_at),
-        lastError: row.last_error,
-        waiting: row.waiting,
-        delivered: row.delivered_total,
-        retried: row.retried_total,
-        failed: row.failed_total,
-      })),
-    );
-  }
-
-  removeWebhook(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.webhooks.remove(name));
-  }
-
-  setWebhookEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.webhooks.setEnabled(name, enabled, reason));
-  }
-
-  rotateWebhookSecret(name: string, secret: string, graceMs: number): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.webhooks.rotateSecret(name, secret, graceMs));
-  }
-
-  webhookDeliveries(query: { readonly name?: string; readonly failedOnly: boolean; readonly limit: number }): Promise<WebhookDelivery[]> {
-    return this.#unlocked(() =>
-      this.#statements.webhookDeliveries.all({ name: query.name ?? null, failedOnly: query.failedOnly ? 1 : 0, limit: query.limit }).map((row) => ({
-        eventId: webhookEventId(row.id_prefix, row.event_id),
-        subscription: row.name,
-        plantId: row.plant_id,
-        attempt: Number(row.attempt),
-        attemptedAt: new Date(Number(row.attempted_at)),
-        status: row.status === null ? null : Number(row.status),
-        error: row.error,
-      })),
-    );
-  }
-
-  async redeliverWebhookEvent(eventId: string): Promise<RedeliverResult> {
-    const parsed = webhookEventRowId(eventId);
-    if (!parsed) return 'not-found';
-    const found = await this.#unlocked(() => this.#writer.webhooks.redeliver(parsed.rowId, parsed.idPrefix));
-    if (!found) return 'not-found';
-    return found.disabled ? 'scheduled-disabled' : 'scheduled';
-  }
-
-  activeWebhooks(): Promise<ActiveWebhookSubscription[]> {
-    return this.#unlocked(() => {
-      const now = Date.now();
-      return this.#statements.activeWebhooks.all().map((row) => ({
-        id: row.id,
-        name: row.name,
-        url: row.url,
-        idPrefix: row.id_prefix,
-        secrets:
-          row.previous_secret !== null && row.previous_secret_until !== null && Number(row.previous_secret_until) > now
-            ? [row.secret, row.previous_secret]
-            : [row.secret],
-      }));
-    });
-  }
-
-  settleAndClaimWebhookEvents(
-    results: readonly WebhookAttemptResult[],
-    claims: readonly WebhookClaim[],
-    leaseMs: number,
-  ): Promise<{ claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> }> {
-    return this.#unlocked(() => this.#writer.webhooks.settleAndClaim(results, claims, leaseMs));
-  }
-
-  releaseWebhookLeases(): Promise<void> {
-    return this.#unlocked(() => this.#writer.webhooks.releaseLeases());
-  }
-
-  countWaitingWebhookEvents(): Promise<number> {
-    return this.#unlocked(() => this.#statements.countWaiting.get() ?? 0);
-  }
-
-  async pruneWebhookEvents(retentionMs: number): Promise<number> {
-    let deleted = 0;
-    for (;;) {
-      // Short transactions, between which creates and reads go on.
-      const chunk = await this.#unlocked(() => this.#writer.webhooks.prune(Date.now() - retentionMs, PRUNE_CHUNK));
-      deleted += chunk;
-      if (chunk < PRUNE_CHUNK) return deleted;
-      await sleep(0);
-    }
-  }
-
   onIncident(listener: (incident: StorageIncident) => void): () => void {
     return this.#incidents.listen(listener);
   }
@@ -440,14 +244,6 @@ export class SqliteStore implements Store {
 
   importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
     return this.#unlocked(() => this.#writer.importTokens(tokens));
-  }
-
-  exportWebhooks(): Promise<WebhookRecord[]> {
-    return this.#unlocked(() => this.#statements.exportWebhooks.all().map(toWebhookRecord));
-  }
-
-  importWebhooks(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
-    return this.#unlocked(() => this.#writer.webhooks.importAll(subscriptions));
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { toStoredPlant, type PlantRow } from '../rows.js';
 import type { CreateOutcome, PlantToCreate, TokenImportOutcome, TokenRecord } from '../store.js';
-import { SqliteWebhookWriter } from './webhook-writer.js';
+import type { SqliteWebhooks } from './webhooks.js';
 
 /** A tokens row as SQLite keeps it: times in milliseconds since the epoch. */
 export interface TokenRecordRow {
@@ -31,12 +31,12 @@ export class SqliteWriter {
   readonly #createBatch: Database.Transaction<(plants: readonly PlantToCreate[]) => CreateOutcome[]>;
   readonly #touchTokens: Database.Transaction<(uses: ReadonlyArray<readonly [string, number]>) => void>;
   readonly #importTokens: Database.Transaction<(tokens: readonly TokenRecord[]) => TokenImportOutcome[]>;
-  /** Webhook subscriptions and outbox, on this same connection: their events are written in #createBatch's transaction. */
-  readonly webhooks: SqliteWebhookWriter;
+  /** The webhook outbox, on this same connection: its events are written in #createBatch's transaction. */
+  readonly #webhooks: Pick<SqliteWebhooks, 'recordEvents'>;
 
-  constructor(db: Database.Database) {
+  constructor(db: Database.Database, webhooks: Pick<SqliteWebhooks, 'recordEvents'>) {
     this.#db = db;
-    this.webhooks = new SqliteWebhookWriter(db);
+    this.#webhooks = webhooks;
     this.#statements = {
       insertPlant: db.prepare<[bigint, string, string | null]>('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
       getPlant: db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
@@ -71,7 +71,7 @@ export class SqliteWriter {
         return { status: 'exists', stored: toStoredPlant(getPlant.get(plant.id) as PlantRow) };
       });
       // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
-      this.webhooks.recordEvents(plants, outcomes);
+      this.#webhooks.recordEvents(plants, outcomes);
       return outcomes;
     });
     this.#touchTokens = db.transaction((uses: ReadonlyArray<readonly [string, number]>) => {

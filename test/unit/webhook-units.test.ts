@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { webhookEventId, webhookEventRowId } from '../src/storage/store.js';
-import { refusedAddressReason, subscriptionUrlProblem } from '../src/webhooks/address-policy.js';
-import { retryAfterMs } from '../src/webhooks/sender.js';
-import { generateWebhookSecret, webhookSignature } from '../src/webhooks/signature.js';
+import { webhookEventId, webhookEventRowId } from '../../src/storage/webhook-store.js';
+import { refusedAddressReason, subscriptionUrlProblem } from '../../src/webhooks/address-policy.js';
+import { retryAfterMs } from '../../src/webhooks/sender.js';
+import { generateWebhookSecret, webhookSignature } from '../../src/webhooks/signature.js';
 
 describe('webhook signatures', () => {
   it('are what the standardwebhooks package signs, one per secret, space-separated', () => {

@@ -1,0 +1,418 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type Database from 'better-sqlite3';
+import { DuplicateWebhookNameError } from '../errors.js';
+import type { CreateOutcome, PlantToCreate } from '../store.js';
+import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
+import { planSettlement } from '../webhook-settlement.js';
+import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
+import type { ActiveWebhookSubscription, ClaimedWebhookEvent, DeliveriesQuery, NewWebhookSubscription, RedeliverResult, SettledAndClaimed } from '../webhook-store.js';
+import type { WebhookAttemptResult, WebhookClaim, WebhookDelivery, WebhookImportOutcome, WebhookRecord, WebhookSubscriptionInfo } from '../webhook-store.js';
+
+/** Times are milliseconds since the epoch; a claim reads every integer as a bigint. */
+type WebhookRecordRow = WebhookRecordRowOf<number>;
+type EventRow = ClaimedEventRowOf<bigint, bigint>;
+const fromMs = (ms: number | bigint) => new Date(Number(ms));
+
+/** Rows deleted per pruning transaction: short enough that creates waiting for the write lock never notice. */
+const PRUNE_CHUNK = 1000;
+
+interface WebhookInfoRow {
+  name: string;
+  url: string;
+  created_at: number;
+  disabled_at: number | null;
+  disabled_reason: string | null;
+  last_success_at: number | null;
+  last_failure_at: number | null;
+  last_error: string | null;
+  waiting: number;
+  delivered_total: number;
+  retried_total: number;
+  failed_total: number;
+}
+
+interface ActiveWebhookRow {
+  id: bigint;
+  name: string;
+  url: string;
+  id_prefix: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: bigint | null;
+}
+
+interface DeliveryRow {
+  event_id: bigint;
+  name: string;
+  id_prefix: string;
+  plant_id: bigint;
+  attempt: bigint;
+  attempted_at: bigint;
+  status: bigint | null;
+  error: string | null;
+}
+
+function optionalDate(ms: number | null): Date | null {
+  return ms === null ? null : new Date(ms);
+}
+
+/** The webhook reads, on the read connection. */
+function webhookReads(reader: Database.Database) {
+  return {
+    // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
+    exportAll: reader.prepare<[], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name`),
+    listWebhooks: reader.prepare<[], WebhookInfoRow>(
+      `SELECT s.name, s.url, s.created_at, s.disabled_at, s.disabled_reason, s.last_success_at, s.last_failure_at, s.last_error,
+              s.delivered_total, s.retried_total, s.failed_total,
+              (SELECT count(*) FROM webhook_events e WHERE e.subscription_id = s.id AND e.next_attempt_at IS NOT NULL) AS waiting
+       FROM webhook_subscriptions s ORDER BY s.name`,
+    ),
+    activeWebhooks: reader
+      .prepare<[], ActiveWebhookRow>(
+        'SELECT id, name, url, id_prefix, secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE disabled_at IS NULL ORDER BY id',
+      )
+      .safeIntegers(true),
+    webhookDeliveries: reader
+      .prepare<{ name: string | null; failedOnly: number; limit: number }, DeliveryRow>(
+        `SELECT a.event_id, s.name, s.id_prefix, e.plant_id, a.attempt, a.attempted_at, a.status, a.error
+         FROM webhook_attempts a JOIN webhook_subscriptions s ON s.id = a.subscription_id JOIN webhook_events e ON e.id = a.event_id
+         WHERE (@name IS NULL OR s.name = @name) AND (@failedOnly = 0 OR a.status IS NULL OR a.status NOT BETWEEN 200 AND 299)
+         ORDER BY a.id DESC LIMIT @limit`,
+      )
+      .safeIntegers(true),
+    countWaiting: reader
+      .prepare<[], number>(
+        `SELECT count(*) FROM webhook_events e JOIN webhook_subscriptions s ON s.id = e.subscription_id
+         WHERE e.next_attempt_at IS NOT NULL AND s.disabled_at IS NULL`,
+      )
+      .pluck(),
+  };
+}
+
+/** Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs (SqliteStore's). */
+export type Unlocked = <T>(work: () => T) => Promise<T>;
+
+/**
+ * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection (SqliteWriter's).
+ * `recordEvents` runs inside the transaction that stores a batch of plants, so the outbox shares that batch's commit
+ * and fsync; the other writes are durable commits of their own, each taking the write lock at once or throwing
+ * SQLITE_BUSY having changed nothing (which `unlocked` retries), except `settleAndClaim`: the dispatcher's own
+ * bookkeeping commits without an fsync of its own (docs/design.md, "The dispatcher's records").
+ */
+export class SqliteWebhooks implements WebhookStore {
+  readonly #unlocked: Unlocked;
+  readonly #reads;
+  readonly #statements;
+  readonly #settleAndClaim: Database.Transaction<
+    (results: readonly WebhookAttemptResult[], claims: readonly WebhookClaim[], leaseMs: number) => SettledAndClaimed
+  >;
+  readonly #syncNormal: Database.Statement;
+  readonly #syncFull: Database.Statement;
+  readonly #remove: Database.Transaction<(name: string) => boolean>;
+  readonly #prune: Database.Transaction<(cutoff: number, now: number, chunk: number) => number>;
+  readonly #import: Database.Transaction<(subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[]>;
+
+  /** `db` is the write connection. */
+  constructor(reader: Database.Database, db: Database.Database, unlocked: Unlocked) {
+    this.#unlocked = unlocked;
+    this.#reads = webhookReads(reader);
+    this.#syncNormal = db.prepare('PRAGMA synchronous = NORMAL');
+    this.#syncFull = db.prepare('PRAGMA synchronous = FULL');
+    this.#statements = {
+      anyActive: db.prepare<[], number>('SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)').pluck(),
+      insertEvents: db.prepare<[bigint, string, string | null, number, number]>(
+        `INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at)
+         SELECT id, ?, ?, ?, ?, ? FROM webhook_subscriptions WHERE disabled_at IS NULL`,
+      ),
+      add: db.prepare<[string, string, string, string, number]>(
+        'INSERT INTO webhook_subscriptions (name, url, secret, id_prefix, created_at) VALUES (?, ?, ?, ?, ?)',
+      ),
+      subscriptionId: db.prepare<[string], bigint>('SELECT id FROM webhook_subscriptions WHERE name = ?').pluck().safeIntegers(true),
+      deleteSubscription: db.prepare<[bigint]>('DELETE FROM webhook_subscriptions WHERE id = ?'),
+      deleteEventsOf: db.prepare<[bigint]>('DELETE FROM webhook_events WHERE subscription_id = ?'),
+      deleteAttemptsOf: db.prepare<[bigint]>('DELETE FROM webhook_attempts WHERE subscription_id = ?'),
+      enable: db.prepare<[string]>('UPDATE webhook_subscriptions SET disabled_at = NULL, disabled_reason = NULL WHERE name = ?'),
+      disable: db.prepare<[number, string, string]>(
+        'UPDATE webhook_subscriptions SET disabled_at = coalesce(disabled_at, ?), disabled_reason = ? WHERE name = ?',
+      ),
+      rotate: db.prepare<[number, string, string]>(
+        'UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_until = ?, secret = ? WHERE name = ?',
+      ),
+      redeliver: db.prepare<[number, bigint, string]>(
+        `UPDATE webhook_events SET next_attempt_at = ?, lease_until = NULL, retry_index = -1, delivered_at = NULL, failed_at = NULL
+         WHERE id = ? AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE id_prefix = ?)
+         RETURNING (SELECT disabled_at IS NOT NULL FROM webhook_subscriptions s WHERE s.id = subscription_id) AS disabled`,
+      ),
+      claim: db.prepare<{ leaseUntil: number; subscription: bigint; now: number; limit: number }, EventRow>(
+        `UPDATE webhook_events SET lease_until = @leaseUntil
+         WHERE id IN (
+           SELECT id FROM webhook_events
+           WHERE subscription_id = @subscription AND next_attempt_at IS NOT NULL AND next_attempt_at <= @now
+             AND (lease_until IS NULL OR lease_until <= @now)
+             AND @subscription IN (SELECT id FROM webhook_subscriptions WHERE disabled_at IS NULL)
+           ORDER BY next_attempt_at LIMIT @limit)
+         RETURNING id, subscription_id, plant_id, name, tag, created_at, attempts, retry_index`,
+      ).safeIntegers(true),
+      insertAttempt: db.prepare<[bigint, bigint, number, number, number | null, string | null]>(
+        'INSERT INTO webhook_attempts (event_id, subscription_id, attempt, attempted_at, status, error) VALUES (?, ?, ?, ?, ?, ?)',
+      ),
+      delivered: db.prepare<[number, bigint]>(
+        `UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, delivered_at = ?, failed_at = NULL
+         WHERE id = ?`,
+      ),
+      retry: db.prepare<[number, bigint]>(
+        `UPDATE webhook_events SET attempts = attempts + 1, retry_index = retry_index + 1, next_attempt_at = ?, lease_until = NULL
+         WHERE id = ?`,
+      ),
+      failed: db.prepare<[number, bigint]>(
+        'UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, failed_at = ? WHERE id = ?',
+      ),
+      release: db.prepare<[bigint]>('UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
+      subscriptionDelivered: db.prepare<[number, number, bigint]>(
+        `UPDATE webhook_subscriptions SET last_success_at = max(coalesce(last_success_at, 0), ?), delivered_total = delivered_total + ?
+         WHERE id = ?`,
+      ),
+      // The last failure moves only forward: an attempt that took long may be settled after a later one.
+      subscriptionFailed: db.prepare<{ at: number; error: string | null; retried: number; failed: number; subscription: bigint }>(
+        `UPDATE webhook_subscriptions SET last_failure_at = max(coalesce(last_failure_at, @at), @at),
+           last_error = CASE WHEN last_failure_at > @at THEN last_error ELSE @error END,
+           retried_total = retried_total + @retried, failed_total = failed_total + @failed
+         WHERE id = @subscription`,
+      ),
+      disableNow: db.prepare<[number, string, bigint], { name: string; disabled_reason: string }>(
+        `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL
+         RETURNING name, disabled_reason`,
+      ),
+      disableIfNoSuccessSince: db.prepare<[number, string, bigint, number], { name: string; disabled_reason: string }>(
+        `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ?
+         WHERE id = ? AND disabled_at IS NULL AND (last_success_at IS NULL OR last_success_at < ?)
+         RETURNING name, disabled_reason`,
+      ),
+      releaseAll: db.prepare('UPDATE webhook_events SET lease_until = NULL WHERE lease_until IS NOT NULL'),
+      pruneAttempts: db.prepare<[number, number]>(
+        `DELETE FROM webhook_attempts WHERE event_id IN (
+           SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
+      ),
+      pruneEvents: db.prepare<[number, number]>(
+        `DELETE FROM webhook_events WHERE id IN (
+           SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
+      ),
+      pruneOrphans: db.prepare<[number]>(
+        `DELETE FROM webhook_events WHERE id IN (
+           SELECT id FROM webhook_events
+           WHERE next_attempt_at IS NOT NULL AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions) LIMIT ?)`,
+      ),
+      importSubscription: db.prepare<[string, string, string, string | null, number | null, string, number, number | null, string | null]>(
+        `INSERT INTO webhook_subscriptions (${WEBHOOK_RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+      ),
+      storedSubscription: db.prepare<[string], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = ?`),
+      forgetPreviousSecrets: db.prepare<[number]>(
+        'UPDATE webhook_subscriptions SET previous_secret = NULL, previous_secret_until = NULL WHERE previous_secret_until <= ?',
+      ),
+    };
+    const s = this.#statements;
+    this.#settleAndClaim = db.transaction((results, claims, leaseMs) => {
+      const now = Date.now();
+      const plan = planSettlement(results);
+      for (const eventId of plan.released) s.release.run(eventId);
+      for (const { eventId, subscriptionId, attempt, attemptedAt, status, error, outcome, retryInMs } of plan.attempts) {
+        const at = attemptedAt.getTime();
+        s.insertAttempt.run(eventId, subscriptionId, attempt, at, status, error);
+        if (outcome === 'delivered') s.delivered.run(at, eventId);
+        else if (outcome === 'retry') s.retry.run(at + retryInMs, eventId);
+        else s.failed.run(at, eventId);
+      }
+      for (const { subscriptionId, delivered, retried, failed, lastSuccessAt, lastFailureAt, lastError } of plan.tallies) {
+        if (lastSuccessAt !== null) s.subscriptionDelivered.run(lastSuccessAt.getTime(), delivered, subscriptionId);
+        if (lastFailureAt !== null) s.subscriptionFailed.run({ at: lastFailureAt.getTime(), error: lastError, retried, failed, subscription: subscriptionId });
+      }
+      const disabled: Array<{ name: string; reason: string }> = [];
+      for (const { subscriptionId, at, reason, unlessSuccessSince } of plan.disables) {
+        const row =
+          unlessSuccessSince === null
+            ? s.disableNow.get(at.getTime(), reason, subscriptionId)
+            : s.disableIfNoSuccessSince.get(at.getTime(), reason, subscriptionId, unlessSuccessSince.getTime());
+        if (row) disabled.push({ name: row.name, reason: row.disabled_reason });
+      }
+      const claimed: ClaimedWebhookEvent[] = [];
+      for (const claim of claims) {
+        for (const row of s.claim.all({ leaseUntil: now + leaseMs, subscription: claim.subscriptionId, now, limit: claim.limit })) {
+          claimed.push(toClaimedEvent(row, fromMs, Number));
+        }
+      }
+      return { claimed, disabled };
+    });
+    this.#remove = db.transaction((name: string) => {
+      const id = s.subscriptionId.get(name);
+      if (id === undefined) return false;
+      s.deleteSubscription.run(id);
+      s.deleteEventsOf.run(id);
+      s.deleteAttemptsOf.run(id);
+      return true;
+    });
+    this.#import = db.transaction((subscriptions: readonly WebhookRecord[]) =>
+      subscriptions.map((record): WebhookImportOutcome => {
+        const time = (date: Date | null) => date?.getTime() ?? null;
+        const inserted = s.importSubscription.run(
+          record.name,
+          record.url,
+          record.secret,
+          record.previousSecret,
+          time(record.previousSecretUntil),
+          record.idPrefix,
+          record.createdAt.getTime(),
+          time(record.disabledAt),
+          record.disabledReason,
+        );
+        if (inserted.changes === 1) return { status: 'created' };
+        const stored = s.storedSubscription.get(record.name) as WebhookRecordRow;
+        return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { status: 'exists' } : { status: 'conflict' };
+      }),
+    );
+    this.#prune = db.transaction((cutoff: number, now: number, chunk: number) => {
+      s.pruneAttempts.run(cutoff, chunk);
+      const deleted = s.pruneEvents.run(cutoff, chunk).changes + s.pruneOrphans.run(chunk).changes;
+      s.forgetPreviousSecrets.run(now);
+      return deleted;
+    });
+  }
+
+  /**
+   * The outbox rows of a batch of creates: one event per created plant and active subscription. Called inside the
+   * batch's transaction; with no active subscription it costs one indexed read per batch.
+   */
+  recordEvents(plants: readonly PlantToCreate[], outcomes: readonly CreateOutcome[]): void {
+    if (this.#statements.anyActive.get() !== 1) return;
+    const now = Date.now();
+    outcomes.forEach((outcome, index) => {
+      const plant = plants[index];
+      if (outcome.status === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
+    });
+  }
+
+  async add(subscription: NewWebhookSubscription): Promise<void> {
+    const { name, url, secret, idPrefix, createdAt } = subscription;
+    try {
+      await this.#unlocked(() => this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime()));
+    } catch (error) {
+      if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new DuplicateWebhookNameError(name);
+      throw error;
+    }
+  }
+
+  list(): Promise<WebhookSubscriptionInfo[]> {
+    return this.#unlocked(() =>
+      this.#reads.listWebhooks.all().map((row) => ({
+        name: row.name,
+        url: row.url,
+        createdAt: new Date(row.created_at),
+        disabledAt: optionalDate(row.disabled_at),
+        disabledReason: row.disabled_reason,
+        lastSuccessAt: optionalDate(row.last_success_at),
+        lastFailureAt: optionalDate(row.last_failure_at),
+        lastError: row.last_error,
+        waiting: row.waiting,
+        delivered: row.delivered_total,
+        retried: row.retried_total,
+        failed: row.failed_total,
+      })),
+    );
+  }
+
+  remove(name: string): Promise<boolean> {
+    return this.#unlocked(() => this.#remove.immediate(name));
+  }
+
+  setEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
+    return this.#unlocked(() => (enabled ? this.#statements.enable.run(name) : this.#statements.disable.run(Date.now(), reason, name)).changes > 0);
+  }
+
+  rotateSecret(name: string, secret: string, graceMs: number): Promise<boolean> {
+    return this.#unlocked(() => this.#statements.rotate.run(Date.now() + graceMs, secret, name).changes > 0);
+  }
+
+  deliveries(query: DeliveriesQuery): Promise<WebhookDelivery[]> {
+    return this.#unlocked(() =>
+      this.#reads.webhookDeliveries.all({ name: query.name ?? null, failedOnly: query.failedOnly ? 1 : 0, limit: query.limit }).map((row) => ({
+        eventId: webhookEventId(row.id_prefix, row.event_id),
+        subscription: row.name,
+        plantId: row.plant_id,
+        attempt: Number(row.attempt),
+        attemptedAt: new Date(Number(row.attempted_at)),
+        status: row.status === null ? null : Number(row.status),
+        error: row.error,
+      })),
+    );
+  }
+
+  async redeliver(eventId: string): Promise<RedeliverResult> {
+    const parsed = webhookEventRowId(eventId);
+    if (!parsed) return 'not-found';
+    const row = await this.#unlocked(() => this.#statements.redeliver.get(Date.now(), parsed.rowId, parsed.idPrefix) as { disabled: number } | undefined);
+    if (!row) return 'not-found';
+    return row.disabled === 1 ? 'scheduled-disabled' : 'scheduled';
+  }
+
+  active(): Promise<ActiveWebhookSubscription[]> {
+    return this.#unlocked(() => {
+      const now = Date.now();
+      return this.#reads.activeWebhooks.all().map((row) => ({
+        id: row.id,
+        name: row.name,
+        url: row.url,
+        idPrefix: row.id_prefix,
+        secrets:
+          row.previous_secret !== null && row.previous_secret_until !== null && Number(row.previous_secret_until) > now
+            ? [row.secret, row.previous_secret]
+            : [row.secret],
+      }));
+    });
+  }
+
+  settleAndClaim(
+    results: readonly WebhookAttemptResult[],
+    claims: readonly WebhookClaim[],
+    leaseMs: number,
+  ): Promise<SettledAndClaimed> {
+    return this.#unlocked(() => {
+      // Written to the WAL now (a SIGKILL keeps it), synced by the next durable commit or checkpoint: a power loss may
+      // forget a settlement, and then the event is sent again with its webhook-id, which at-least-once allows. An fsync
+      // here would stop the loop for every round of deliveries, creates included.
+      this.#syncNormal.run();
+      try {
+        return this.#settleAndClaim.immediate(results, claims, leaseMs);
+      } finally {
+        this.#syncFull.run();
+      }
+    });
+  }
+
+  releaseLeases(): Promise<void> {
+    return this.#unlocked(() => {
+      this.#statements.releaseAll.run();
+    });
+  }
+
+  countWaiting(): Promise<number> {
+    return this.#unlocked(() => this.#reads.countWaiting.get() ?? 0);
+  }
+
+  async prune(retentionMs: number): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      // Short transactions, between which creates and reads go on.
+      const chunk = await this.#unlocked(() => this.#prune.immediate(Date.now() - retentionMs, Date.now(), PRUNE_CHUNK));
+      deleted += chunk;
+      if (chunk < PRUNE_CHUNK) return deleted;
+      await sleep(0);
+    }
+  }
+
+  exportAll(): Promise<WebhookRecord[]> {
+    return this.#unlocked(() => this.#reads.exportAll.all().map((row) => toWebhookRecord(row, fromMs)));
+  }
+
+  importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
+    return this.#unlocked(() => this.#import.immediate(subscriptions));
+  }
+}
