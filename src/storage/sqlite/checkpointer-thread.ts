@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { CheckpointerCommand, CheckpointerReport, CheckpointerThreadData } from './checkpointer.js';
-import { openConnection } from './connection.js';
+import { SQLITE_CODES, openConnection } from './connection.js';
 
 /**
  * Copies the WAL back into the database file, on a thread of its own. Left to SQLite's auto-checkpoint, this work
@@ -27,18 +27,19 @@ const timer = setInterval(() => {
   try {
     if (failuresToSimulate > 0) {
       failuresToSimulate -= 1;
-      throw Object.assign(new Error('simulated checkpoint failure'), { code: 'SQLITE_IOERR_SIMULATED' });
+      throw Object.assign(new Error('simulated checkpoint failure'), { code: 'ERR_SQLITE_ERROR', errcode: SQLITE_CODES.IOERR });
     }
     // A lock held elsewhere is not an error here: PASSIVE then checkpoints what it can, and the next interval the rest.
     checkpoint.run();
   } catch (error) {
     reportedOk = false;
-    const { name, message, code } = error as { name?: unknown; message?: unknown; code?: unknown };
+    const { name, message, code, errcode } = error as { name?: unknown; message?: unknown; code?: unknown; errcode?: unknown };
     report({
       kind: 'failed',
       name: String(name),
       message: String(message),
       ...(typeof code === 'string' ? { code } : {}),
+      ...(typeof errcode === 'number' ? { errcode } : {}),
     });
     return;
   }

@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type Database from 'better-sqlite3';
 import { DuplicateWebhookNameError, StorageUnavailableError, unavailableIf } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
@@ -29,7 +28,18 @@ import {
 } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
-import { BUSY_TIMEOUT_MS, openConnection, unavailableKind } from './connection.js';
+import {
+  BUSY_TIMEOUT_MS,
+  SQLITE_EXTENDED_CODES,
+  blobToBuffer,
+  isBusy,
+  openConnection,
+  prepare,
+  prepareValue,
+  sqliteExtendedCode,
+  unavailableKind,
+  type Connection,
+} from './connection.js';
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { WEBHOOK_RECORD_COLUMNS, toWebhookRecord, type WebhookRecordRow } from './webhook-writer.js';
@@ -37,7 +47,11 @@ import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
 
 interface TokenRow {
   name: string;
-  hash: Buffer;
+  hash: Uint8Array;
+}
+
+function toStoredToken(row: TokenRow): StoredToken {
+  return { name: row.name, hash: blobToBuffer(row.hash) };
 }
 
 interface TokenInfoRow {
@@ -110,42 +124,38 @@ function optionalDate(ms: number | null): Date | null {
 }
 
 /** The webhook reads, on the read connection. */
-function webhookReads(reader: Database.Database) {
+function webhookReads(reader: Connection) {
   return {
-    listWebhooks: reader.prepare<[], WebhookInfoRow>(
+    listWebhooks: prepare<[], WebhookInfoRow>(
+      reader,
       `SELECT s.name, s.url, s.created_at, s.disabled_at, s.disabled_reason, s.last_success_at, s.last_failure_at, s.last_error,
               s.delivered_total, s.retried_total, s.failed_total,
               (SELECT count(*) FROM webhook_events e WHERE e.subscription_id = s.id AND e.next_attempt_at IS NOT NULL) AS waiting
        FROM webhook_subscriptions s ORDER BY s.name`,
     ),
-    activeWebhooks: reader
-      .prepare<[], ActiveWebhookRow>(
-        'SELECT id, name, url, id_prefix, secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE disabled_at IS NULL ORDER BY id',
-      )
-      .safeIntegers(true),
-    webhookDeliveries: reader
-      .prepare<{ name: string | null; failedOnly: number; limit: number }, DeliveryRow>(
-        `SELECT a.event_id, s.name, s.id_prefix, e.plant_id, a.attempt, a.attempted_at, a.status, a.error
+    activeWebhooks: prepare<[], ActiveWebhookRow>(
+      reader,
+      'SELECT id, name, url, id_prefix, secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE disabled_at IS NULL ORDER BY id',
+      { bigInts: true },
+    ),
+    webhookDeliveries: prepare<[{ name: string | null; failedOnly: number; limit: number }], DeliveryRow>(
+      reader,
+      `SELECT a.event_id, s.name, s.id_prefix, e.plant_id, a.attempt, a.attempted_at, a.status, a.error
          FROM webhook_attempts a JOIN webhook_subscriptions s ON s.id = a.subscription_id JOIN webhook_events e ON e.id = a.event_id
          WHERE (@name IS NULL OR s.name = @name) AND (@failedOnly = 0 OR a.status IS NULL OR a.status NOT BETWEEN 200 AND 299)
          ORDER BY a.id DESC LIMIT @limit`,
-      )
-      .safeIntegers(true),
-    countWaiting: reader
-      .prepare<[], number>(
-        `SELECT count(*) FROM webhook_events e JOIN webhook_subscriptions s ON s.id = e.subscription_id
-         WHERE e.next_attempt_at IS NOT NULL AND s.disabled_at IS NULL`,
-      )
-      .pluck(),
+      { bigInts: true },
+    ),
+    countWaiting: prepareValue<[], number>(
+      reader,
+      `SELECT count(*) FROM webhook_events e JOIN webhook_subscriptions s ON s.id = e.subscription_id
+       WHERE e.next_attempt_at IS NOT NULL AND s.disabled_at IS NULL`,
+    ),
   };
 }
 
 function translate(error: unknown): unknown {
   return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
-}
-
-function isBusy(error: unknown): boolean {
-  return String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY');
 }
 
 /**
@@ -163,7 +173,7 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   /** One writer: SQLite commits one transaction at a time. */
   readonly writeConcurrency = 1;
-  readonly #reader: Database.Database;
+  readonly #reader: Connection;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
   readonly #incidents: Incidents;
@@ -172,7 +182,7 @@ export class SqliteStore implements Store {
   #observer: StorageObserver = UNOBSERVED;
 
   private constructor(
-    reader: Database.Database,
+    reader: Connection,
     writer: SqliteWriter,
     checkpointer: Checkpointer,
     incidents: Incidents,
@@ -182,15 +192,15 @@ export class SqliteStore implements Store {
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
     this.#statements = {
-      getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
-      listAll: reader.prepare<[bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listAll).safeIntegers(true),
-      listByTag: reader.prepare<[string, bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listByTag).safeIntegers(true),
-      listTokens: reader.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
-      findToken: reader.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
-      allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
+      getPlant: prepare<[bigint], PlantRow>(reader, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
+      listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
+      listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
+      listTokens: prepare<[], TokenInfoRow>(reader, 'SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
+      findToken: prepare<[Buffer], TokenRow>(reader, 'SELECT name, hash FROM tokens WHERE hash = ?'),
+      allTokens: prepare<[], TokenRow>(reader, 'SELECT name, hash FROM tokens'),
       // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
-      exportTokens: reader.prepare<[], TokenRecordRow>('SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
-      exportWebhooks: reader.prepare<[], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name`),
+      exportTokens: prepare<[], TokenRecordRow>(reader, 'SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
+      exportWebhooks: prepare<[], WebhookRecordRow>(reader, `SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name`),
       ...webhookReads(reader),
     };
   }
@@ -198,8 +208,8 @@ export class SqliteStore implements Store {
   /** `options.checkpointer` exists for tests, which cannot wait the real restart delays out. */
   static open(file: string, options: { readonly checkpointer?: Partial<CheckpointerOptions> } = {}): SqliteStore {
     prepareDatabaseFiles(file);
-    let reader: Database.Database | undefined;
-    let writer: Database.Database | undefined;
+    let reader: Connection | undefined;
+    let writer: Connection | undefined;
     let checkpointer: Checkpointer | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
@@ -207,9 +217,9 @@ export class SqliteStore implements Store {
       writer = openConnection(file, WRITER_CACHE_MIB);
       // Opening and migrating may wait for another process (one migrating too); serving, no statement waits for a
       // lock on the event loop: #unlocked retries on a timer instead.
-      for (const connection of [reader, writer]) connection.pragma('busy_timeout = 0');
+      for (const connection of [reader, writer]) connection.exec('PRAGMA busy_timeout = 0');
       // Checkpoints run on their own thread, never inside a commit.
-      writer.pragma('wal_autocheckpoint = 0');
+      writer.exec('PRAGMA wal_autocheckpoint = 0');
       const sqliteWriter = new SqliteWriter(writer);
       const incidents = new Incidents();
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
@@ -289,7 +299,7 @@ export class SqliteStore implements Store {
       name,
       () => this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime())),
       // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
-      (error) => (error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY',
+      (error) => sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_PRIMARYKEY,
     );
   }
 
@@ -308,11 +318,14 @@ export class SqliteStore implements Store {
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#unlocked(() => this.#statements.findToken.get(hash));
+    return this.#unlocked(() => {
+      const row = this.#statements.findToken.get(hash);
+      return row && toStoredToken(row);
+    });
   }
 
   allTokens(): Promise<StoredToken[]> {
-    return this.#unlocked(() => this.#statements.allTokens.all());
+    return this.#unlocked(() => this.#statements.allTokens.all().map(toStoredToken));
   }
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
@@ -324,7 +337,7 @@ export class SqliteStore implements Store {
     try {
       await this.#unlocked(() => this.#writer.webhooks.add(subscription));
     } catch (error) {
-      if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new DuplicateWebhookNameError(subscription.name);
+      if (sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_UNIQUE) throw new DuplicateWebhookNameError(subscription.name);
       throw error;
     }
   }
@@ -455,6 +468,6 @@ export class SqliteStore implements Store {
     this.#closed = true;
     await this.#checkpointer.stop();
     this.#writer.close();
-    if (this.#reader.open) this.#reader.close();
+    if (this.#reader.isOpen) this.#reader.close();
   }
 }

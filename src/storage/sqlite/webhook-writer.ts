@@ -1,4 +1,4 @@
-import type Database from 'better-sqlite3';
+import { prepare, prepareValue, transaction, type Connection, type Statement } from './connection.js';
 import {
   isSameWebhook,
   type ClaimedWebhookEvent,
@@ -71,47 +71,56 @@ export function toClaimedEvent(row: EventRow): ClaimedWebhookEvent {
  */
 export class SqliteWebhookWriter {
   readonly #statements;
-  readonly #settleAndClaim: Database.Transaction<
-    (results: readonly WebhookAttemptResult[], claims: readonly WebhookClaim[], leaseMs: number) => {
-      claimed: ClaimedWebhookEvent[];
-      disabled: Array<{ name: string; reason: string }>;
-    }
-  >;
-  readonly #syncNormal: Database.Statement;
-  readonly #syncFull: Database.Statement;
-  readonly #remove: Database.Transaction<(name: string) => boolean>;
-  readonly #prune: Database.Transaction<(cutoff: number, now: number, chunk: number) => number>;
-  readonly #import: Database.Transaction<(subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[]>;
+  /** Each of these is one transaction (transaction() in connection.ts). */
+  readonly #settleAndClaim: (
+    results: readonly WebhookAttemptResult[],
+    claims: readonly WebhookClaim[],
+    leaseMs: number,
+  ) => {
+    claimed: ClaimedWebhookEvent[];
+    disabled: Array<{ name: string; reason: string }>;
+  };
+  readonly #syncNormal: Statement<[]>;
+  readonly #syncFull: Statement<[]>;
+  readonly #remove: (name: string) => boolean;
+  readonly #prune: (cutoff: number, now: number, chunk: number) => number;
+  readonly #import: (subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[];
 
-  constructor(db: Database.Database) {
-    this.#syncNormal = db.prepare('PRAGMA synchronous = NORMAL');
-    this.#syncFull = db.prepare('PRAGMA synchronous = FULL');
+  constructor(db: Connection) {
+    this.#syncNormal = prepare<[]>(db, 'PRAGMA synchronous = NORMAL');
+    this.#syncFull = prepare<[]>(db, 'PRAGMA synchronous = FULL');
     this.#statements = {
-      anyActive: db.prepare<[], number>('SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)').pluck(),
-      insertEvents: db.prepare<[bigint, string, string | null, number, number]>(
+      anyActive: prepareValue<[], number>(db, 'SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)'),
+      insertEvents: prepare<[bigint, string, string | null, number, number]>(
+        db,
         `INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at)
          SELECT id, ?, ?, ?, ?, ? FROM webhook_subscriptions WHERE disabled_at IS NULL`,
       ),
-      add: db.prepare<[string, string, string, string, number]>(
+      add: prepare<[string, string, string, string, number]>(
+        db,
         'INSERT INTO webhook_subscriptions (name, url, secret, id_prefix, created_at) VALUES (?, ?, ?, ?, ?)',
       ),
-      subscriptionId: db.prepare<[string], bigint>('SELECT id FROM webhook_subscriptions WHERE name = ?').pluck().safeIntegers(true),
-      deleteSubscription: db.prepare<[bigint]>('DELETE FROM webhook_subscriptions WHERE id = ?'),
-      deleteEventsOf: db.prepare<[bigint]>('DELETE FROM webhook_events WHERE subscription_id = ?'),
-      deleteAttemptsOf: db.prepare<[bigint]>('DELETE FROM webhook_attempts WHERE subscription_id = ?'),
-      enable: db.prepare<[string]>('UPDATE webhook_subscriptions SET disabled_at = NULL, disabled_reason = NULL WHERE name = ?'),
-      disable: db.prepare<[number, string, string]>(
+      subscriptionId: prepareValue<[string], bigint>(db, 'SELECT id FROM webhook_subscriptions WHERE name = ?', { bigInts: true }),
+      deleteSubscription: prepare<[bigint]>(db, 'DELETE FROM webhook_subscriptions WHERE id = ?'),
+      deleteEventsOf: prepare<[bigint]>(db, 'DELETE FROM webhook_events WHERE subscription_id = ?'),
+      deleteAttemptsOf: prepare<[bigint]>(db, 'DELETE FROM webhook_attempts WHERE subscription_id = ?'),
+      enable: prepare<[string]>(db, 'UPDATE webhook_subscriptions SET disabled_at = NULL, disabled_reason = NULL WHERE name = ?'),
+      disable: prepare<[number, string, string]>(
+        db,
         'UPDATE webhook_subscriptions SET disabled_at = coalesce(disabled_at, ?), disabled_reason = ? WHERE name = ?',
       ),
-      rotate: db.prepare<[number, string, string]>(
+      rotate: prepare<[number, string, string]>(
+        db,
         'UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_until = ?, secret = ? WHERE name = ?',
       ),
-      redeliver: db.prepare<[number, bigint, string]>(
+      redeliver: prepare<[number, bigint, string]>(
+        db,
         `UPDATE webhook_events SET next_attempt_at = ?, lease_until = NULL, retry_index = -1, delivered_at = NULL, failed_at = NULL
          WHERE id = ? AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE id_prefix = ?)
          RETURNING (SELECT disabled_at IS NOT NULL FROM webhook_subscriptions s WHERE s.id = subscription_id) AS disabled`,
       ),
-      claim: db.prepare<{ leaseUntil: number; subscription: bigint; now: number; limit: number }, EventRow>(
+      claim: prepare<[{ leaseUntil: number; subscription: bigint; now: number; limit: number }], EventRow>(
+        db,
         `UPDATE webhook_events SET lease_until = @leaseUntil
          WHERE id IN (
            SELECT id FROM webhook_events
@@ -120,63 +129,77 @@ export class SqliteWebhookWriter {
              AND @subscription IN (SELECT id FROM webhook_subscriptions WHERE disabled_at IS NULL)
            ORDER BY next_attempt_at LIMIT @limit)
          RETURNING id, subscription_id, plant_id, name, tag, created_at, attempts, retry_index`,
-      ).safeIntegers(true),
-      insertAttempt: db.prepare<[bigint, bigint, number, number, number | null, string | null]>(
+        { bigInts: true },
+      ),
+      insertAttempt: prepare<[bigint, bigint, number, number, number | null, string | null]>(
+        db,
         'INSERT INTO webhook_attempts (event_id, subscription_id, attempt, attempted_at, status, error) VALUES (?, ?, ?, ?, ?, ?)',
       ),
-      delivered: db.prepare<[number, bigint]>(
+      delivered: prepare<[number, bigint]>(
+        db,
         `UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, delivered_at = ?, failed_at = NULL
          WHERE id = ?`,
       ),
-      retry: db.prepare<[number, bigint]>(
+      retry: prepare<[number, bigint]>(
+        db,
         `UPDATE webhook_events SET attempts = attempts + 1, retry_index = retry_index + 1, next_attempt_at = ?, lease_until = NULL
          WHERE id = ?`,
       ),
-      failed: db.prepare<[number, bigint]>(
+      failed: prepare<[number, bigint]>(
+        db,
         'UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, failed_at = ? WHERE id = ?',
       ),
-      release: db.prepare<[bigint]>('UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
-      subscriptionDelivered: db.prepare<[number, number, bigint]>(
+      release: prepare<[bigint]>(db, 'UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
+      subscriptionDelivered: prepare<[number, number, bigint]>(
+        db,
         `UPDATE webhook_subscriptions SET last_success_at = max(coalesce(last_success_at, 0), ?), delivered_total = delivered_total + ?
          WHERE id = ?`,
       ),
-      subscriptionFailed: db.prepare<[number, string | null, number, number, bigint]>(
+      subscriptionFailed: prepare<[number, string | null, number, number, bigint]>(
+        db,
         `UPDATE webhook_subscriptions SET last_failure_at = ?, last_error = ?, retried_total = retried_total + ?, failed_total = failed_total + ?
          WHERE id = ?`,
       ),
-      disableNow: db.prepare<[number, string, bigint], { name: string; disabled_reason: string }>(
+      disableNow: prepare<[number, string, bigint], { name: string; disabled_reason: string }>(
+        db,
         `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL
          RETURNING name, disabled_reason`,
       ),
-      disableIfNoSuccessSince: db.prepare<[number, string, bigint, number], { name: string; disabled_reason: string }>(
+      disableIfNoSuccessSince: prepare<[number, string, bigint, number], { name: string; disabled_reason: string }>(
+        db,
         `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ?
          WHERE id = ? AND disabled_at IS NULL AND (last_success_at IS NULL OR last_success_at < ?)
          RETURNING name, disabled_reason`,
       ),
-      releaseAll: db.prepare('UPDATE webhook_events SET lease_until = NULL WHERE lease_until IS NOT NULL'),
-      pruneAttempts: db.prepare<[number, number]>(
+      releaseAll: prepare<[]>(db, 'UPDATE webhook_events SET lease_until = NULL WHERE lease_until IS NOT NULL'),
+      pruneAttempts: prepare<[number, number]>(
+        db,
         `DELETE FROM webhook_attempts WHERE event_id IN (
            SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
       ),
-      pruneEvents: db.prepare<[number, number]>(
+      pruneEvents: prepare<[number, number]>(
+        db,
         `DELETE FROM webhook_events WHERE id IN (
            SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
       ),
-      pruneOrphans: db.prepare<[number]>(
+      pruneOrphans: prepare<[number]>(
+        db,
         `DELETE FROM webhook_events WHERE id IN (
            SELECT id FROM webhook_events
            WHERE next_attempt_at IS NOT NULL AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions) LIMIT ?)`,
       ),
-      importSubscription: db.prepare<[string, string, string, string | null, number | null, string, number, number | null, string | null]>(
+      importSubscription: prepare<[string, string, string, string | null, number | null, string, number, number | null, string | null]>(
+        db,
         `INSERT INTO webhook_subscriptions (${WEBHOOK_RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
       ),
-      storedSubscription: db.prepare<[string], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = ?`),
-      forgetPreviousSecrets: db.prepare<[number]>(
+      storedSubscription: prepare<[string], WebhookRecordRow>(db, `SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = ?`),
+      forgetPreviousSecrets: prepare<[number]>(
+        db,
         'UPDATE webhook_subscriptions SET previous_secret = NULL, previous_secret_until = NULL WHERE previous_secret_until <= ?',
       ),
     };
     const s = this.#statements;
-    this.#settleAndClaim = db.transaction((results, claims, leaseMs) => {
+    this.#settleAndClaim = (results, claims, leaseMs) => transaction(db, () => {
       const now = Date.now();
       const disabled: Array<{ name: string; reason: string }> = [];
       const disable = (row: { name: string; disabled_reason: string } | undefined) => {
@@ -229,7 +252,7 @@ export class SqliteWebhookWriter {
       }
       return { claimed, disabled };
     });
-    this.#remove = db.transaction((name: string) => {
+    this.#remove = (name) => transaction(db, () => {
       const id = s.subscriptionId.get(name);
       if (id === undefined) return false;
       s.deleteSubscription.run(id);
@@ -237,7 +260,7 @@ export class SqliteWebhookWriter {
       s.deleteAttemptsOf.run(id);
       return true;
     });
-    this.#import = db.transaction((subscriptions: readonly WebhookRecord[]) =>
+    this.#import = (subscriptions) => transaction(db, () =>
       subscriptions.map((record): WebhookImportOutcome => {
         const time = (date: Date | null) => date?.getTime() ?? null;
         const inserted = s.importSubscription.run(
@@ -256,9 +279,9 @@ export class SqliteWebhookWriter {
         return isSameWebhook(toWebhookRecord(stored), record) ? { status: 'exists' } : { status: 'conflict' };
       }),
     );
-    this.#prune = db.transaction((cutoff: number, now: number, chunk: number) => {
+    this.#prune = (cutoff, now, chunk) => transaction(db, () => {
       s.pruneAttempts.run(cutoff, chunk);
-      const deleted = s.pruneEvents.run(cutoff, chunk).changes + s.pruneOrphans.run(chunk).changes;
+      const deleted = Number(s.pruneEvents.run(cutoff, chunk).changes) + Number(s.pruneOrphans.run(chunk).changes);
       s.forgetPreviousSecrets.run(now);
       return deleted;
     });
@@ -284,11 +307,11 @@ export class SqliteWebhookWriter {
   }
 
   importAll(subscriptions: readonly WebhookRecord[]): WebhookImportOutcome[] {
-    return this.#import.immediate(subscriptions);
+    return this.#import(subscriptions);
   }
 
   remove(name: string): boolean {
-    return this.#remove.immediate(name);
+    return this.#remove(name);
   }
 
   setEnabled(name: string, enabled: boolean, reason: string): boolean {
@@ -315,7 +338,7 @@ export class SqliteWebhookWriter {
     // here would stop the loop for every round of deliveries, creates included.
     this.#syncNormal.run();
     try {
-      return this.#settleAndClaim.immediate(results, claims, leaseMs);
+      return this.#settleAndClaim(results, claims, leaseMs);
     } finally {
       this.#syncFull.run();
     }
@@ -327,6 +350,6 @@ export class SqliteWebhookWriter {
 
   /** One chunk of pruning (a short transaction); the caller repeats while it deletes a whole chunk. */
   prune(cutoff: number, chunk: number): number {
-    return this.#prune.immediate(cutoff, Date.now(), chunk);
+    return this.#prune(cutoff, Date.now(), chunk);
   }
 }
