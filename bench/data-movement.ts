@@ -18,7 +18,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DatabaseSync } from 'node:sqlite';
-import { transaction } from '../src/storage/sqlite/connection.js';
+import { prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { createDatabase, TestPostgres } from '../test/helpers/postgres.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -87,7 +87,7 @@ try {
   const db = new DatabaseSync(source);
   db.exec('PRAGMA journal_mode = OFF');
   db.exec('PRAGMA synchronous = OFF');
-  const insert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
+  const insert = prepareWrite<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
   transaction(db, () => {
     for (let k = 0; k < rows; k += 1) insert.run(idOf(k), NAMES[k % 4] as string, TAGS[k % 4] ?? null);
   });

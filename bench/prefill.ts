@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
-import { prepareValue, transaction } from '../src/storage/sqlite/connection.js';
+import { prepareValue, prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { runCli, type EnvOverrides } from '../test/helpers/process.js';
 import { prefillRandomId, RANDOM_HI_SPACE, type IdMode } from './ids.js';
 import { ROOT } from './layout.js';
@@ -70,7 +70,7 @@ export function cachedSqlitePrefill(options: PrefillOptions): string {
     db.exec('PRAGMA journal_mode = OFF');
     db.exec('PRAGMA synchronous = OFF');
     db.exec('PRAGMA cache_size = -1048576');
-    const insert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
+    const insert = prepareWrite<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
     transaction(db, () => {
       let k = 0;
       for (const id of prefilledIds(ids, count)) {

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import { BOUNDED_HEAP_FLAGS } from '../src/cli/heap-limits.js';
-import { transaction } from '../src/storage/sqlite/connection.js';
+import { prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { CLI, runCli } from './helpers/process.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -20,7 +20,7 @@ function database(rows: number): string {
   const file = path.join(dir, `${rows}.db`);
   runCli(['migrate'], { DATABASE_URL: `sqlite:${file}` });
   const db = new DatabaseSync(file);
-  const insert = db.prepare('INSERT INTO plants (id, name) VALUES (?, ?)');
+  const insert = prepareWrite<[bigint, string]>(db, 'INSERT INTO plants (id, name) VALUES (?, ?)');
   const name = 'x'.repeat(256);
   transaction(db, () => {
     for (let k = 1; k <= rows; k += 1) insert.run(BigInt(k) * 1_000_003n, name);

@@ -12,7 +12,7 @@ import pg from 'pg';
 import { INT64_MIN } from '../src/int64.js';
 import { POSTGRES_LIST_QUERIES } from '../src/storage/postgres/postgres-store.js';
 import { SQLITE_LIST_QUERIES } from '../src/storage/sqlite/sqlite-store.js';
-import { prepare, transaction } from '../src/storage/sqlite/connection.js';
+import { prepare, prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { idsOf } from './helpers/assertions.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
@@ -94,7 +94,7 @@ describe('index use on SQLite', () => {
     // Rows go in behind the app's back: twenty thousand creates through HTTP would only slow the test down.
     const filler = new DatabaseSync(file);
     try {
-      const insert = filler.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
+      const insert = prepareWrite<[number, string, string | null]>(filler, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
       transaction(filler, () => {
         for (let id = 1; id <= ROWS; id += 1) insert.run(id, `plant ${id}`, id % 7 === 0 ? null : `tag-${id % TAGS}`);
       });

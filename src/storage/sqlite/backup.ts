@@ -2,7 +2,19 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createPrivateFile, partialPathBeside, publishFile, removeQuietly } from '../../atomic-file.js';
 import { DatabaseInUseError, UnusableDatabaseFileError } from '../errors.js';
-import { BUSY_TIMEOUT_MS, SQLITE_CODES, isBusy, openDatabase, pragmaValue, pragmaValues, prepareValue, sqliteCode, transaction, type Connection } from './connection.js';
+import {
+  BUSY_TIMEOUT_MS,
+  SQLITE_CODES,
+  isBusy,
+  openDatabase,
+  pragmaValue,
+  pragmaValues,
+  prepareValue,
+  prepareWrite,
+  sqliteCode,
+  transaction,
+  type Connection,
+} from './connection.js';
 import { SQLITE_SCHEMA_VERSION, expectedSchemaObjects, migrate, schemaObjects } from './migrations.js';
 
 /** What a verified database file holds. */
@@ -97,7 +109,7 @@ export function backupDatabase(database: string, target: string): DatabaseFileSu
     // Read-only: the backup never changes the live database, not even by a checkpoint when it closes.
     const source = openDatabase(database, { readOnly: true, timeoutMs: BUSY_TIMEOUT_MS });
     try {
-      source.prepare('VACUUM INTO ?').run(partial);
+      prepareWrite<[string]>(source, 'VACUUM INTO ?').run(partial);
     } catch (error) {
       throw unusable(`the database ${database}`, error);
     } finally {
@@ -150,7 +162,7 @@ export function restoreDatabase(backup: string, database: string): DatabaseFileS
     try {
       verifyDatabase(source, backup);
       createPrivateFile(copyPath);
-      source.prepare('VACUUM INTO ?').run(copyPath);
+      prepareWrite<[string]>(source, 'VACUUM INTO ?').run(copyPath);
     } catch (error) {
       throw unusable(backup, error);
     } finally {
@@ -191,7 +203,7 @@ function replaceContent(database: string, replacement: string): DatabaseFileSumm
       live.exec('PRAGMA journal_mode = WAL');
       live.exec('PRAGMA synchronous = FULL');
       migrate(live);
-      live.prepare('ATTACH ? AS restored').run(replacement);
+      prepareWrite<[string]>(live, 'ATTACH ? AS restored').run(replacement);
     } catch (error) {
       throw unusable(`the database ${database}`, error);
     }

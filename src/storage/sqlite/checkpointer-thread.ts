@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { CheckpointerCommand, CheckpointerReport, CheckpointerThreadData } from './checkpointer.js';
-import { SQLITE_CODES, openConnection } from './connection.js';
+import { SQLITE_CODES, openConnection, prepareWrite } from './connection.js';
 
 /**
  * Copies the WAL back into the database file, on a thread of its own. Left to SQLite's auto-checkpoint, this work
@@ -17,7 +17,7 @@ if (!port) throw new Error('checkpointer-thread.ts runs only as a worker thread'
 const report = (message: CheckpointerReport) => port.postMessage(message);
 
 const db = openConnection(file, 2);
-const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+const checkpoint = prepareWrite<[]>(db, 'PRAGMA wal_checkpoint(PASSIVE)');
 /** Whether the main thread last heard of a success; it hears of every failure, so a run of them can be counted. */
 let reportedOk = false;
 /** Checkpoints still to fail on purpose (CheckpointerCommand 'fail', for tests). */

@@ -1,4 +1,4 @@
-import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementResultingChanges, type StatementSync } from 'node:sqlite';
+import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from 'node:sqlite';
 import type { StorageErrorKind } from '../errors.js';
 
 /**
@@ -55,18 +55,18 @@ export function pragmaValues(db: Connection, pragma: string): SQLOutputValue[] {
 }
 
 /**
- * A prepared statement typed by its parameters and rows. It is the driver's own statement, only typed: no wrapper
- * runs per call. Parameters are positional (`?`) or one object of named ones (`@name` in SQL, `{ name }` here).
+ * A prepared statement for reading, typed by its parameters and rows. It is the driver's own statement, only typed:
+ * no wrapper runs per call. Parameters are positional (`?`) or one object of named ones (`@name` in SQL, `{ name }`
+ * here). A statement run for its effect comes from prepareWrite instead.
  */
 export interface Statement<Params extends unknown[] = SQLInputValue[], Row = Record<string, SQLOutputValue>> {
-  run(...params: Params): StatementResultingChanges;
   get(...params: Params): Row | undefined;
   all(...params: Params): Row[];
 }
 
 /**
- * Prepares `sql`. With `bigInts`, every INTEGER it reads comes back as a bigint, exact over the whole int64 range;
- * without, as a number, and a value past 2^53 throws (ERR_OUT_OF_RANGE) rather than being rounded.
+ * Prepares `sql` for reading. With `bigInts`, every INTEGER it reads comes back as a bigint, exact over the whole
+ * int64 range; without, as a number, and a value past 2^53 throws (ERR_OUT_OF_RANGE) rather than being rounded.
  */
 export function prepare<Params extends unknown[] = SQLInputValue[], Row = Record<string, SQLOutputValue>>(
   db: Connection,
@@ -76,6 +76,23 @@ export function prepare<Params extends unknown[] = SQLInputValue[], Row = Record
   const statement = db.prepare(sql);
   if (options.bigInts) statement.setReadBigInts(true);
   return statement as unknown as Statement<Params, Row>;
+}
+
+/** A prepared statement run for its effect: `run` answers how many rows it changed. */
+export interface WriteStatement<Params extends unknown[] = SQLInputValue[]> {
+  run(...params: Params): { readonly changes: number };
+}
+
+/**
+ * Prepares `sql` to be run for its effect (INSERT, UPDATE, DELETE, BEGIN, a PRAGMA that sets). Its result carries
+ * the connection's last inserted rowid, which after a plant id past 2^53 no JavaScript number holds: read as a
+ * number, Node 26 throws ERR_OUT_OF_RANGE from run() even after the statement has done its work (Node 24 rounds it).
+ * So it is read as a bigint, and only the count of changed rows, never above 2^53, is handed on.
+ */
+export function prepareWrite<Params extends unknown[] = SQLInputValue[]>(db: Connection, sql: string): WriteStatement<Params> {
+  const statement = db.prepare(sql);
+  statement.setReadBigInts(true);
+  return { run: (...params) => ({ changes: Number(statement.run(...(params as SQLInputValue[])).changes) }) };
 }
 
 /** A statement read for its first column alone: `get` answers that value of the first row, `all` that of each row. */
@@ -100,7 +117,7 @@ export function prepareValue<Params extends unknown[] = SQLInputValue[], Value =
 }
 
 /** The statements that open and close a transaction, prepared once per connection. */
-const transactionStatements = new WeakMap<Connection, { begin: StatementSync; commit: StatementSync; rollback: StatementSync }>();
+const transactionStatements = new WeakMap<Connection, { begin: WriteStatement<[]>; commit: WriteStatement<[]>; rollback: WriteStatement<[]> }>();
 
 /**
  * Runs `work` in one transaction begun IMMEDIATE (the write lock taken first, so the transaction either starts with
@@ -110,15 +127,16 @@ const transactionStatements = new WeakMap<Connection, { begin: StatementSync; co
 export function transaction<T>(db: Connection, work: () => T): T {
   let statements = transactionStatements.get(db);
   if (statements === undefined) {
-    statements = { begin: db.prepare('BEGIN IMMEDIATE'), commit: db.prepare('COMMIT'), rollback: db.prepare('ROLLBACK') };
+    statements = { begin: prepareWrite(db, 'BEGIN IMMEDIATE'), commit: prepareWrite(db, 'COMMIT'), rollback: prepareWrite(db, 'ROLLBACK') };
     transactionStatements.set(db, statements);
   }
-  statements.begin.run();
   try {
+    statements.begin.run();
     const result = work();
     statements.commit.run();
     return result;
   } catch (error) {
+    // Whatever threw, BEGIN included: a transaction left open would keep the write lock from every other connection.
     if (db.isTransaction) statements.rollback.run();
     throw error;
   }

@@ -1,4 +1,4 @@
-import { prepare, prepareValue, transaction, type Connection, type Statement } from './connection.js';
+import { prepare, prepareValue, prepareWrite, transaction, type Connection, type WriteStatement } from './connection.js';
 import {
   isSameWebhook,
   type ClaimedWebhookEvent,
@@ -80,40 +80,40 @@ export class SqliteWebhookWriter {
     claimed: ClaimedWebhookEvent[];
     disabled: Array<{ name: string; reason: string }>;
   };
-  readonly #syncNormal: Statement<[]>;
-  readonly #syncFull: Statement<[]>;
+  readonly #syncNormal: WriteStatement<[]>;
+  readonly #syncFull: WriteStatement<[]>;
   readonly #remove: (name: string) => boolean;
   readonly #prune: (cutoff: number, now: number, chunk: number) => number;
   readonly #import: (subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[];
 
   constructor(db: Connection) {
-    this.#syncNormal = prepare<[]>(db, 'PRAGMA synchronous = NORMAL');
-    this.#syncFull = prepare<[]>(db, 'PRAGMA synchronous = FULL');
+    this.#syncNormal = prepareWrite<[]>(db, 'PRAGMA synchronous = NORMAL');
+    this.#syncFull = prepareWrite<[]>(db, 'PRAGMA synchronous = FULL');
     this.#statements = {
       anyActive: prepareValue<[], number>(db, 'SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)'),
-      insertEvents: prepare<[bigint, string, string | null, number, number]>(
+      insertEvents: prepareWrite<[bigint, string, string | null, number, number]>(
         db,
         `INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at)
          SELECT id, ?, ?, ?, ?, ? FROM webhook_subscriptions WHERE disabled_at IS NULL`,
       ),
-      add: prepare<[string, string, string, string, number]>(
+      add: prepareWrite<[string, string, string, string, number]>(
         db,
         'INSERT INTO webhook_subscriptions (name, url, secret, id_prefix, created_at) VALUES (?, ?, ?, ?, ?)',
       ),
       subscriptionId: prepareValue<[string], bigint>(db, 'SELECT id FROM webhook_subscriptions WHERE name = ?', { bigInts: true }),
-      deleteSubscription: prepare<[bigint]>(db, 'DELETE FROM webhook_subscriptions WHERE id = ?'),
-      deleteEventsOf: prepare<[bigint]>(db, 'DELETE FROM webhook_events WHERE subscription_id = ?'),
-      deleteAttemptsOf: prepare<[bigint]>(db, 'DELETE FROM webhook_attempts WHERE subscription_id = ?'),
-      enable: prepare<[string]>(db, 'UPDATE webhook_subscriptions SET disabled_at = NULL, disabled_reason = NULL WHERE name = ?'),
-      disable: prepare<[number, string, string]>(
+      deleteSubscription: prepareWrite<[bigint]>(db, 'DELETE FROM webhook_subscriptions WHERE id = ?'),
+      deleteEventsOf: prepareWrite<[bigint]>(db, 'DELETE FROM webhook_events WHERE subscription_id = ?'),
+      deleteAttemptsOf: prepareWrite<[bigint]>(db, 'DELETE FROM webhook_attempts WHERE subscription_id = ?'),
+      enable: prepareWrite<[string]>(db, 'UPDATE webhook_subscriptions SET disabled_at = NULL, disabled_reason = NULL WHERE name = ?'),
+      disable: prepareWrite<[number, string, string]>(
         db,
         'UPDATE webhook_subscriptions SET disabled_at = coalesce(disabled_at, ?), disabled_reason = ? WHERE name = ?',
       ),
-      rotate: prepare<[number, string, string]>(
+      rotate: prepareWrite<[number, string, string]>(
         db,
         'UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_until = ?, secret = ? WHERE name = ?',
       ),
-      redeliver: prepare<[number, bigint, string]>(
+      redeliver: prepare<[number, bigint, string], { disabled: number }>(
         db,
         `UPDATE webhook_events SET next_attempt_at = ?, lease_until = NULL, retry_index = -1, delivered_at = NULL, failed_at = NULL
          WHERE id = ? AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE id_prefix = ?)
@@ -131,31 +131,31 @@ export class SqliteWebhookWriter {
          RETURNING id, subscription_id, plant_id, name, tag, created_at, attempts, retry_index`,
         { bigInts: true },
       ),
-      insertAttempt: prepare<[bigint, bigint, number, number, number | null, string | null]>(
+      insertAttempt: prepareWrite<[bigint, bigint, number, number, number | null, string | null]>(
         db,
         'INSERT INTO webhook_attempts (event_id, subscription_id, attempt, attempted_at, status, error) VALUES (?, ?, ?, ?, ?, ?)',
       ),
-      delivered: prepare<[number, bigint]>(
+      delivered: prepareWrite<[number, bigint]>(
         db,
         `UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, delivered_at = ?, failed_at = NULL
          WHERE id = ?`,
       ),
-      retry: prepare<[number, bigint]>(
+      retry: prepareWrite<[number, bigint]>(
         db,
         `UPDATE webhook_events SET attempts = attempts + 1, retry_index = retry_index + 1, next_attempt_at = ?, lease_until = NULL
          WHERE id = ?`,
       ),
-      failed: prepare<[number, bigint]>(
+      failed: prepareWrite<[number, bigint]>(
         db,
         'UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, failed_at = ? WHERE id = ?',
       ),
-      release: prepare<[bigint]>(db, 'UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
-      subscriptionDelivered: prepare<[number, number, bigint]>(
+      release: prepareWrite<[bigint]>(db, 'UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
+      subscriptionDelivered: prepareWrite<[number, number, bigint]>(
         db,
         `UPDATE webhook_subscriptions SET last_success_at = max(coalesce(last_success_at, 0), ?), delivered_total = delivered_total + ?
          WHERE id = ?`,
       ),
-      subscriptionFailed: prepare<[number, string | null, number, number, bigint]>(
+      subscriptionFailed: prepareWrite<[number, string | null, number, number, bigint]>(
         db,
         `UPDATE webhook_subscriptions SET last_failure_at = ?, last_error = ?, retried_total = retried_total + ?, failed_total = failed_total + ?
          WHERE id = ?`,
@@ -171,29 +171,29 @@ export class SqliteWebhookWriter {
          WHERE id = ? AND disabled_at IS NULL AND (last_success_at IS NULL OR last_success_at < ?)
          RETURNING name, disabled_reason`,
       ),
-      releaseAll: prepare<[]>(db, 'UPDATE webhook_events SET lease_until = NULL WHERE lease_until IS NOT NULL'),
-      pruneAttempts: prepare<[number, number]>(
+      releaseAll: prepareWrite<[]>(db, 'UPDATE webhook_events SET lease_until = NULL WHERE lease_until IS NOT NULL'),
+      pruneAttempts: prepareWrite<[number, number]>(
         db,
         `DELETE FROM webhook_attempts WHERE event_id IN (
            SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
       ),
-      pruneEvents: prepare<[number, number]>(
+      pruneEvents: prepareWrite<[number, number]>(
         db,
         `DELETE FROM webhook_events WHERE id IN (
            SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
       ),
-      pruneOrphans: prepare<[number]>(
+      pruneOrphans: prepareWrite<[number]>(
         db,
         `DELETE FROM webhook_events WHERE id IN (
            SELECT id FROM webhook_events
            WHERE next_attempt_at IS NOT NULL AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions) LIMIT ?)`,
       ),
-      importSubscription: prepare<[string, string, string, string | null, number | null, string, number, number | null, string | null]>(
+      importSubscription: prepareWrite<[string, string, string, string | null, number | null, string, number, number | null, string | null]>(
         db,
         `INSERT INTO webhook_subscriptions (${WEBHOOK_RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
       ),
       storedSubscription: prepare<[string], WebhookRecordRow>(db, `SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = ?`),
-      forgetPreviousSecrets: prepare<[number]>(
+      forgetPreviousSecrets: prepareWrite<[number]>(
         db,
         'UPDATE webhook_subscriptions SET previous_secret = NULL, previous_secret_until = NULL WHERE previous_secret_until <= ?',
       ),
@@ -281,7 +281,7 @@ export class SqliteWebhookWriter {
     );
     this.#prune = (cutoff, now, chunk) => transaction(db, () => {
       s.pruneAttempts.run(cutoff, chunk);
-      const deleted = Number(s.pruneEvents.run(cutoff, chunk).changes) + Number(s.pruneOrphans.run(chunk).changes);
+      const deleted = s.pruneEvents.run(cutoff, chunk).changes + s.pruneOrphans.run(chunk).changes;
       s.forgetPreviousSecrets.run(now);
       return deleted;
     });

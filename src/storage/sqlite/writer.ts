@@ -1,4 +1,4 @@
-import { blobToBuffer, isConstraintViolation, prepare, transaction, type Connection } from './connection.js';
+import { blobToBuffer, isConstraintViolation, prepare, prepareWrite, transaction, type Connection } from './connection.js';
 import { toStoredPlant, type PlantRow } from '../rows.js';
 import type { CreateOutcome, PlantToCreate, TokenImportOutcome, TokenRecord } from '../store.js';
 import { SqliteWebhookWriter } from './webhook-writer.js';
@@ -35,21 +35,21 @@ export class SqliteWriter {
     this.#db = db;
     this.webhooks = new SqliteWebhookWriter(db);
     this.#statements = {
-      insertPlant: prepare<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
+      insertPlant: prepareWrite<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
       getPlant: prepare<[bigint], PlantRow>(db, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
-      deletePlant: prepare<[bigint]>(db, 'DELETE FROM plants WHERE id = ?'),
-      addToken: prepare<[string, Buffer, number]>(db, 'INSERT INTO tokens (name, hash, created_at) VALUES (?, ?, ?)'),
-      revokeToken: prepare<[string]>(db, 'DELETE FROM tokens WHERE name = ?'),
-      heartbeat: prepare<[number]>(
+      deletePlant: prepareWrite<[bigint]>(db, 'DELETE FROM plants WHERE id = ?'),
+      addToken: prepareWrite<[string, Buffer, number]>(db, 'INSERT INTO tokens (name, hash, created_at) VALUES (?, ?, ?)'),
+      revokeToken: prepareWrite<[string]>(db, 'DELETE FROM tokens WHERE name = ?'),
+      heartbeat: prepareWrite<[number]>(
         db,
         'INSERT INTO plantstore_heartbeat (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at',
       ),
-      touchToken: prepare<[number, string, number]>(
+      touchToken: prepareWrite<[number, string, number]>(
         db,
         'UPDATE tokens SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)',
       ),
       // Without a conflict target: a clash on the name or on the hash leaves the stored token alone.
-      importToken: prepare<[string, Buffer, number, number | null]>(
+      importToken: prepareWrite<[string, Buffer, number, number | null]>(
         db,
         'INSERT INTO tokens (name, hash, created_at, last_used_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
       ),
