@@ -17,7 +17,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
+import { prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { createDatabase, TestPostgres } from '../test/helpers/postgres.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -83,14 +84,14 @@ try {
   const source = path.join(dir, 'source.db');
   const migrated = spawnSync(process.execPath, [cli, 'migrate'], { env: { ...process.env, DATABASE_URL: `sqlite:${source}` }, encoding: 'utf8' });
   if (migrated.status !== 0) throw new Error(migrated.stderr);
-  const db = new Database(source);
-  db.pragma('journal_mode = OFF');
-  db.pragma('synchronous = OFF');
-  const insert = db.prepare<[bigint, string, string | null]>('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
-  db.transaction(() => {
+  const db = new DatabaseSync(source);
+  db.exec('PRAGMA journal_mode = OFF');
+  db.exec('PRAGMA synchronous = OFF');
+  const insert = prepareWrite<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
+  transaction(db, () => {
     for (let k = 0; k < rows; k += 1) insert.run(idOf(k), NAMES[k % 4] as string, TAGS[k % 4] ?? null);
-  })();
-  db.pragma('journal_mode = WAL');
+  });
+  db.exec('PRAGMA journal_mode = WAL');
   db.close();
   log(`${rows} plants (${ids} ids) in ${source}`);
   const sourceEnv = { DATABASE_URL: `sqlite:${source}` };

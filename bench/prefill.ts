@@ -2,7 +2,7 @@
  * Prefilled stores for the "millions of plants already stored" scenarios, on a schema created by the real CLI
  * (`plantstore migrate`).
  *
- * SQLite: built directly with better-sqlite3 (one transaction, no journal, no fsync) and cached in bench/.cache/
+ * SQLite: built directly with node:sqlite (one transaction, no journal, no fsync) and cached in bench/.cache/
  * (git-ignored) by row count, id mode and a hash of the compiled SQLite migrations. Each bench run works on a copy,
  * so the cached file never changes.
  * PostgreSQL: inserted into the bench's fresh embedded server on every run, in batches of ids sent as arrays.
@@ -10,8 +10,9 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
+import { prepareValue, prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { runCli, type EnvOverrides } from '../test/helpers/process.js';
 import { prefillRandomId, RANDOM_HI_SPACE, type IdMode } from './ids.js';
 import { ROOT } from './layout.js';
@@ -64,23 +65,23 @@ export function cachedSqlitePrefill(options: PrefillOptions): string {
   const started = Date.now();
   log(`prefill: building ${path.relative(ROOT, file)} (${count} plants, ${ids} ids) ...`);
   runCli(['migrate'], { DATABASE_URL: `sqlite:${building}` });
-  const db = new Database(building);
+  const db = new DatabaseSync(building);
   try {
-    db.pragma('journal_mode = OFF');
-    db.pragma('synchronous = OFF');
-    db.pragma('cache_size = -1048576');
-    const insert = db.prepare<[bigint, string, string | null]>('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
-    db.transaction(() => {
+    db.exec('PRAGMA journal_mode = OFF');
+    db.exec('PRAGMA synchronous = OFF');
+    db.exec('PRAGMA cache_size = -1048576');
+    const insert = prepareWrite<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
+    transaction(db, () => {
       let k = 0;
       for (const id of prefilledIds(ids, count)) {
         insert.run(BigInt(id), NAMES[k % 4] as string, TAGS[k % 4] ?? null);
         k += 1;
       }
-    })();
-    const stored = (db.prepare('SELECT count(*) FROM plants').pluck().get() as number) ?? 0;
+    });
+    const stored = prepareValue<[], number>(db, 'SELECT count(*) FROM plants').get() ?? 0;
     if (stored !== count) throw new Error(`prefill stored ${stored} plants, expected ${count}`);
     // The service runs in WAL mode; leave the file as it would find it after a clean shutdown.
-    db.pragma('journal_mode = WAL');
+    db.exec('PRAGMA journal_mode = WAL');
   } finally {
     db.close();
   }

@@ -5,9 +5,10 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
 import { syncPath } from '../src/atomic-file.js';
+import { prepareValue } from '../src/storage/sqlite/connection.js';
 import type { IdMode } from './ids.js';
 import { cachedSqlitePrefill, prefillPostgres } from './prefill.js';
 import { plantstoreEnv } from './servers.js';
@@ -46,8 +47,8 @@ async function sqliteStore(spec: StoreSpec): Promise<StoreHandle> {
     // measured run, on the server's core and the disk its fsyncs wait for.
     syncPath(file);
   }
-  const readOnly = <T>(use: (db: Database.Database) => T): T => {
-    const db = new Database(file, { readonly: true });
+  const readOnly = <T>(use: (db: DatabaseSync) => T): T => {
+    const db = new DatabaseSync(file, { readOnly: true });
     try {
       return use(db);
     } finally {
@@ -57,15 +58,15 @@ async function sqliteStore(spec: StoreSpec): Promise<StoreHandle> {
   return {
     databaseUrl: `sqlite:${file}`,
     description: `SQLite file ${file} (WAL, synchronous=FULL)`,
-    countPlants: async () => readOnly((db) => db.prepare('SELECT count(*) FROM plants').pluck().get() as number),
-    ids: async (sql) => readOnly((db) => db.prepare(sql).pluck().all() as string[]),
+    countPlants: async () => readOnly((db) => prepareValue<[], number>(db, 'SELECT count(*) FROM plants').get() as number),
+    ids: async (sql) => readOnly((db) => prepareValue<[], string>(db, sql).all()),
     sampleIds: async (count) =>
       readOnly((db) => {
-        const [min, max] = db.prepare('SELECT min(id), max(id) FROM plants').raw().get() as [number, number];
-        const next = db.prepare('SELECT CAST(id AS TEXT) FROM plants WHERE id >= ? ORDER BY id LIMIT 1').pluck();
+        const { min, max } = db.prepare('SELECT min(id) AS min, max(id) AS max FROM plants').get() as { min: number; max: number };
+        const next = prepareValue<[number], string>(db, 'SELECT CAST(id AS TEXT) FROM plants WHERE id >= ? ORDER BY id LIMIT 1');
         const found = new Set<string>();
         for (let i = 0; i < count; i += 1) {
-          const id = next.get(Math.floor(min + Math.random() * (max - min + 1))) as string | undefined;
+          const id = next.get(Math.floor(min + Math.random() * (max - min + 1)));
           if (id !== undefined) found.add(id);
         }
         return [...found];

@@ -3,29 +3,30 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { CLI, createToken, startServer } from './helpers/process.js';
 import { keepWriting, numberedPlants, plantstore, plantstoreAsync, postPlant, sqliteFile, storePlants } from './helpers/transfer.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { SQLITE_SCHEMA_VERSION } from '../src/storage/sqlite/migrations.js';
+import { pragmaValue, pragmaValues, prepareValue } from '../src/storage/sqlite/connection.js';
 
 stopPostgresAfterAll();
 
 /** Every plant id in a SQLite file, read directly. */
 function idsIn(file: string): Set<bigint> {
-  const db = new Database(file, { readonly: true, fileMustExist: true });
+  const db = new DatabaseSync(file, { readOnly: true });
   try {
-    return new Set(db.prepare('SELECT id FROM plants').safeIntegers(true).pluck().all() as bigint[]);
+    return new Set(prepareValue<[], bigint>(db, 'SELECT id FROM plants', { bigInts: true }).all());
   } finally {
     db.close();
   }
 }
 
 function integrityOf(file: string): string[] {
-  const db = new Database(file, { readonly: true, fileMustExist: true });
+  const db = new DatabaseSync(file, { readOnly: true });
   try {
-    return (db.pragma('integrity_check') as Array<{ integrity_check: string }>).map((row) => row.integrity_check);
+    return pragmaValues(db, 'integrity_check').map(String);
   } finally {
     db.close();
   }
@@ -90,8 +91,8 @@ describe('plantstore backup and restore (SQLite)', () => {
       // A backup is one self-contained file, private to its owner, and nothing partial is left behind.
       assert.equal(fs.statSync(backupFile).mode & 0o777, 0o600);
       assert.ok(!fs.existsSync(`${backupFile}-wal`));
-      const copy = new Database(backupFile, { readonly: true });
-      assert.equal(copy.pragma('journal_mode', { simple: true }), 'delete');
+      const copy = new DatabaseSync(backupFile, { readOnly: true });
+      assert.equal(pragmaValue(copy, 'journal_mode'), 'delete');
       copy.close();
       assert.deepEqual(partials(dir), []);
     } finally {
@@ -197,16 +198,16 @@ describe('plantstore backup and restore (SQLite)', () => {
     assert.equal(plantstore(['backup', backupFile], env).status, 0);
     const content = exported(env);
     // What plantstore's first schema looked like: no heartbeat table and no webhook tables, user_version 1.
-    const old = new Database(backupFile);
+    const old = new DatabaseSync(backupFile);
     old.exec('DROP TABLE plantstore_heartbeat; DROP TABLE webhook_attempts; DROP TABLE webhook_events; DROP TABLE webhook_subscriptions');
-    old.pragma('user_version = 1');
+    old.exec('PRAGMA user_version = 1');
     old.close();
     const fresh = { DATABASE_URL: `sqlite:${path.join(dir, 'new-place', 'plants.db')}` };
     const restored = plantstore(['restore', backupFile], fresh);
     assert.equal(restored.status, 0, restored.stderr);
     assert.equal(exported(fresh), content);
-    const db2 = new Database(path.join(dir, 'new-place', 'plants.db'), { readonly: true });
-    assert.equal(db2.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
+    const db2 = new DatabaseSync(path.join(dir, 'new-place', 'plants.db'), { readOnly: true });
+    assert.equal(pragmaValue(db2, 'user_version'), SQLITE_SCHEMA_VERSION);
     db2.close();
   });
 
@@ -219,7 +220,7 @@ describe('plantstore backup and restore (SQLite)', () => {
       {
         file: 'other-app.db',
         make: (file) => {
-          const other = new Database(file);
+          const other = new DatabaseSync(file);
           other.exec('CREATE TABLE notes (body TEXT)');
           other.close();
         },
@@ -229,7 +230,7 @@ describe('plantstore backup and restore (SQLite)', () => {
         file: 'extra-table.db',
         make: (file) => {
           assert.equal(plantstore(['backup', file], env).status, 0);
-          const extra = new Database(file);
+          const extra = new DatabaseSync(file);
           extra.exec('CREATE TABLE extra (x)');
           extra.close();
         },
@@ -239,8 +240,8 @@ describe('plantstore backup and restore (SQLite)', () => {
         file: 'newer.db',
         make: (file) => {
           assert.equal(plantstore(['backup', file], env).status, 0);
-          const newer = new Database(file);
-          newer.pragma('user_version = 99');
+          const newer = new DatabaseSync(file);
+          newer.exec('PRAGMA user_version = 99');
           newer.close();
         },
         problem: /schema version 99, newer than this plantstore's/,

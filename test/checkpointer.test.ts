@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import { createLogger } from '../src/log.js';
@@ -19,6 +19,7 @@ import { startServices } from '../src/services.js';
 import { loadConfig } from '../src/config.js';
 import { READY_REUSE_MS } from '../src/health/readiness.js';
 import { CHECKPOINTER_DEFAULTS } from '../src/storage/sqlite/checkpointer.js';
+import { prepareValue } from '../src/storage/sqlite/connection.js';
 import { SqliteStore } from '../src/storage/sqlite/sqlite-store.js';
 import type { StorageIncident } from '../src/storage/store.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -41,9 +42,9 @@ function checkpointedRows(file: string, scratch: string, from: bigint, to: bigin
   const copy = path.join(scratch, `copy-${process.hrtime.bigint()}.db`);
   fs.copyFileSync(file, copy);
   try {
-    const db = new Database(copy);
+    const db = new DatabaseSync(copy);
     try {
-      return db.prepare<[bigint, bigint], { n: number }>('SELECT count(*) AS n FROM plants WHERE id >= ? AND id < ?').get(from, to)?.n;
+      return prepareValue<[bigint, bigint], number>(db, 'SELECT count(*) FROM plants WHERE id >= ? AND id < ?').get(from, to);
     } finally {
       db.close();
     }

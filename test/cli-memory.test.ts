@@ -5,8 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import { BOUNDED_HEAP_FLAGS } from '../src/cli/heap-limits.js';
+import { prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { CLI, runCli } from './helpers/process.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -18,12 +19,12 @@ after(() => fs.rmSync(dir, { recursive: true, force: true }));
 function database(rows: number): string {
   const file = path.join(dir, `${rows}.db`);
   runCli(['migrate'], { DATABASE_URL: `sqlite:${file}` });
-  const db = new Database(file);
-  const insert = db.prepare<[bigint, string]>('INSERT INTO plants (id, name) VALUES (?, ?)');
+  const db = new DatabaseSync(file);
+  const insert = prepareWrite<[bigint, string]>(db, 'INSERT INTO plants (id, name) VALUES (?, ?)');
   const name = 'x'.repeat(256);
-  db.transaction(() => {
+  transaction(db, () => {
     for (let k = 1; k <= rows; k += 1) insert.run(BigInt(k) * 1_000_003n, name);
-  })();
+  });
   db.close();
   return file;
 }

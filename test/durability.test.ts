@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { loadConfig } from '../src/config.js';
-import { openConnection } from '../src/storage/sqlite/connection.js';
+import { openConnection, pragmaValue } from '../src/storage/sqlite/connection.js';
 import { poolConfig } from '../src/storage/postgres/postgres-store.js';
 import { postgresDatabase, sqliteDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
@@ -19,8 +19,8 @@ describe('durability settings', () => {
     try {
       const connection = openConnection(db.url.slice('sqlite:'.length), 1);
       try {
-        assert.equal(connection.pragma('journal_mode', { simple: true }), 'wal');
-        assert.equal(connection.pragma('synchronous', { simple: true }), 2, 'synchronous=FULL is 2');
+        assert.equal(pragmaValue(connection, 'journal_mode'), 'wal');
+        assert.equal(pragmaValue(connection, 'synchronous'), 2, 'synchronous=FULL is 2');
       } finally {
         connection.close();
       }

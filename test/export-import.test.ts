@@ -3,10 +3,11 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { plantJson } from '../src/plant-json.js';
 import type { StoredPlant } from '../src/storage/store.js';
+import { prepareValue } from '../src/storage/sqlite/connection.js';
 import { startTestApp } from './helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { CLI } from './helpers/process.js';
@@ -296,9 +297,9 @@ describe('plantstore export and import', () => {
       const file = sqliteFile(db.url);
       const count = () => {
         if (!fs.existsSync(file)) return 0;
-        const reader = new Database(file, { readonly: true });
+        const reader = new DatabaseSync(file, { readOnly: true });
         try {
-          return reader.prepare('SELECT count(*) FROM plants').pluck().get() as number;
+          return prepareValue<[], number>(reader, 'SELECT count(*) FROM plants').get() as number;
         } catch {
           return 0;
         } finally {
@@ -306,14 +307,14 @@ describe('plantstore export and import', () => {
         }
       };
       while (count() < 2) await new Promise((resolve) => setTimeout(resolve, 20));
-      const locker = new Database(file);
+      const locker = new DatabaseSync(file);
       let status: number | null;
       try {
         locker.exec('BEGIN IMMEDIATE');
         child.stdin.end(lines.slice(2).join(''));
         status = await closed;
       } finally {
-        if (locker.inTransaction) locker.exec('ROLLBACK');
+        if (locker.isTransaction) locker.exec('ROLLBACK');
         locker.close();
       }
       assert.equal(status, 1);

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import { CLI, freePort } from './helpers/process.js';
 
 /**
@@ -113,9 +113,9 @@ describe('SQLite file modes', () => {
     // mode to them) still there because a connection has it open, as after a crash or with a server running.
     fs.writeFileSync(file, '');
     fs.chmodSync(file, 0o644);
-    const older = new Database(file);
+    const older = new DatabaseSync(file);
     try {
-      older.pragma('journal_mode = WAL');
+      older.exec('PRAGMA journal_mode = WAL');
       older.exec('CREATE TABLE left_by_an_older_version (x)');
       for (const each of [file, `${file}-wal`, `${file}-shm`]) assert.equal(modeOf(each), '0644', `${each} before`);
 

@@ -7,11 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync, type SQLInputValue } from 'node:sqlite';
 import pg from 'pg';
 import { INT64_MIN } from '../src/int64.js';
 import { POSTGRES_LIST_QUERIES } from '../src/storage/postgres/postgres-store.js';
 import { SQLITE_LIST_QUERIES } from '../src/storage/sqlite/sqlite-store.js';
+import { prepare, prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { idsOf } from './helpers/assertions.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
@@ -50,7 +51,7 @@ async function assertQueryAnswersLikeTheApp(t: TestApp, direct: (tag: string | u
 }
 
 /** The plan's lines (EXPLAIN QUERY PLAN's `detail` column). */
-function sqlitePlan(db: Database.Database, sql: string, params: unknown[]): string[] {
+function sqlitePlan(db: DatabaseSync, sql: string, params: SQLInputValue[]): string[] {
   return db
     .prepare(`EXPLAIN QUERY PLAN ${sql}`)
     .all(...params)
@@ -62,7 +63,7 @@ function sqlitePlan(db: Database.Database, sql: string, params: unknown[]): stri
  * range walk in id order; a SCAN, another index, or "USE TEMP B-TREE FOR ORDER BY" (a sort) would be a second line
  * or another text.
  */
-function sqlitePlanProblem(db: Database.Database): string | undefined {
+function sqlitePlanProblem(db: DatabaseSync): string | undefined {
   const listAll = sqlitePlan(db, SQL.sqlite.listAll, [INT64_MIN, LIMIT]);
   if (JSON.stringify(listAll) !== JSON.stringify(['SEARCH plants USING INTEGER PRIMARY KEY (rowid>?)'])) {
     return `list all: ${JSON.stringify(listAll)}`;
@@ -91,12 +92,12 @@ describe('index use on SQLite', () => {
     // The schema is the product's own: the app migrates the database it opens.
     t = await startTestApp(db.url);
     // Rows go in behind the app's back: twenty thousand creates through HTTP would only slow the test down.
-    const filler = new Database(file);
+    const filler = new DatabaseSync(file);
     try {
-      const insert = filler.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
-      filler.transaction(() => {
+      const insert = prepareWrite<[number, string, string | null]>(filler, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
+      transaction(filler, () => {
         for (let id = 1; id <= ROWS; id += 1) insert.run(id, `plant ${id}`, id % 7 === 0 ? null : `tag-${id % TAGS}`);
-      })();
+      });
     } finally {
       filler.close();
     }
@@ -107,13 +108,13 @@ describe('index use on SQLite', () => {
   });
 
   it('GET /plants answers what the list queries answer when run directly', async () => {
-    const reader = new Database(file, { readonly: true });
+    const reader = new DatabaseSync(file, { readOnly: true });
     try {
       await assertQueryAnswersLikeTheApp(t as TestApp, async (tag, from) => {
         const rows =
           tag === undefined
-            ? reader.prepare(SQL.sqlite.listAll).safeIntegers(true).all(from, LIMIT)
-            : reader.prepare(SQL.sqlite.listByTag).safeIntegers(true).all(tag, from, LIMIT);
+            ? prepare(reader, SQL.sqlite.listAll, { bigInts: true }).all(from, LIMIT)
+            : prepare(reader, SQL.sqlite.listByTag, { bigInts: true }).all(tag, from, LIMIT);
         return rows.map((row) => (row as { id: bigint }).id);
       });
     } finally {
@@ -122,7 +123,7 @@ describe('index use on SQLite', () => {
   });
 
   it('lists through the integer primary key (rowid>?) and, by tag, through plants_by_tag (tag=? AND id>?), with no sort', (context) => {
-    const reader = new Database(file, { readonly: true });
+    const reader = new DatabaseSync(file, { readOnly: true });
     try {
       assert.equal(sqlitePlanProblem(reader), undefined);
       context.diagnostic(
@@ -137,7 +138,7 @@ describe('index use on SQLite', () => {
   it('the check fails once plants_by_tag is dropped', async (context) => {
     // The app goes first: it must not see its schema change under it.
     await closeApp();
-    const writer = new Database(file);
+    const writer = new DatabaseSync(file);
     try {
       writer.exec('DROP INDEX plants_by_tag');
       const problem = sqlitePlanProblem(writer);

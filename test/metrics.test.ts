@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
-import { StorageUnavailableError, type StorageErrorKind } from '../src/storage/errors.js';
+import { StorageUnavailableError } from '../src/storage/errors.js';
 import { PostgresStore } from '../src/storage/postgres/postgres-store.js';
-import { unavailableKind as sqliteUnavailableKind } from '../src/storage/sqlite/connection.js';
 import type { CreateOutcome, PlantToCreate } from '../src/storage/store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -211,30 +210,10 @@ for (const database of DATABASES) {
 }
 
 describe('plantstore_storage_errors_total', () => {
-  it('names each SQLite error meaning "not now" by its kind, extended codes included, and nothing else', () => {
-    const kinds: Array<[string, StorageErrorKind | undefined]> = [
-      ['SQLITE_BUSY', 'locked'],
-      ['SQLITE_BUSY_SNAPSHOT', 'locked'],
-      ['SQLITE_LOCKED', 'locked'],
-      ['SQLITE_FULL', 'disk_full'],
-      ['SQLITE_READONLY', 'read_only'],
-      ['SQLITE_READONLY_DBMOVED', 'read_only'],
-      ['SQLITE_NOMEM', 'resources'],
-      ['SQLITE_IOERR_FSYNC', 'io'],
-      ['SQLITE_CANTOPEN', 'io'],
-      ['SQLITE_CORRUPT', 'io'],
-      ['SQLITE_NOTADB', 'io'],
-      ['SQLITE_CONSTRAINT_PRIMARYKEY', undefined],
-      ['SQLITE_ERROR', undefined],
-    ];
-    for (const [code, kind] of kinds) assert.equal(sqliteUnavailableKind(Object.assign(new Error(code), { code })), kind, code);
-    assert.equal(sqliteUnavailableKind(new Error('no code')), undefined);
-  });
-
   it('counts a SQLite write that found the database locked past its wait as kind="locked"', async () => {
     const db = await sqliteDatabase();
     const t = await startTestApp(db.url);
-    const holder = new Database(db.url.slice('sqlite:'.length));
+    const holder = new DatabaseSync(db.url.slice('sqlite:'.length));
     try {
       const before = await scrape(t.app);
       // Another process's write transaction: the readiness heartbeat waits 1 s for it, then gives up.

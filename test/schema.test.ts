@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
+import { pragmaValue } from '../src/storage/sqlite/connection.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 
@@ -13,17 +14,17 @@ stopPostgresAfterAll();
 const schemaVersion = {
   sqlite: {
     async read(url: string): Promise<number> {
-      const db = new Database(url.slice('sqlite:'.length));
+      const db = new DatabaseSync(url.slice('sqlite:'.length));
       try {
-        return db.pragma('user_version', { simple: true }) as number;
+        return pragmaValue(db, 'user_version') as number;
       } finally {
         db.close();
       }
     },
     async set(url: string, version: number): Promise<void> {
-      const db = new Database(url.slice('sqlite:'.length));
+      const db = new DatabaseSync(url.slice('sqlite:'.length));
       try {
-        db.pragma(`user_version = ${version}`);
+        db.exec(`PRAGMA user_version = ${version}`);
       } finally {
         db.close();
       }

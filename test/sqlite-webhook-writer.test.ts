@@ -5,8 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type Database from 'better-sqlite3';
-import { openConnection } from '../src/storage/sqlite/connection.js';
+import { SQLITE_CODES, openConnection, pragmaValue, prepareValue, type Connection } from '../src/storage/sqlite/connection.js';
 import { migrate } from '../src/storage/sqlite/migrations.js';
 import { SqliteWebhooks } from '../src/storage/sqlite/webhooks.js';
 import { SqliteWriter } from '../src/storage/sqlite/writer.js';
@@ -19,7 +18,7 @@ const FULL = 2;
 
 describe('SQLite webhook settlements', () => {
   let database: TestDatabase;
-  let db: Database.Database;
+  let db: Connection;
   let writer: SqliteWriter;
   let webhooks: SqliteWebhooks;
   let subscriptionId: bigint;
@@ -28,19 +27,19 @@ describe('SQLite webhook settlements', () => {
     database = await sqliteDatabase();
     db = openConnection(sqliteFile(database.url), 2);
     migrate(db);
-    db.pragma('busy_timeout = 0');
+    db.exec('PRAGMA busy_timeout = 0');
     // One connection reads and writes; a lock held elsewhere fails at once (the store would retry it).
     webhooks = new SqliteWebhooks(db, db, async (work) => work());
     writer = new SqliteWriter(db, webhooks);
     await webhooks.add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
-    subscriptionId = db.prepare('SELECT id FROM webhook_subscriptions').safeIntegers(true).pluck().get() as bigint;
+    subscriptionId = prepareValue<[], bigint>(db, 'SELECT id FROM webhook_subscriptions', { bigInts: true }).get() as bigint;
   });
   after(async () => {
     db.close();
     await database.cleanup();
   });
 
-  const synchronous = () => db.pragma('synchronous', { simple: true });
+  const synchronous = () => pragmaValue(db, 'synchronous');
   const delivered = (events: readonly ClaimedWebhookEvent[], at: number): WebhookAttemptResult[] =>
     events.map((event, index) => ({ event, attemptedAt: new Date(at + index), status: 204, error: null, outcome: { kind: 'delivered' } }));
 
@@ -56,8 +55,8 @@ describe('SQLite webhook settlements', () => {
     assert.deepEqual((await webhooks.settleAndClaim(delivered(claimed, at), [{ subscriptionId, limit: 10 }], 60_000)).claimed, []);
     assert.equal(synchronous(), FULL);
     const totals = db.prepare('SELECT delivered_total, last_success_at FROM webhook_subscriptions').get();
-    assert.deepEqual(totals, { delivered_total: 3, last_success_at: at + 2 });
-    assert.equal(db.prepare('SELECT count(*) FROM webhook_attempts').pluck().get(), 3);
+    assert.deepEqual({ ...totals }, { delivered_total: 3, last_success_at: at + 2 });
+    assert.equal(prepareValue(db, 'SELECT count(*) FROM webhook_attempts').get(), 3);
   });
 
   it('leave it at synchronous=FULL when the commit fails', async () => {
@@ -65,7 +64,7 @@ describe('SQLite webhook settlements', () => {
     const other = openConnection(sqliteFile(database.url), 2);
     try {
       other.exec('BEGIN IMMEDIATE');
-      await assert.rejects(webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'SQLITE_BUSY' });
+      await assert.rejects(webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'ERR_SQLITE_ERROR', errcode: SQLITE_CODES.BUSY });
       assert.equal(synchronous(), FULL);
       other.exec('ROLLBACK');
     } finally {

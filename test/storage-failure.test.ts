@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import { DatabaseSync } from 'node:sqlite';
 import type { LightMyRequestResponse } from 'fastify';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import { REFUSAL_MEMORY_MS } from '../src/storage/write-queue.js';
@@ -339,9 +339,9 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     const seeded = await seed(app, 5, 'locked');
 
     // Another connection (as another process would) holds the write lock.
-    const other = new Database(db.url.slice('sqlite:'.length));
+    const other = new DatabaseSync(db.url.slice('sqlite:'.length));
     cleanups.push(() => {
-      if (other.open) other.close();
+      if (other.isOpen) other.close();
     });
     other.exec('BEGIN EXCLUSIVE');
     // Before any create is refused, the heartbeat write alone finds the lock, waiting only about a second.
@@ -401,9 +401,9 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     });
     assert.equal(created.status, 200);
     // The token's last use is now waiting in memory to be written at shutdown, which the lock will refuse.
-    const other = new Database(db.url.slice('sqlite:'.length));
+    const other = new DatabaseSync(db.url.slice('sqlite:'.length));
     cleanups.push(() => {
-      if (other.open) other.close();
+      if (other.isOpen) other.close();
     });
     other.exec('BEGIN EXCLUSIVE');
     const started = Date.now();

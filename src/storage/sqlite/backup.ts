@@ -1,9 +1,20 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { createPrivateFile, partialPathBeside, publishFile, removeQuietly } from '../../atomic-file.js';
 import { DatabaseInUseError, UnusableDatabaseFileError } from '../errors.js';
-import { BUSY_TIMEOUT_MS } from './connection.js';
+import {
+  BUSY_TIMEOUT_MS,
+  SQLITE_CODES,
+  isBusy,
+  openDatabase,
+  pragmaValue,
+  pragmaValues,
+  prepareValue,
+  prepareWrite,
+  sqliteCode,
+  transaction,
+  type Connection,
+} from './connection.js';
 import { SQLITE_SCHEMA_VERSION, expectedSchemaObjects, migrate, schemaObjects } from './migrations.js';
 
 /** What a verified database file holds. */
@@ -30,9 +41,9 @@ function isSameFile(a: string, b: string): boolean {
 
 /** SQLite's word for a file that is not a database, or a damaged one: the operator is told which file and why. */
 function unusable(label: string, error: unknown): unknown {
-  const code = String((error as { code?: unknown }).code);
-  if (code === 'SQLITE_NOTADB') return new UnusableDatabaseFileError(`${label} is not a SQLite database`, { cause: error });
-  if (code.startsWith('SQLITE_CORRUPT')) return new UnusableDatabaseFileError(`${label} is damaged: ${(error as Error).message}`, { cause: error });
+  const code = sqliteCode(error);
+  if (code === SQLITE_CODES.NOTADB) return new UnusableDatabaseFileError(`${label} is not a SQLite database`, { cause: error });
+  if (code === SQLITE_CODES.CORRUPT) return new UnusableDatabaseFileError(`${label} is damaged: ${(error as Error).message}`, { cause: error });
   return error;
 }
 
@@ -41,13 +52,13 @@ function unusable(label: string, error: unknown): unknown {
  * version is one plantstore has had, and it holds exactly the tables and indexes the migrations create up to that
  * version. Throws UnusableDatabaseFileError naming the first problem.
  */
-export function verifyDatabase(db: Database.Database, label: string): DatabaseFileSummary {
+export function verifyDatabase(db: Connection, label: string): DatabaseFileSummary {
   try {
-    const problems = (db.pragma('integrity_check') as Array<{ integrity_check: string }>).map((row) => row.integrity_check);
+    const problems = pragmaValues(db, 'integrity_check').map(String);
     if (problems.length !== 1 || problems[0] !== 'ok') {
       throw new UnusableDatabaseFileError(`${label} fails PRAGMA integrity_check: ${problems.slice(0, 3).join('; ')}`);
     }
-    const schemaVersion = db.pragma('user_version', { simple: true }) as number;
+    const schemaVersion = pragmaValue(db, 'user_version') as number;
     if (schemaVersion === 0) throw new UnusableDatabaseFileError(`${label} is not a plantstore database (it has no plantstore schema version)`);
     if (schemaVersion > SQLITE_SCHEMA_VERSION) {
       throw new UnusableDatabaseFileError(
@@ -66,7 +77,7 @@ export function verifyDatabase(db: Database.Database, label: string): DatabaseFi
     }
     const extra = actual.find((candidate) => !expected.some((object) => object.type === candidate.type && object.name === candidate.name));
     if (extra) throw new UnusableDatabaseFileError(`${label} holds a ${describe(extra)} that plantstore schema version ${schemaVersion} does not have`);
-    const count = (table: string) => db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+    const count = (table: string) => prepareValue<[], number>(db, `SELECT count(*) FROM ${table}`).get() as number;
     return { schemaVersion, plants: count('plants'), tokens: count('tokens') };
   } catch (error) {
     throw unusable(label, error);
@@ -96,18 +107,18 @@ export function backupDatabase(database: string, target: string): DatabaseFileSu
   createPrivateFile(partial);
   try {
     // Read-only: the backup never changes the live database, not even by a checkpoint when it closes.
-    const source = new Database(database, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
+    const source = openDatabase(database, { readOnly: true, timeoutMs: BUSY_TIMEOUT_MS });
     try {
-      source.prepare('VACUUM INTO ?').run(partial);
+      prepareWrite<[string]>(source, 'VACUUM INTO ?').run(partial);
     } catch (error) {
       throw unusable(`the database ${database}`, error);
     } finally {
       source.close();
     }
-    const copy = new Database(partial, { fileMustExist: true });
+    const copy = openDatabase(partial);
     let summary: DatabaseFileSummary;
     try {
-      copy.pragma('journal_mode = DELETE');
+      copy.exec('PRAGMA journal_mode = DELETE');
       summary = verifyDatabase(copy, 'the backup just written');
     } finally {
       copy.close();
@@ -147,17 +158,17 @@ export function restoreDatabase(backup: string, database: string): DatabaseFileS
   fs.mkdirSync(path.dirname(database), { recursive: true });
   const copyPath = partialPathBeside(database);
   try {
-    const source = new Database(backup, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
+    const source = openDatabase(backup, { readOnly: true, timeoutMs: BUSY_TIMEOUT_MS });
     try {
       verifyDatabase(source, backup);
       createPrivateFile(copyPath);
-      source.prepare('VACUUM INTO ?').run(copyPath);
+      prepareWrite<[string]>(source, 'VACUUM INTO ?').run(copyPath);
     } catch (error) {
       throw unusable(backup, error);
     } finally {
       source.close();
     }
-    const copy = new Database(copyPath, { fileMustExist: true });
+    const copy = openDatabase(copyPath);
     try {
       migrate(copy);
       verifyDatabase(copy, `the copy of ${backup}`);
@@ -172,14 +183,14 @@ export function restoreDatabase(backup: string, database: string): DatabaseFileS
 
 function replaceContent(database: string, replacement: string): DatabaseFileSummary {
   // No busy wait: a lock held elsewhere means the database is in use, which is the answer.
-  const live = new Database(database, { timeout: 0 });
+  const live = openDatabase(database, { timeoutMs: 0 });
   try {
-    live.pragma('locking_mode = EXCLUSIVE');
+    live.exec('PRAGMA locking_mode = EXCLUSIVE');
     try {
       live.exec('BEGIN EXCLUSIVE');
       live.exec('COMMIT');
     } catch (error) {
-      if (String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY')) {
+      if (isBusy(error)) {
         throw new DatabaseInUseError(
           `the database ${database} is in use by another process (a running plantstore server or command); stop it, then restore`,
           { cause: error },
@@ -189,10 +200,10 @@ function replaceContent(database: string, replacement: string): DatabaseFileSumm
     }
     try {
       // The exclusive lock stays held from here until close (locking_mode=EXCLUSIVE never releases it).
-      live.pragma('journal_mode = WAL');
-      live.pragma('synchronous = FULL');
+      live.exec('PRAGMA journal_mode = WAL');
+      live.exec('PRAGMA synchronous = FULL');
       migrate(live);
-      live.prepare('ATTACH ? AS restored').run(replacement);
+      prepareWrite<[string]>(live, 'ATTACH ? AS restored').run(replacement);
     } catch (error) {
       throw unusable(`the database ${database}`, error);
     }
@@ -200,14 +211,14 @@ function replaceContent(database: string, replacement: string): DatabaseFileSumm
       throw new UnusableDatabaseFileError(`the database ${database} does not have plantstore's current schema; move it away, then restore`);
     }
     const tables = schemaObjects(live, 'restored').filter((object) => object.type === 'table');
-    live.transaction(() => {
+    transaction(live, () => {
       for (const { name } of tables) {
         const quoted = `"${name.replaceAll('"', '""')}"`;
         live.exec(`DELETE FROM main.${quoted}; INSERT INTO main.${quoted} SELECT * FROM restored.${quoted};`);
       }
-    }).immediate();
+    });
     live.exec('DETACH restored');
-    const count = (table: string) => live.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+    const count = (table: string) => prepareValue<[], number>(live, `SELECT count(*) FROM ${table}`).get() as number;
     return { schemaVersion: SQLITE_SCHEMA_VERSION, plants: count('plants'), tokens: count('tokens') };
   } finally {
     live.close();

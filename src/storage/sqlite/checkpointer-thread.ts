@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { CheckpointerCommand, CheckpointerReport, CheckpointerThreadData } from './checkpointer.js';
-import { openConnection } from './connection.js';
+import { SQLITE_CODES, openConnection, prepareWrite } from './connection.js';
 
 /**
  * Copies the WAL back into the database file, on a thread of its own. Left to SQLite's auto-checkpoint, this work
@@ -17,7 +17,7 @@ if (!port) throw new Error('checkpointer-thread.ts runs only as a worker thread'
 const report = (message: CheckpointerReport) => port.postMessage(message);
 
 const db = openConnection(file, 2);
-const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+const checkpoint = prepareWrite<[]>(db, 'PRAGMA wal_checkpoint(PASSIVE)');
 /** Whether the main thread last heard of a success; it hears of every failure, so a run of them can be counted. */
 let reportedOk = false;
 /** Checkpoints still to fail on purpose (CheckpointerCommand 'fail', for tests). */
@@ -27,18 +27,19 @@ const timer = setInterval(() => {
   try {
     if (failuresToSimulate > 0) {
       failuresToSimulate -= 1;
-      throw Object.assign(new Error('simulated checkpoint failure'), { code: 'SQLITE_IOERR_SIMULATED' });
+      throw Object.assign(new Error('simulated checkpoint failure'), { code: 'ERR_SQLITE_ERROR', errcode: SQLITE_CODES.IOERR });
     }
     // A lock held elsewhere is not an error here: PASSIVE then checkpoints what it can, and the next interval the rest.
     checkpoint.run();
   } catch (error) {
     reportedOk = false;
-    const { name, message, code } = error as { name?: unknown; message?: unknown; code?: unknown };
+    const { name, message, code, errcode } = error as { name?: unknown; message?: unknown; code?: unknown; errcode?: unknown };
     report({
       kind: 'failed',
       name: String(name),
       message: String(message),
       ...(typeof code === 'string' ? { code } : {}),
+      ...(typeof errcode === 'number' ? { errcode } : {}),
     });
     return;
   }

@@ -30,7 +30,7 @@ export interface CheckpointerThreadData {
 /** What the thread tells the main thread: every failed checkpoint, and the first success after a start or failures. */
 export type CheckpointerReport =
   | { readonly kind: 'ok' }
-  | { readonly kind: 'failed'; readonly name: string; readonly message: string; readonly code?: string };
+  | { readonly kind: 'failed'; readonly name: string; readonly message: string; readonly code?: string; readonly errcode?: number };
 
 /**
  * What the main thread tells the thread: stop; or, for tests that must see the thread die or its checkpoints fail,
@@ -140,7 +140,12 @@ export class Checkpointer {
       return;
     }
     this.#failuresInARow += 1;
-    const failure = Object.assign(new Error(report.message), { name: report.name }, report.code === undefined ? {} : { code: report.code });
+    const failure = Object.assign(
+      new Error(report.message),
+      { name: report.name },
+      report.code === undefined ? {} : { code: report.code },
+      report.errcode === undefined ? {} : { errcode: report.errcode },
+    );
     this.#lastFailure = failure;
     if (this.#failuresInARow === 1) {
       this.#report({ level: 'warn', message: 'a WAL checkpoint failed; the checkpointer thread retries', error: failure });

@@ -1,4 +1,4 @@
-import Database from 'better-sqlite3';
+import { openDatabase, pragmaValue, prepare, transaction, type Connection } from './connection.js';
 
 /**
  * Schema versions, applied in order and recorded in PRAGMA user_version. Append only: a released step is
@@ -76,18 +76,18 @@ const MIGRATIONS: readonly string[] = [
 
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
 
-export function migrate(db: Database.Database): void {
+export function migrate(db: Connection): void {
   // IMMEDIATE takes the write lock first, so two processes starting together migrate one after the other.
-  db.transaction(() => {
-    const current = db.pragma('user_version', { simple: true }) as number;
+  transaction(db, () => {
+    const current = pragmaValue(db, 'user_version') as number;
     if (current > MIGRATIONS.length) {
       throw new Error(`database schema version ${current} is newer than this plantstore (${MIGRATIONS.length}); upgrade plantstore`);
     }
     for (let version = current; version < MIGRATIONS.length; version += 1) {
       db.exec(MIGRATIONS[version] as string);
     }
-    db.pragma(`user_version = ${MIGRATIONS.length}`);
-  }).immediate();
+    db.exec(`PRAGMA user_version = ${MIGRATIONS.length}`);
+  });
 }
 
 /** One table or index as sqlite_schema lists it; the SQL text is kept as the migration wrote it. */
@@ -99,18 +99,17 @@ export interface SchemaObject {
 }
 
 /** The tables and indexes of `schema` (`main` or an attached name), SQLite's internal ones left out. */
-export function schemaObjects(db: Database.Database, schema = 'main'): SchemaObject[] {
-  return db
-    .prepare<[], SchemaObject>(
-      `SELECT type, name, tbl_name AS tableName, sql FROM "${schema.replaceAll('"', '""')}".sqlite_schema
-       WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name`,
-    )
-    .all();
+export function schemaObjects(db: Connection, schema = 'main'): SchemaObject[] {
+  return prepare<[], SchemaObject>(
+    db,
+    `SELECT type, name, tbl_name AS tableName, sql FROM "${schema.replaceAll('"', '""')}".sqlite_schema
+     WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name`,
+  ).all();
 }
 
 /** What a plantstore database of schema `version` holds: the migrations up to it, applied to an empty database. */
 export function expectedSchemaObjects(version: number): SchemaObject[] {
-  const db = new Database(':memory:');
+  const db = openDatabase(':memory:');
   try {
     for (let step = 0; step < version; step += 1) db.exec(MIGRATIONS[step] as string);
     return schemaObjects(db);

@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type Database from 'better-sqlite3';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
 import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
@@ -17,7 +16,17 @@ import type {
 } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
-import { BUSY_TIMEOUT_MS, openConnection, unavailableKind } from './connection.js';
+import {
+  BUSY_TIMEOUT_MS,
+  SQLITE_EXTENDED_CODES,
+  blobToBuffer,
+  isBusy,
+  openConnection,
+  prepare,
+  sqliteExtendedCode,
+  unavailableKind,
+  type Connection,
+} from './connection.js';
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteWebhooks } from './webhooks.js';
@@ -25,7 +34,11 @@ import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
 
 interface TokenRow {
   name: string;
-  hash: Buffer;
+  hash: Uint8Array;
+}
+
+function toStoredToken(row: TokenRow): StoredToken {
+  return { name: row.name, hash: blobToBuffer(row.hash) };
 }
 
 interface TokenInfoRow {
@@ -58,9 +71,6 @@ function translate(error: unknown): unknown {
   return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
 }
 
-function isBusy(error: unknown): boolean {
-  return String((error as { code?: unknown }).code).startsWith('SQLITE_BUSY');
-}
 
 /**
  * SQLite in WAL mode with synchronous=FULL. Every write runs on the event loop, on one connection: a batch of
@@ -79,7 +89,7 @@ export class SqliteStore implements Store {
   readonly writeConcurrency = 1;
   /** Subscriptions and their outbox, on this store's two connections and its lock retries. */
   readonly webhooks: SqliteWebhooks;
-  readonly #reader: Database.Database;
+  readonly #reader: Connection;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
   readonly #incidents: Incidents;
@@ -87,29 +97,29 @@ export class SqliteStore implements Store {
   #closed = false;
   #observer: StorageObserver = UNOBSERVED;
 
-  private constructor(reader: Database.Database, writer: Database.Database, checkpointer: Checkpointer, incidents: Incidents) {
+  private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents) {
     this.#reader = reader;
     this.webhooks = new SqliteWebhooks(reader, writer, (work) => this.#unlocked(work));
     this.#writer = new SqliteWriter(writer, this.webhooks);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
     this.#statements = {
-      getPlant: reader.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
-      listAll: reader.prepare<[bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listAll).safeIntegers(true),
-      listByTag: reader.prepare<[string, bigint, number], PlantRow>(SQLITE_LIST_QUERIES.listByTag).safeIntegers(true),
-      listTokens: reader.prepare<[], TokenInfoRow>('SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
-      findToken: reader.prepare<[Buffer], TokenRow>('SELECT name, hash FROM tokens WHERE hash = ?'),
-      allTokens: reader.prepare<[], TokenRow>('SELECT name, hash FROM tokens'),
+      getPlant: prepare<[bigint], PlantRow>(reader, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
+      listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
+      listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
+      listTokens: prepare<[], TokenInfoRow>(reader, 'SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
+      findToken: prepare<[Buffer], TokenRow>(reader, 'SELECT name, hash FROM tokens WHERE hash = ?'),
+      allTokens: prepare<[], TokenRow>(reader, 'SELECT name, hash FROM tokens'),
       // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
-      exportTokens: reader.prepare<[], TokenRecordRow>('SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
+      exportTokens: prepare<[], TokenRecordRow>(reader, 'SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
     };
   }
 
   /** `options.checkpointer` exists for tests, which cannot wait the real restart delays out. */
   static open(file: string, options: { readonly checkpointer?: Partial<CheckpointerOptions> } = {}): SqliteStore {
     prepareDatabaseFiles(file);
-    let reader: Database.Database | undefined;
-    let writer: Database.Database | undefined;
+    let reader: Connection | undefined;
+    let writer: Connection | undefined;
     let checkpointer: Checkpointer | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
@@ -117,9 +127,9 @@ export class SqliteStore implements Store {
       writer = openConnection(file, WRITER_CACHE_MIB);
       // Opening and migrating may wait for another process (one migrating too); serving, no statement waits for a
       // lock on the event loop: #unlocked retries on a timer instead.
-      for (const connection of [reader, writer]) connection.pragma('busy_timeout = 0');
+      for (const connection of [reader, writer]) connection.exec('PRAGMA busy_timeout = 0');
       // Checkpoints run on their own thread, never inside a commit.
-      writer.pragma('wal_autocheckpoint = 0');
+      writer.exec('PRAGMA wal_autocheckpoint = 0');
       const incidents = new Incidents();
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
       return new SqliteStore(reader, writer, checkpointer, incidents);
@@ -198,7 +208,7 @@ export class SqliteStore implements Store {
       name,
       () => this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime())),
       // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
-      (error) => (error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY',
+      (error) => sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_PRIMARYKEY,
     );
   }
 
@@ -217,11 +227,14 @@ export class SqliteStore implements Store {
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#unlocked(() => this.#statements.findToken.get(hash));
+    return this.#unlocked(() => {
+      const row = this.#statements.findToken.get(hash);
+      return row && toStoredToken(row);
+    });
   }
 
   allTokens(): Promise<StoredToken[]> {
-    return this.#unlocked(() => this.#statements.allTokens.all());
+    return this.#unlocked(() => this.#statements.allTokens.all().map(toStoredToken));
   }
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
@@ -251,6 +264,6 @@ export class SqliteStore implements Store {
     this.#closed = true;
     await this.#checkpointer.stop();
     this.#writer.close();
-    if (this.#reader.open) this.#reader.close();
+    if (this.#reader.isOpen) this.#reader.close();
   }
 }

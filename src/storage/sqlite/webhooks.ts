@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type Database from 'better-sqlite3';
 import { DuplicateWebhookNameError } from '../errors.js';
+import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type WriteStatement } from './connection.js';
 import type { CreateOutcome, PlantToCreate } from '../store.js';
 import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
@@ -57,35 +57,35 @@ function optionalDate(ms: number | null): Date | null {
 }
 
 /** The webhook reads, on the read connection. */
-function webhookReads(reader: Database.Database) {
+function webhookReads(reader: Connection) {
   return {
     // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
-    exportAll: reader.prepare<[], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name`),
-    listWebhooks: reader.prepare<[], WebhookInfoRow>(
+    exportAll: prepare<[], WebhookRecordRow>(reader, `SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions ORDER BY name`),
+    listWebhooks: prepare<[], WebhookInfoRow>(
+      reader,
       `SELECT s.name, s.url, s.created_at, s.disabled_at, s.disabled_reason, s.last_success_at, s.last_failure_at, s.last_error,
               s.delivered_total, s.retried_total, s.failed_total,
               (SELECT count(*) FROM webhook_events e WHERE e.subscription_id = s.id AND e.next_attempt_at IS NOT NULL) AS waiting
        FROM webhook_subscriptions s ORDER BY s.name`,
     ),
-    activeWebhooks: reader
-      .prepare<[], ActiveWebhookRow>(
-        'SELECT id, name, url, id_prefix, secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE disabled_at IS NULL ORDER BY id',
-      )
-      .safeIntegers(true),
-    webhookDeliveries: reader
-      .prepare<{ name: string | null; failedOnly: number; limit: number }, DeliveryRow>(
-        `SELECT a.event_id, s.name, s.id_prefix, e.plant_id, a.attempt, a.attempted_at, a.status, a.error
-         FROM webhook_attempts a JOIN webhook_subscriptions s ON s.id = a.subscription_id JOIN webhook_events e ON e.id = a.event_id
-         WHERE (@name IS NULL OR s.name = @name) AND (@failedOnly = 0 OR a.status IS NULL OR a.status NOT BETWEEN 200 AND 299)
-         ORDER BY a.id DESC LIMIT @limit`,
-      )
-      .safeIntegers(true),
-    countWaiting: reader
-      .prepare<[], number>(
-        `SELECT count(*) FROM webhook_events e JOIN webhook_subscriptions s ON s.id = e.subscription_id
-         WHERE e.next_attempt_at IS NOT NULL AND s.disabled_at IS NULL`,
-      )
-      .pluck(),
+    activeWebhooks: prepare<[], ActiveWebhookRow>(
+      reader,
+      'SELECT id, name, url, id_prefix, secret, previous_secret, previous_secret_until FROM webhook_subscriptions WHERE disabled_at IS NULL ORDER BY id',
+      { bigInts: true },
+    ),
+    webhookDeliveries: prepare<[{ name: string | null; failedOnly: number; limit: number }], DeliveryRow>(
+      reader,
+      `SELECT a.event_id, s.name, s.id_prefix, e.plant_id, a.attempt, a.attempted_at, a.status, a.error
+       FROM webhook_attempts a JOIN webhook_subscriptions s ON s.id = a.subscription_id JOIN webhook_events e ON e.id = a.event_id
+       WHERE (@name IS NULL OR s.name = @name) AND (@failedOnly = 0 OR a.status IS NULL OR a.status NOT BETWEEN 200 AND 299)
+       ORDER BY a.id DESC LIMIT @limit`,
+      { bigInts: true },
+    ),
+    countWaiting: prepareValue<[], number>(
+      reader,
+      `SELECT count(*) FROM webhook_events e JOIN webhook_subscriptions s ON s.id = e.subscription_id
+       WHERE e.next_attempt_at IS NOT NULL AND s.disabled_at IS NULL`,
+    ),
   };
 }
 
@@ -103,47 +103,52 @@ export class SqliteWebhooks implements WebhookStore {
   readonly #unlocked: Unlocked;
   readonly #reads;
   readonly #statements;
-  readonly #settleAndClaim: Database.Transaction<
-    (results: readonly WebhookAttemptResult[], claims: readonly WebhookClaim[], leaseMs: number) => SettledAndClaimed
-  >;
-  readonly #syncNormal: Database.Statement;
-  readonly #syncFull: Database.Statement;
-  readonly #remove: Database.Transaction<(name: string) => boolean>;
-  readonly #prune: Database.Transaction<(cutoff: number, now: number, chunk: number) => number>;
-  readonly #import: Database.Transaction<(subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[]>;
+  /** Each of these is one transaction (transaction() in connection.ts). */
+  readonly #settleAndClaim: (results: readonly WebhookAttemptResult[], claims: readonly WebhookClaim[], leaseMs: number) => SettledAndClaimed;
+  readonly #syncNormal: WriteStatement<[]>;
+  readonly #syncFull: WriteStatement<[]>;
+  readonly #remove: (name: string) => boolean;
+  readonly #prune: (cutoff: number, now: number, chunk: number) => number;
+  readonly #import: (subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[];
 
   /** `db` is the write connection. */
-  constructor(reader: Database.Database, db: Database.Database, unlocked: Unlocked) {
+  constructor(reader: Connection, db: Connection, unlocked: Unlocked) {
     this.#unlocked = unlocked;
     this.#reads = webhookReads(reader);
-    this.#syncNormal = db.prepare('PRAGMA synchronous = NORMAL');
-    this.#syncFull = db.prepare('PRAGMA synchronous = FULL');
+    this.#syncNormal = prepareWrite<[]>(db, 'PRAGMA synchronous = NORMAL');
+    this.#syncFull = prepareWrite<[]>(db, 'PRAGMA synchronous = FULL');
     this.#statements = {
-      anyActive: db.prepare<[], number>('SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)').pluck(),
-      insertEvents: db.prepare<[bigint, string, string | null, number, number]>(
+      anyActive: prepareValue<[], number>(db, 'SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)'),
+      insertEvents: prepareWrite<[bigint, string, string | null, number, number]>(
+        db,
         `INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at)
          SELECT id, ?, ?, ?, ?, ? FROM webhook_subscriptions WHERE disabled_at IS NULL`,
       ),
-      add: db.prepare<[string, string, string, string, number]>(
+      add: prepareWrite<[string, string, string, string, number]>(
+        db,
         'INSERT INTO webhook_subscriptions (name, url, secret, id_prefix, created_at) VALUES (?, ?, ?, ?, ?)',
       ),
-      subscriptionId: db.prepare<[string], bigint>('SELECT id FROM webhook_subscriptions WHERE name = ?').pluck().safeIntegers(true),
-      deleteSubscription: db.prepare<[bigint]>('DELETE FROM webhook_subscriptions WHERE id = ?'),
-      deleteEventsOf: db.prepare<[bigint]>('DELETE FROM webhook_events WHERE subscription_id = ?'),
-      deleteAttemptsOf: db.prepare<[bigint]>('DELETE FROM webhook_attempts WHERE subscription_id = ?'),
-      enable: db.prepare<[string]>('UPDATE webhook_subscriptions SET disabled_at = NULL, disabled_reason = NULL WHERE name = ?'),
-      disable: db.prepare<[number, string, string]>(
+      subscriptionId: prepareValue<[string], bigint>(db, 'SELECT id FROM webhook_subscriptions WHERE name = ?', { bigInts: true }),
+      deleteSubscription: prepareWrite<[bigint]>(db, 'DELETE FROM webhook_subscriptions WHERE id = ?'),
+      deleteEventsOf: prepareWrite<[bigint]>(db, 'DELETE FROM webhook_events WHERE subscription_id = ?'),
+      deleteAttemptsOf: prepareWrite<[bigint]>(db, 'DELETE FROM webhook_attempts WHERE subscription_id = ?'),
+      enable: prepareWrite<[string]>(db, 'UPDATE webhook_subscriptions SET disabled_at = NULL, disabled_reason = NULL WHERE name = ?'),
+      disable: prepareWrite<[number, string, string]>(
+        db,
         'UPDATE webhook_subscriptions SET disabled_at = coalesce(disabled_at, ?), disabled_reason = ? WHERE name = ?',
       ),
-      rotate: db.prepare<[number, string, string]>(
+      rotate: prepareWrite<[number, string, string]>(
+        db,
         'UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_until = ?, secret = ? WHERE name = ?',
       ),
-      redeliver: db.prepare<[number, bigint, string]>(
+      redeliver: prepare<[number, bigint, string], { disabled: number }>(
+        db,
         `UPDATE webhook_events SET next_attempt_at = ?, lease_until = NULL, retry_index = -1, delivered_at = NULL, failed_at = NULL
          WHERE id = ? AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE id_prefix = ?)
          RETURNING (SELECT disabled_at IS NOT NULL FROM webhook_subscriptions s WHERE s.id = subscription_id) AS disabled`,
       ),
-      claim: db.prepare<{ leaseUntil: number; subscription: bigint; now: number; limit: number }, EventRow>(
+      claim: prepare<[{ leaseUntil: number; subscription: bigint; now: number; limit: number }], EventRow>(
+        db,
         `UPDATE webhook_events SET lease_until = @leaseUntil
          WHERE id IN (
            SELECT id FROM webhook_events
@@ -152,66 +157,80 @@ export class SqliteWebhooks implements WebhookStore {
              AND @subscription IN (SELECT id FROM webhook_subscriptions WHERE disabled_at IS NULL)
            ORDER BY next_attempt_at LIMIT @limit)
          RETURNING id, subscription_id, plant_id, name, tag, created_at, attempts, retry_index`,
-      ).safeIntegers(true),
-      insertAttempt: db.prepare<[bigint, bigint, number, number, number | null, string | null]>(
+        { bigInts: true },
+      ),
+      insertAttempt: prepareWrite<[bigint, bigint, number, number, number | null, string | null]>(
+        db,
         'INSERT INTO webhook_attempts (event_id, subscription_id, attempt, attempted_at, status, error) VALUES (?, ?, ?, ?, ?, ?)',
       ),
-      delivered: db.prepare<[number, bigint]>(
+      delivered: prepareWrite<[number, bigint]>(
+        db,
         `UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, delivered_at = ?, failed_at = NULL
          WHERE id = ?`,
       ),
-      retry: db.prepare<[number, bigint]>(
+      retry: prepareWrite<[number, bigint]>(
+        db,
         `UPDATE webhook_events SET attempts = attempts + 1, retry_index = retry_index + 1, next_attempt_at = ?, lease_until = NULL
          WHERE id = ?`,
       ),
-      failed: db.prepare<[number, bigint]>(
+      failed: prepareWrite<[number, bigint]>(
+        db,
         'UPDATE webhook_events SET attempts = attempts + 1, next_attempt_at = NULL, lease_until = NULL, failed_at = ? WHERE id = ?',
       ),
-      release: db.prepare<[bigint]>('UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
-      subscriptionDelivered: db.prepare<[number, number, bigint]>(
+      release: prepareWrite<[bigint]>(db, 'UPDATE webhook_events SET lease_until = NULL WHERE id = ?'),
+      subscriptionDelivered: prepareWrite<[number, number, bigint]>(
+        db,
         `UPDATE webhook_subscriptions SET last_success_at = max(coalesce(last_success_at, 0), ?), delivered_total = delivered_total + ?
          WHERE id = ?`,
       ),
       // The last failure moves only forward: an attempt that took long may be settled after a later one.
-      subscriptionFailed: db.prepare<{ at: number; error: string | null; retried: number; failed: number; subscription: bigint }>(
+      subscriptionFailed: prepareWrite<[{ at: number; error: string | null; retried: number; failed: number; subscription: bigint }]>(
+        db,
         `UPDATE webhook_subscriptions SET last_failure_at = max(coalesce(last_failure_at, @at), @at),
            last_error = CASE WHEN last_failure_at > @at THEN last_error ELSE @error END,
            retried_total = retried_total + @retried, failed_total = failed_total + @failed
          WHERE id = @subscription`,
       ),
-      disableNow: db.prepare<[number, string, bigint], { name: string; disabled_reason: string }>(
+      disableNow: prepare<[number, string, bigint], { name: string; disabled_reason: string }>(
+        db,
         `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL
          RETURNING name, disabled_reason`,
       ),
-      disableIfNoSuccessSince: db.prepare<[number, string, bigint, number], { name: string; disabled_reason: string }>(
+      disableIfNoSuccessSince: prepare<[number, string, bigint, number], { name: string; disabled_reason: string }>(
+        db,
         `UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ?
          WHERE id = ? AND disabled_at IS NULL AND (last_success_at IS NULL OR last_success_at < ?)
          RETURNING name, disabled_reason`,
       ),
-      releaseAll: db.prepare('UPDATE webhook_events SET lease_until = NULL WHERE lease_until IS NOT NULL'),
-      pruneAttempts: db.prepare<[number, number]>(
+      releaseAll: prepareWrite<[]>(db, 'UPDATE webhook_events SET lease_until = NULL WHERE lease_until IS NOT NULL'),
+      pruneAttempts: prepareWrite<[number, number]>(
+        db,
         `DELETE FROM webhook_attempts WHERE event_id IN (
            SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
       ),
-      pruneEvents: db.prepare<[number, number]>(
+      pruneEvents: prepareWrite<[number, number]>(
+        db,
         `DELETE FROM webhook_events WHERE id IN (
            SELECT id FROM webhook_events WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
       ),
-      pruneOrphans: db.prepare<[number]>(
+      pruneOrphans: prepareWrite<[number]>(
+        db,
         `DELETE FROM webhook_events WHERE id IN (
            SELECT id FROM webhook_events
            WHERE next_attempt_at IS NOT NULL AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions) LIMIT ?)`,
       ),
-      importSubscription: db.prepare<[string, string, string, string | null, number | null, string, number, number | null, string | null]>(
+      importSubscription: prepareWrite<[string, string, string, string | null, number | null, string, number, number | null, string | null]>(
+        db,
         `INSERT INTO webhook_subscriptions (${WEBHOOK_RECORD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
       ),
-      storedSubscription: db.prepare<[string], WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = ?`),
-      forgetPreviousSecrets: db.prepare<[number]>(
+      storedSubscription: prepare<[string], WebhookRecordRow>(db, `SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = ?`),
+      forgetPreviousSecrets: prepareWrite<[number]>(
+        db,
         'UPDATE webhook_subscriptions SET previous_secret = NULL, previous_secret_until = NULL WHERE previous_secret_until <= ?',
       ),
     };
     const s = this.#statements;
-    this.#settleAndClaim = db.transaction((results, claims, leaseMs) => {
+    this.#settleAndClaim = (results, claims, leaseMs) => transaction(db, () => {
       const now = Date.now();
       const plan = planSettlement(results);
       for (const eventId of plan.released) s.release.run(eventId);
@@ -242,7 +261,7 @@ export class SqliteWebhooks implements WebhookStore {
       }
       return { claimed, disabled };
     });
-    this.#remove = db.transaction((name: string) => {
+    this.#remove = (name) => transaction(db, () => {
       const id = s.subscriptionId.get(name);
       if (id === undefined) return false;
       s.deleteSubscription.run(id);
@@ -250,7 +269,7 @@ export class SqliteWebhooks implements WebhookStore {
       s.deleteAttemptsOf.run(id);
       return true;
     });
-    this.#import = db.transaction((subscriptions: readonly WebhookRecord[]) =>
+    this.#import = (subscriptions) => transaction(db, () =>
       subscriptions.map((record): WebhookImportOutcome => {
         const time = (date: Date | null) => date?.getTime() ?? null;
         const inserted = s.importSubscription.run(
@@ -269,7 +288,7 @@ export class SqliteWebhooks implements WebhookStore {
         return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { status: 'exists' } : { status: 'conflict' };
       }),
     );
-    this.#prune = db.transaction((cutoff: number, now: number, chunk: number) => {
+    this.#prune = (cutoff, now, chunk) => transaction(db, () => {
       s.pruneAttempts.run(cutoff, chunk);
       const deleted = s.pruneEvents.run(cutoff, chunk).changes + s.pruneOrphans.run(chunk).changes;
       s.forgetPreviousSecrets.run(now);
@@ -295,7 +314,7 @@ export class SqliteWebhooks implements WebhookStore {
     try {
       await this.#unlocked(() => this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime()));
     } catch (error) {
-      if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new DuplicateWebhookNameError(name);
+      if (sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_UNIQUE) throw new DuplicateWebhookNameError(name);
       throw error;
     }
   }
@@ -320,7 +339,7 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   remove(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#remove.immediate(name));
+    return this.#unlocked(() => this.#remove(name));
   }
 
   setEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
@@ -348,7 +367,7 @@ export class SqliteWebhooks implements WebhookStore {
   async redeliver(eventId: string): Promise<RedeliverResult> {
     const parsed = webhookEventRowId(eventId);
     if (!parsed) return 'not-found';
-    const row = await this.#unlocked(() => this.#statements.redeliver.get(Date.now(), parsed.rowId, parsed.idPrefix) as { disabled: number } | undefined);
+    const row = await this.#unlocked(() => this.#statements.redeliver.get(Date.now(), parsed.rowId, parsed.idPrefix));
     if (!row) return 'not-found';
     return row.disabled === 1 ? 'scheduled-disabled' : 'scheduled';
   }
@@ -380,7 +399,7 @@ export class SqliteWebhooks implements WebhookStore {
       // here would stop the loop for every round of deliveries, creates included.
       this.#syncNormal.run();
       try {
-        return this.#settleAndClaim.immediate(results, claims, leaseMs);
+        return this.#settleAndClaim(results, claims, leaseMs);
       } finally {
         this.#syncFull.run();
       }
@@ -401,7 +420,7 @@ export class SqliteWebhooks implements WebhookStore {
     let deleted = 0;
     for (;;) {
       // Short transactions, between which creates and reads go on.
-      const chunk = await this.#unlocked(() => this.#prune.immediate(Date.now() - retentionMs, Date.now(), PRUNE_CHUNK));
+      const chunk = await this.#unlocked(() => this.#prune(Date.now() - retentionMs, Date.now(), PRUNE_CHUNK));
       deleted += chunk;
       if (chunk < PRUNE_CHUNK) return deleted;
       await sleep(0);
@@ -413,6 +432,6 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
-    return this.#unlocked(() => this.#import.immediate(subscriptions));
+    return this.#unlocked(() => this.#import(subscriptions));
   }
 }

@@ -1,4 +1,4 @@
-import type Database from 'better-sqlite3';
+import { blobToBuffer, isConstraintViolation, prepare, prepareWrite, transaction, type Connection } from './connection.js';
 import { toStoredPlant, type PlantRow } from '../rows.js';
 import type { CreateOutcome, PlantToCreate, TokenImportOutcome, TokenRecord } from '../store.js';
 import type { SqliteWebhooks } from './webhooks.js';
@@ -6,7 +6,7 @@ import type { SqliteWebhooks } from './webhooks.js';
 /** A tokens row as SQLite keeps it: times in milliseconds since the epoch. */
 export interface TokenRecordRow {
   readonly name: string;
-  readonly hash: Buffer;
+  readonly hash: Uint8Array;
   readonly created_at: number;
   readonly last_used_at: number | null;
 }
@@ -14,7 +14,7 @@ export interface TokenRecordRow {
 export function toTokenRecord(row: TokenRecordRow): TokenRecord {
   return {
     name: row.name,
-    hash: row.hash,
+    hash: blobToBuffer(row.hash),
     createdAt: new Date(row.created_at),
     lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
   };
@@ -26,46 +26,50 @@ export function toTokenRecord(row: TokenRecordRow): TokenRecord {
  * is 0 and transactions begin IMMEDIATE), so the store can retry it later without blocking the event loop.
  */
 export class SqliteWriter {
-  readonly #db: Database.Database;
+  readonly #db: Connection;
   readonly #statements;
-  readonly #createBatch: Database.Transaction<(plants: readonly PlantToCreate[]) => CreateOutcome[]>;
-  readonly #touchTokens: Database.Transaction<(uses: ReadonlyArray<readonly [string, number]>) => void>;
-  readonly #importTokens: Database.Transaction<(tokens: readonly TokenRecord[]) => TokenImportOutcome[]>;
-  /** The webhook outbox, on this same connection: its events are written in #createBatch's transaction. */
+  /** The webhook outbox, on this same connection: its events are written in createPlants' transaction. */
   readonly #webhooks: Pick<SqliteWebhooks, 'recordEvents'>;
 
-  constructor(db: Database.Database, webhooks: Pick<SqliteWebhooks, 'recordEvents'>) {
+  constructor(db: Connection, webhooks: Pick<SqliteWebhooks, 'recordEvents'>) {
     this.#db = db;
     this.#webhooks = webhooks;
     this.#statements = {
-      insertPlant: db.prepare<[bigint, string, string | null]>('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
-      getPlant: db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?').safeIntegers(true),
-      deletePlant: db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?'),
-      addToken: db.prepare<[string, Buffer, number]>('INSERT INTO tokens (name, hash, created_at) VALUES (?, ?, ?)'),
-      revokeToken: db.prepare<[string]>('DELETE FROM tokens WHERE name = ?'),
-      heartbeat: db.prepare<[number]>(
+      insertPlant: prepareWrite<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
+      getPlant: prepare<[bigint], PlantRow>(db, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
+      deletePlant: prepareWrite<[bigint]>(db, 'DELETE FROM plants WHERE id = ?'),
+      addToken: prepareWrite<[string, Buffer, number]>(db, 'INSERT INTO tokens (name, hash, created_at) VALUES (?, ?, ?)'),
+      revokeToken: prepareWrite<[string]>(db, 'DELETE FROM tokens WHERE name = ?'),
+      heartbeat: prepareWrite<[number]>(
+        db,
         'INSERT INTO plantstore_heartbeat (id, checked_at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at',
       ),
-      touchToken: db.prepare<[number, string, number]>(
+      touchToken: prepareWrite<[number, string, number]>(
+        db,
         'UPDATE tokens SET last_used_at = ? WHERE name = ? AND (last_used_at IS NULL OR last_used_at < ?)',
       ),
       // Without a conflict target: a clash on the name or on the hash leaves the stored token alone.
-      importToken: db.prepare<[string, Buffer, number, number | null]>(
+      importToken: prepareWrite<[string, Buffer, number, number | null]>(
+        db,
         'INSERT INTO tokens (name, hash, created_at, last_used_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING',
       ),
       // The token that stood in the way: the one of that name if any, else the one with that hash.
-      clashingToken: db.prepare<[string, Buffer, string], TokenRecordRow>(
+      clashingToken: prepare<[string, Buffer, string], TokenRecordRow>(
+        db,
         'SELECT name, hash, created_at, last_used_at FROM tokens WHERE name = ? OR hash = ? ORDER BY name = ? DESC LIMIT 1',
       ),
     };
-    const { insertPlant, getPlant, touchToken, importToken, clashingToken } = this.#statements;
-    this.#createBatch = db.transaction((plants: readonly PlantToCreate[]) => {
+  }
+
+  createPlants(plants: readonly PlantToCreate[]): CreateOutcome[] {
+    const { insertPlant, getPlant } = this.#statements;
+    return transaction(this.#db, () => {
       const outcomes = plants.map((plant): CreateOutcome => {
         try {
           if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { status: 'created' };
         } catch (error) {
           // A constraint broken by this row alone fails this row alone; anything else fails the batch.
-          if (String((error as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT')) return { status: 'failed', error: error as Error };
+          if (isConstraintViolation(error)) return { status: 'failed', error: error as Error };
           throw error;
         }
         return { status: 'exists', stored: toStoredPlant(getPlant.get(plant.id) as PlantRow) };
@@ -74,26 +78,6 @@ export class SqliteWriter {
       this.#webhooks.recordEvents(plants, outcomes);
       return outcomes;
     });
-    this.#touchTokens = db.transaction((uses: ReadonlyArray<readonly [string, number]>) => {
-      for (const [name, at] of uses) touchToken.run(at, name, at);
-    });
-    this.#importTokens = db.transaction((tokens: readonly TokenRecord[]) =>
-      tokens.map((token): TokenImportOutcome => {
-        const createdAt = token.createdAt.getTime();
-        const lastUsedAt = token.lastUsedAt?.getTime() ?? null;
-        if (importToken.run(token.name, token.hash, createdAt, lastUsedAt).changes === 1) return { status: 'created' };
-        const stored = clashingToken.get(token.name, token.hash, token.name) as TokenRecordRow;
-        if (stored.name !== token.name || !stored.hash.equals(token.hash) || stored.created_at !== createdAt) {
-          return { status: 'conflict', stored: toTokenRecord(stored) };
-        }
-        if (lastUsedAt !== null) touchToken.run(lastUsedAt, token.name, lastUsedAt);
-        return { status: 'exists' };
-      }),
-    );
-  }
-
-  createPlants(plants: readonly PlantToCreate[]): CreateOutcome[] {
-    return this.#createBatch.immediate(plants);
   }
 
   deletePlant(id: bigint): boolean {
@@ -110,11 +94,27 @@ export class SqliteWriter {
   }
 
   recordTokenUse(uses: ReadonlyArray<readonly [string, number]>): void {
-    this.#touchTokens.immediate(uses);
+    const { touchToken } = this.#statements;
+    transaction(this.#db, () => {
+      for (const [name, at] of uses) touchToken.run(at, name, at);
+    });
   }
 
   importTokens(tokens: readonly TokenRecord[]): TokenImportOutcome[] {
-    return this.#importTokens.immediate(tokens);
+    const { touchToken, importToken, clashingToken } = this.#statements;
+    return transaction(this.#db, () =>
+      tokens.map((token): TokenImportOutcome => {
+        const createdAt = token.createdAt.getTime();
+        const lastUsedAt = token.lastUsedAt?.getTime() ?? null;
+        if (importToken.run(token.name, token.hash, createdAt, lastUsedAt).changes === 1) return { status: 'created' };
+        const stored = clashingToken.get(token.name, token.hash, token.name) as TokenRecordRow;
+        if (stored.name !== token.name || !blobToBuffer(stored.hash).equals(token.hash) || stored.created_at !== createdAt) {
+          return { status: 'conflict', stored: toTokenRecord(stored) };
+        }
+        if (lastUsedAt !== null) touchToken.run(lastUsedAt, token.name, lastUsedAt);
+        return { status: 'exists' };
+      }),
+    );
   }
 
   /** One durable commit of the heartbeat row. */
@@ -123,6 +123,6 @@ export class SqliteWriter {
   }
 
   close(): void {
-    if (this.#db.open) this.#db.close();
+    if (this.#db.isOpen) this.#db.close();
   }
 }
