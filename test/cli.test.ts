@@ -36,7 +36,7 @@ describe('the plantstore CLI and server process', () => {
     assert.match(result.stderr, /shown only this once/);
     const listed = cli(['token', 'list'], env);
     assert.equal(listed.status, 0);
-    assert.match(listed.stdout, /^ops\tcreated \d{4}-.*\tlast used never\n$/);
+    assert.match(listed.stdout, /^ops\tcreated \d{4}-.*\tlast used never\tscopes plants:read,plants:create,plants:delete\texpires never\n$/);
     assert.ok(!listed.stdout.includes(result.stdout.trim()), 'list never shows a secret');
 
     // What is on disk: the database file and its write-ahead log hold the token's SHA-256, never its text.

@@ -16,6 +16,7 @@ import { Receiver } from './helpers/receiver.js';
 import { CLI, createToken, startServer } from './helpers/process.js';
 import { keepWriting, numberedPlants, plantstore, plantstoreAsync, postPlant, sqliteFile, storePlants } from './helpers/transfer.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { newToken } from './helpers/tokens.js';
 
 stopPostgresAfterAll();
 
@@ -210,7 +211,7 @@ describe('plantstore copy', () => {
         what: 'a token of the same name with another hash',
         prepare: async (url) => {
           const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
-          await store.addToken('alice', hashToken('someone else'), new Date());
+          await store.tokens.add(newToken('alice', hashToken('someone else')));
           await store.close();
         },
         problem: /token "alice", which differs from the source's/,

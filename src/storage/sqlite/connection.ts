@@ -142,6 +142,12 @@ export function transaction<T>(db: Connection, work: () => T): T {
   }
 }
 
+/**
+ * Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs
+ * (SqliteStore's, which the sub-stores share).
+ */
+export type Unlocked = <T>(work: () => T) => Promise<T>;
+
 /** A BLOB as read (a Uint8Array) as the Buffer the rest of the service uses, sharing its memory. */
 export function blobToBuffer(blob: Uint8Array): Buffer {
   return Buffer.from(blob.buffer, blob.byteOffset, blob.byteLength);

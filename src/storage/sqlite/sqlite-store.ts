@@ -1,51 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
-import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
-import type {
-  CreateOutcome,
-  PlantQuery,
-  PlantToCreate,
-  Store,
-  StorageIncident,
-  StoredPlant,
-  StoredToken,
-  TokenImportOutcome,
-  TokenInfo,
-  TokenRecord,
-} from '../store.js';
+import { keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
+import type { CreateOutcome, PlantQuery, PlantToCreate, Store, StorageIncident, StoredPlant } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
-import {
-  BUSY_TIMEOUT_MS,
-  SQLITE_EXTENDED_CODES,
-  blobToBuffer,
-  isBusy,
-  openConnection,
-  prepare,
-  sqliteExtendedCode,
-  unavailableKind,
-  type Connection,
-} from './connection.js';
+import { BUSY_TIMEOUT_MS, isBusy, openConnection, prepare, unavailableKind, type Connection } from './connection.js';
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
+import { SqliteTokens } from './tokens.js';
 import { SqliteWebhooks } from './webhooks.js';
-import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
-
-interface TokenRow {
-  name: string;
-  hash: Uint8Array;
-}
-
-function toStoredToken(row: TokenRow): StoredToken {
-  return { name: row.name, hash: blobToBuffer(row.hash) };
-}
-
-interface TokenInfoRow {
-  name: string;
-  created_at: number;
-  last_used_at: number | null;
-}
+import { SqliteWriter } from './writer.js';
 
 /**
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
@@ -89,6 +54,8 @@ export class SqliteStore implements Store {
   readonly writeConcurrency = 1;
   /** Subscriptions and their outbox, on this store's two connections and its lock retries. */
   readonly webhooks: SqliteWebhooks;
+  /** Tokens, likewise. */
+  readonly tokens: SqliteTokens;
   readonly #reader: Connection;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
@@ -100,6 +67,7 @@ export class SqliteStore implements Store {
   private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents) {
     this.#reader = reader;
     this.webhooks = new SqliteWebhooks(reader, writer, (work) => this.#unlocked(work));
+    this.tokens = new SqliteTokens(reader, writer, (work) => this.#unlocked(work));
     this.#writer = new SqliteWriter(writer, this.webhooks);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
@@ -107,11 +75,6 @@ export class SqliteStore implements Store {
       getPlant: prepare<[bigint], PlantRow>(reader, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
       listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
       listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
-      listTokens: prepare<[], TokenInfoRow>(reader, 'SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
-      findToken: prepare<[Buffer], TokenRow>(reader, 'SELECT name, hash FROM tokens WHERE hash = ?'),
-      allTokens: prepare<[], TokenRow>(reader, 'SELECT name, hash FROM tokens'),
-      // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
-      exportTokens: prepare<[], TokenRecordRow>(reader, 'SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
     };
   }
 
@@ -203,45 +166,6 @@ export class SqliteStore implements Store {
     return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
-  addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
-    return insertTokenOnce(
-      name,
-      () => this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime())),
-      // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
-      (error) => sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_PRIMARYKEY,
-    );
-  }
-
-  listTokens(): Promise<TokenInfo[]> {
-    return this.#unlocked(() =>
-      this.#statements.listTokens.all().map((row) => ({
-        name: row.name,
-        createdAt: new Date(row.created_at),
-        lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
-      })),
-    );
-  }
-
-  revokeToken(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.revokeToken(name));
-  }
-
-  findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#unlocked(() => {
-      const row = this.#statements.findToken.get(hash);
-      return row && toStoredToken(row);
-    });
-  }
-
-  allTokens(): Promise<StoredToken[]> {
-    return this.#unlocked(() => this.#statements.allTokens.all().map(toStoredToken));
-  }
-
-  async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
-    const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
-    await this.#unlocked(() => this.#writer.recordTokenUse(entries));
-  }
-
   onIncident(listener: (incident: StorageIncident) => void): () => void {
     return this.#incidents.listen(listener);
   }
@@ -249,14 +173,6 @@ export class SqliteStore implements Store {
   /** The thread checkpointing the WAL; for tests, which make it crash or fail. */
   get checkpointer(): Checkpointer {
     return this.#checkpointer;
-  }
-
-  exportTokens(): Promise<TokenRecord[]> {
-    return this.#unlocked(() => this.#statements.exportTokens.all().map(toTokenRecord));
-  }
-
-  importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
-    return this.#unlocked(() => this.#writer.importTokens(tokens));
   }
 
   async close(): Promise<void> {

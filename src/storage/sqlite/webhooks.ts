@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DuplicateWebhookNameError } from '../errors.js';
-import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type WriteStatement } from './connection.js';
+import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Unlocked, type WriteStatement } from './connection.js';
 import type { CreateOutcome, PlantToCreate } from '../store.js';
 import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
@@ -88,9 +88,6 @@ function webhookReads(reader: Connection) {
     ),
   };
 }
-
-/** Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs (SqliteStore's). */
-export type Unlocked = <T>(work: () => T) => Promise<T>;
 
 /**
  * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection (SqliteWriter's).
