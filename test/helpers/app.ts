@@ -67,7 +67,7 @@ export async function buildTestApp(
   context: Pick<TestContext, 'after'>,
   databaseUrl: string,
   env: Record<string, string> = {},
-  options: AppOptions = {},
+  options: AppOptions & ServiceOptions = {},
 ): Promise<TestApp> {
   const t = await startTestApp(databaseUrl, env, options);
   context.after(() => t.close());
