@@ -29,6 +29,7 @@ import {
 } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
+import { DatabaseFileIdentity } from './file-identity.js';
 import { BUSY_TIMEOUT_MS, openConnection, unavailableKind } from './connection.js';
 import { migrate } from './migrations.js';
 import { prepareDatabaseFiles } from './private-files.js';
@@ -167,6 +168,7 @@ export class SqliteStore implements Store {
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
   readonly #incidents: Incidents;
+  readonly #identity: DatabaseFileIdentity;
   readonly #statements;
   #closed = false;
   #observer: StorageObserver = UNOBSERVED;
@@ -176,7 +178,9 @@ export class SqliteStore implements Store {
     writer: SqliteWriter,
     checkpointer: Checkpointer,
     incidents: Incidents,
+    identity: DatabaseFileIdentity,
   ) {
+    this.#identity = identity;
     this.#reader = reader;
     this.#writer = writer;
     this.#checkpointer = checkpointer;
@@ -213,7 +217,8 @@ export class SqliteStore implements Store {
       const sqliteWriter = new SqliteWriter(writer);
       const incidents = new Incidents();
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
-      return new SqliteStore(reader, sqliteWriter, checkpointer, incidents);
+      const identity = new DatabaseFileIdentity(file, (incident) => incidents.report(incident));
+      return new SqliteStore(reader, sqliteWriter, checkpointer, incidents, identity);
     } catch (error) {
       void checkpointer?.stop();
       writer?.close();
@@ -238,7 +243,7 @@ export class SqliteStore implements Store {
         return work();
       } catch (error) {
         if (!isBusy(error) || performance.now() + delay > deadline) {
-          this.#observer.storageFailed(unavailableKind(error) ?? 'other');
+          this.#observer.storageFailed(error instanceof StorageUnavailableError ? 'io' : (unavailableKind(error) ?? 'other'));
           throw translate(error);
         }
       }
@@ -246,12 +251,25 @@ export class SqliteStore implements Store {
     }
   }
 
+  /**
+   * A write (one durable commit) under #unlocked, made only while the database file at the path is the one open, and
+   * acknowledged only if it still is once committed: a commit into a removed or replaced file would be lost.
+   */
+  #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
+    return this.#unlocked(() => {
+      this.#identity.assertSame();
+      const result = work();
+      this.#identity.assertSame();
+      return result;
+    }, lockWaitMs);
+  }
+
   observe(observer: StorageObserver): void {
     this.#observer = observer;
   }
 
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#unlocked(() => this.#writer.createPlants(plants));
+    return this.#write(() => this.#writer.createPlants(plants));
   }
 
   getPlant(id: bigint): Promise<StoredPlant | undefined> {
@@ -274,20 +292,20 @@ export class SqliteStore implements Store {
   }
 
   deletePlant(id: bigint): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.deletePlant(id));
+    return this.#write(() => this.#writer.deletePlant(id));
   }
 
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
   checkWritable(): Promise<void> {
     const problem = this.#checkpointer.problem;
     if (problem) return Promise.reject(new StorageUnavailableError(undefined, { cause: problem }));
-    return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
+    return this.#write(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
   addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
     return insertTokenOnce(
       name,
-      () => this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime())),
+      () => this.#write(() => this.#writer.addToken(name, hash, createdAt.getTime())),
       // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
       (error) => (error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY',
     );
@@ -304,7 +322,7 @@ export class SqliteStore implements Store {
   }
 
   revokeToken(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.revokeToken(name));
+    return this.#write(() => this.#writer.revokeToken(name));
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
@@ -317,12 +335,12 @@ export class SqliteStore implements Store {
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
     const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
-    await this.#unlocked(() => this.#writer.recordTokenUse(entries));
+    await this.#write(() => this.#writer.recordTokenUse(entries));
   }
 
   async addWebhook(subscription: NewWebhookSubscription): Promise<void> {
     try {
-      await this.#unlocked(() => this.#writer.webhooks.add(subscription));
+      await this.#write(() => this.#writer.webhooks.add(subscription));
     } catch (error) {
       if ((error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new DuplicateWebhookNameError(subscription.name);
       throw error;
@@ -349,15 +367,15 @@ export class SqliteStore implements Store {
   }
 
   removeWebhook(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.webhooks.remove(name));
+    return this.#write(() => this.#writer.webhooks.remove(name));
   }
 
   setWebhookEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.webhooks.setEnabled(name, enabled, reason));
+    return this.#write(() => this.#writer.webhooks.setEnabled(name, enabled, reason));
   }
 
   rotateWebhookSecret(name: string, secret: string, graceMs: number): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.webhooks.rotateSecret(name, secret, graceMs));
+    return this.#write(() => this.#writer.webhooks.rotateSecret(name, secret, graceMs));
   }
 
   webhookDeliveries(query: { readonly name?: string; readonly failedOnly: boolean; readonly limit: number }): Promise<WebhookDelivery[]> {
@@ -377,7 +395,7 @@ export class SqliteStore implements Store {
   async redeliverWebhookEvent(eventId: string): Promise<RedeliverResult> {
     const parsed = webhookEventRowId(eventId);
     if (!parsed) return 'not-found';
-    const found = await this.#unlocked(() => this.#writer.webhooks.redeliver(parsed.rowId, parsed.idPrefix));
+    const found = await this.#write(() => this.#writer.webhooks.redeliver(parsed.rowId, parsed.idPrefix));
     if (!found) return 'not-found';
     return found.disabled ? 'scheduled-disabled' : 'scheduled';
   }
@@ -403,11 +421,11 @@ export class SqliteStore implements Store {
     claims: readonly WebhookClaim[],
     leaseMs: number,
   ): Promise<{ claimed: ClaimedWebhookEvent[]; disabled: Array<{ name: string; reason: string }> }> {
-    return this.#unlocked(() => this.#writer.webhooks.settleAndClaim(results, claims, leaseMs));
+    return this.#write(() => this.#writer.webhooks.settleAndClaim(results, claims, leaseMs));
   }
 
   releaseWebhookLeases(): Promise<void> {
-    return this.#unlocked(() => this.#writer.webhooks.releaseLeases());
+    return this.#write(() => this.#writer.webhooks.releaseLeases());
   }
 
   countWaitingWebhookEvents(): Promise<number> {
@@ -418,7 +436,7 @@ export class SqliteStore implements Store {
     let deleted = 0;
     for (;;) {
       // Short transactions, between which creates and reads go on.
-      const chunk = await this.#unlocked(() => this.#writer.webhooks.prune(Date.now() - retentionMs, PRUNE_CHUNK));
+      const chunk = await this.#write(() => this.#writer.webhooks.prune(Date.now() - retentionMs, PRUNE_CHUNK));
       deleted += chunk;
       if (chunk < PRUNE_CHUNK) return deleted;
       await sleep(0);
@@ -439,7 +457,7 @@ export class SqliteStore implements Store {
   }
 
   importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
-    return this.#unlocked(() => this.#writer.importTokens(tokens));
+    return this.#write(() => this.#writer.importTokens(tokens));
   }
 
   exportWebhooks(): Promise<WebhookRecord[]> {
@@ -447,12 +465,13 @@ export class SqliteStore implements Store {
   }
 
   importWebhooks(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
-    return this.#unlocked(() => this.#writer.webhooks.importAll(subscriptions));
+    return this.#write(() => this.#writer.webhooks.importAll(subscriptions));
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#identity.stop();
     await this.#checkpointer.stop();
     this.#writer.close();
     if (this.#reader.open) this.#reader.close();
