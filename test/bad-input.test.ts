@@ -315,6 +315,66 @@ describe('bad input', () => {
     });
   });
 
+  describe('what Node would answer itself, as Error records', () => {
+    /** The one answer to `bytes` on a fresh connection, which the server then closes. */
+    const only = async (bytes: string): Promise<RawResponse> => {
+      const responses = await allResponses(port, bytes);
+      assert.equal(responses.length, 1, JSON.stringify(responses));
+      return responses[0] as RawResponse;
+    };
+
+    it('HTTP/1.1 without Host → 400 Error record, connection closed', async () => {
+      const response = await only('GET /healthz HTTP/1.1\r\n\r\n');
+      assertRawErrorRecord(response, 400, 'the request has no Host header; HTTP/1.1 requires one');
+      assert.equal(response.headers.connection, 'close');
+    });
+    it('HTTP/1.0 without Host is served (Host is HTTP/1.1\'s requirement)', async () => {
+      const response = await only('GET /healthz HTTP/1.0\r\n\r\n');
+      assert.equal(response.status, 200, JSON.stringify(response));
+    });
+    it('an Expect other than 100-continue → 417 Error record', async () => {
+      const response = await only(`${head('Expect: 999-foo\r\nContent-Length: 2\r\n')}{}`);
+      assertRawErrorRecord(response, 417, 'Expect: "999-foo" cannot be met; only 100-continue is supported');
+    });
+    it('CONNECT to a host → 404 Error record; CONNECT on a known path → 405 with Allow', async () => {
+      assertRawErrorRecord(await only('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'), 404, 'no route for CONNECT example.com:443');
+      const known = await only('CONNECT /plants HTTP/1.1\r\nHost: localhost\r\n\r\n');
+      assertRawErrorRecord(known, 405, /method CONNECT is not allowed on \/plants/);
+      assert.equal(known.headers.allow, 'POST, GET, HEAD');
+    });
+    for (const method of ['TRACE', 'PROPFIND', 'QUERY', 'PURGE', 'MKCOL']) {
+      it(`${method} on a known path → 405 with Allow; on an unknown path → 404`, async () => {
+        const known = await rawRequest(port, { parts: [`${method} /plants/1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`] });
+        assertRawErrorRecord(known, 405, `method ${method} is not allowed on /plants/{id}; allowed: GET, HEAD, DELETE`);
+        assert.equal(known.headers.allow, 'GET, HEAD, DELETE');
+        const unknown = await rawRequest(port, { parts: [`${method} /nowhere HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`] });
+        assertRawErrorRecord(unknown, 404, `no route for ${method} /nowhere`);
+      });
+    }
+    it('two Authorization headers → 400, whichever comes first, nothing stored', async () => {
+      const body = '{"id":71,"name":"twice"}';
+      for (const pair of [[t.token, 'wrong'], ['wrong', t.token], [t.token, t.token]]) {
+        const request =
+          `POST /plants HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+          `Authorization: Bearer ${pair[0]}\r\nAuthorization: Bearer ${pair[1]}\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+        const response = await rawRequest(port, { parts: [request] });
+        assertRawErrorRecord(response, 400, 'more than one Authorization header: send exactly one');
+        assert.match(response.headers['www-authenticate'] ?? '', /error="invalid_request"/);
+      }
+      assert.equal(await t.store.getPlant(71n), undefined);
+    });
+    for (const coding of ['gzip, chunked', 'deflate, chunked', 'x-foo, chunked', 'GZIP ,chunked']) {
+      it(`Transfer-Encoding: ${coding} → 501 Error record, connection closed, nothing stored`, async () => {
+        const body = '{"id":72,"name":"coded"}';
+        const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+        const response = await only(head(`Transfer-Encoding: ${coding}\r\n`) + chunked);
+        assertRawErrorRecord(response, 501, /^Transfer-Encoding "(gzip|deflate|x-foo)" is not supported; only chunked$/);
+        assert.equal(response.headers.connection, 'close');
+        assert.equal(await t.store.getPlant(72n), undefined);
+      });
+    }
+  });
+
   it('leaves the app healthy', async () => {
     assert.equal((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
     assert.equal(t.services.writes.backlog, 0);

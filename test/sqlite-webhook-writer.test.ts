@@ -29,7 +29,8 @@ describe('SQLite webhook settlements', () => {
     migrate(db);
     db.exec('PRAGMA busy_timeout = 0');
     // One connection reads and writes; a lock held elsewhere fails at once (the store would retry it).
-    webhooks = new SqliteWebhooks(db, db, async (work) => work());
+    const run = async <T>(work: () => T) => work();
+    webhooks = new SqliteWebhooks(db, db, { read: run, write: run });
     writer = new SqliteWriter(db, webhooks);
     await webhooks.add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
     subscriptionId = prepareValue<[], bigint>(db, 'SELECT id FROM webhook_subscriptions', { bigInts: true }).get() as bigint;

@@ -67,7 +67,8 @@ export function toErrorReply(error: unknown, log: FastifyBaseLogger, bodyLimit: 
         ? (fromServiceError(error) ?? fromFrameworkError(error as Error & { code?: string; statusCode?: number }, bodyLimit))
         : undefined;
   if (known) {
-    if (known.status >= 500) log.error({ err: error }, known.message);
+    // 501 is the client's request asking for what is not implemented, not a failure of the server.
+    if (known.status >= 500 && known.status !== 501) log.error({ err: error }, known.message);
     return { status: known.status, headers: known.headers, body: { error: known.status, message: known.message } };
   }
   log.error({ err: error }, 'unhandled error');

@@ -67,9 +67,23 @@ export class UnsupportedMediaTypeError extends ApiError {
   }
 }
 
+/** RFC 9110 §10.1.1: an Expect header with any expectation but 100-continue. */
+export class ExpectationFailedError extends ApiError {
+  constructor(expectation: string) {
+    super(417, `Expect: ${JSON.stringify(expectation)} cannot be met; only 100-continue is supported`);
+  }
+}
+
 export class TooManyRequestsError extends ApiError {
   constructor(retryAfterSeconds: number) {
     super(429, `rate limit exceeded; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) });
+  }
+}
+
+/** The request asks for something this server does not implement (RFC 9110 §15.6.2): a transfer coding but chunked. */
+export class NotImplementedError extends ApiError {
+  constructor(message: string) {
+    super(501, message);
   }
 }
 

@@ -23,8 +23,7 @@ const SIDE_FILES = ['-wal', '-shm'];
  * the operator can see. Files owned by another user are left alone: their access is that user's arrangement.
  */
 export function prepareDatabaseFiles(file: string): void {
-  // A umask can only take bits away, so no umask makes these more open than DIRECTORY_MODE and FILE_MODE.
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: DIRECTORY_MODE });
+  prepareDatabaseFolder(file);
   try {
     fs.closeSync(fs.openSync(file, 'wx', FILE_MODE));
   } catch (error) {
@@ -33,6 +32,12 @@ export function prepareDatabaseFiles(file: string): void {
     if (errorCode(error) !== 'EEXIST') return;
   }
   for (const existing of [file, ...SIDE_FILES.map((suffix) => file + suffix)]) removeGroupAndOtherAccess(existing);
+}
+
+/** Creates the database's folder, and any missing above it, 0700; folders that exist keep their mode. */
+export function prepareDatabaseFolder(file: string): void {
+  // A umask can only take bits away, so no umask makes these more open than DIRECTORY_MODE and FILE_MODE.
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: DIRECTORY_MODE });
 }
 
 function removeGroupAndOtherAccess(file: string): void {

@@ -16,6 +16,7 @@ import type {
 } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
+import { DatabaseFileIdentity } from './file-identity.js';
 import {
   BUSY_TIMEOUT_MS,
   SQLITE_EXTENDED_CODES,
@@ -92,14 +93,16 @@ export class SqliteStore implements Store {
   readonly #reader: Connection;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
+  readonly #identity: DatabaseFileIdentity;
   readonly #incidents: Incidents;
   readonly #statements;
   #closed = false;
   #observer: StorageObserver = UNOBSERVED;
 
-  private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents) {
+  private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents, identity: DatabaseFileIdentity) {
+    this.#identity = identity;
     this.#reader = reader;
-    this.webhooks = new SqliteWebhooks(reader, writer, (work) => this.#unlocked(work));
+    this.webhooks = new SqliteWebhooks(reader, writer, { read: (work) => this.#unlocked(work), write: (work) => this.#write(work) });
     this.#writer = new SqliteWriter(writer, this.webhooks);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
@@ -132,7 +135,8 @@ export class SqliteStore implements Store {
       writer.exec('PRAGMA wal_autocheckpoint = 0');
       const incidents = new Incidents();
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
-      return new SqliteStore(reader, writer, checkpointer, incidents);
+      const identity = new DatabaseFileIdentity(file, (incident) => incidents.report(incident));
+      return new SqliteStore(reader, writer, checkpointer, incidents, identity);
     } catch (error) {
       void checkpointer?.stop();
       writer?.close();
@@ -157,7 +161,7 @@ export class SqliteStore implements Store {
         return work();
       } catch (error) {
         if (!isBusy(error) || performance.now() + delay > deadline) {
-          this.#observer.storageFailed(unavailableKind(error) ?? 'other');
+          this.#observer.storageFailed(error instanceof StorageUnavailableError ? 'io' : (unavailableKind(error) ?? 'other'));
           throw translate(error);
         }
       }
@@ -165,12 +169,25 @@ export class SqliteStore implements Store {
     }
   }
 
+  /**
+   * A write (one durable commit) under #unlocked, made only while the database file at the path is the one open, and
+   * acknowledged only if it still is once committed: a commit into a removed or replaced file would be lost.
+   */
+  #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
+    return this.#unlocked(() => {
+      this.#identity.assertSame();
+      const result = work();
+      this.#identity.assertSame();
+      return result;
+    }, lockWaitMs);
+  }
+
   observe(observer: StorageObserver): void {
     this.#observer = observer;
   }
 
   createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#unlocked(() => this.#writer.createPlants(plants));
+    return this.#write(() => this.#writer.createPlants(plants));
   }
 
   getPlant(id: bigint): Promise<StoredPlant | undefined> {
@@ -193,20 +210,20 @@ export class SqliteStore implements Store {
   }
 
   deletePlant(id: bigint): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.deletePlant(id));
+    return this.#write(() => this.#writer.deletePlant(id));
   }
 
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
   checkWritable(): Promise<void> {
     const problem = this.#checkpointer.problem;
     if (problem) return Promise.reject(new StorageUnavailableError(undefined, { cause: problem }));
-    return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
+    return this.#write(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
   addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
     return insertTokenOnce(
       name,
-      () => this.#unlocked(() => this.#writer.addToken(name, hash, createdAt.getTime())),
+      () => this.#write(() => this.#writer.addToken(name, hash, createdAt.getTime())),
       // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
       (error) => sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_PRIMARYKEY,
     );
@@ -223,7 +240,7 @@ export class SqliteStore implements Store {
   }
 
   revokeToken(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.revokeToken(name));
+    return this.#write(() => this.#writer.revokeToken(name));
   }
 
   findToken(hash: Buffer): Promise<StoredToken | undefined> {
@@ -239,7 +256,7 @@ export class SqliteStore implements Store {
 
   async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
     const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
-    await this.#unlocked(() => this.#writer.recordTokenUse(entries));
+    await this.#write(() => this.#writer.recordTokenUse(entries));
   }
 
   onIncident(listener: (incident: StorageIncident) => void): () => void {
@@ -256,12 +273,13 @@ export class SqliteStore implements Store {
   }
 
   importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
-    return this.#unlocked(() => this.#writer.importTokens(tokens));
+    return this.#write(() => this.#writer.importTokens(tokens));
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#identity.stop();
     await this.#checkpointer.stop();
     this.#writer.close();
     if (this.#reader.isOpen) this.#reader.close();

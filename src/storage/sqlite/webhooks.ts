@@ -92,6 +92,12 @@ function webhookReads(reader: Connection) {
 /** Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs (SqliteStore's). */
 export type Unlocked = <T>(work: () => T) => Promise<T>;
 
+/** How the sub-store runs its work (SqliteStore's): reads, and writes, which commit only into the database file still at its path. */
+export interface Runners {
+  readonly read: Unlocked;
+  readonly write: Unlocked;
+}
+
 /**
  * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection (SqliteWriter's).
  * `recordEvents` runs inside the transaction that stores a batch of plants, so the outbox shares that batch's commit
@@ -101,6 +107,7 @@ export type Unlocked = <T>(work: () => T) => Promise<T>;
  */
 export class SqliteWebhooks implements WebhookStore {
   readonly #unlocked: Unlocked;
+  readonly #write: Unlocked;
   readonly #reads;
   readonly #statements;
   /** Each of these is one transaction (transaction() in connection.ts). */
@@ -112,8 +119,9 @@ export class SqliteWebhooks implements WebhookStore {
   readonly #import: (subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[];
 
   /** `db` is the write connection. */
-  constructor(reader: Connection, db: Connection, unlocked: Unlocked) {
-    this.#unlocked = unlocked;
+  constructor(reader: Connection, db: Connection, runners: Runners) {
+    this.#unlocked = runners.read;
+    this.#write = runners.write;
     this.#reads = webhookReads(reader);
     this.#syncNormal = prepareWrite<[]>(db, 'PRAGMA synchronous = NORMAL');
     this.#syncFull = prepareWrite<[]>(db, 'PRAGMA synchronous = FULL');
@@ -312,7 +320,7 @@ export class SqliteWebhooks implements WebhookStore {
   async add(subscription: NewWebhookSubscription): Promise<void> {
     const { name, url, secret, idPrefix, createdAt } = subscription;
     try {
-      await this.#unlocked(() => this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime()));
+      await this.#write(() => this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime()));
     } catch (error) {
       if (sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_UNIQUE) throw new DuplicateWebhookNameError(name);
       throw error;
@@ -339,15 +347,15 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   remove(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#remove(name));
+    return this.#write(() => this.#remove(name));
   }
 
   setEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
-    return this.#unlocked(() => (enabled ? this.#statements.enable.run(name) : this.#statements.disable.run(Date.now(), reason, name)).changes > 0);
+    return this.#write(() => (enabled ? this.#statements.enable.run(name) : this.#statements.disable.run(Date.now(), reason, name)).changes > 0);
   }
 
   rotateSecret(name: string, secret: string, graceMs: number): Promise<boolean> {
-    return this.#unlocked(() => this.#statements.rotate.run(Date.now() + graceMs, secret, name).changes > 0);
+    return this.#write(() => this.#statements.rotate.run(Date.now() + graceMs, secret, name).changes > 0);
   }
 
   deliveries(query: DeliveriesQuery): Promise<WebhookDelivery[]> {
@@ -367,7 +375,7 @@ export class SqliteWebhooks implements WebhookStore {
   async redeliver(eventId: string): Promise<RedeliverResult> {
     const parsed = webhookEventRowId(eventId);
     if (!parsed) return 'not-found';
-    const row = await this.#unlocked(() => this.#statements.redeliver.get(Date.now(), parsed.rowId, parsed.idPrefix));
+    const row = await this.#write(() => this.#statements.redeliver.get(Date.now(), parsed.rowId, parsed.idPrefix));
     if (!row) return 'not-found';
     return row.disabled === 1 ? 'scheduled-disabled' : 'scheduled';
   }
@@ -393,7 +401,7 @@ export class SqliteWebhooks implements WebhookStore {
     claims: readonly WebhookClaim[],
     leaseMs: number,
   ): Promise<SettledAndClaimed> {
-    return this.#unlocked(() => {
+    return this.#write(() => {
       // Written to the WAL now (a SIGKILL keeps it), synced by the next durable commit or checkpoint: a power loss may
       // forget a settlement, and then the event is sent again with its webhook-id, which at-least-once allows. An fsync
       // here would stop the loop for every round of deliveries, creates included.
@@ -407,7 +415,7 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   releaseLeases(): Promise<void> {
-    return this.#unlocked(() => {
+    return this.#write(() => {
       this.#statements.releaseAll.run();
     });
   }
@@ -420,7 +428,7 @@ export class SqliteWebhooks implements WebhookStore {
     let deleted = 0;
     for (;;) {
       // Short transactions, between which creates and reads go on.
-      const chunk = await this.#unlocked(() => this.#prune(Date.now() - retentionMs, Date.now(), PRUNE_CHUNK));
+      const chunk = await this.#write(() => this.#prune(Date.now() - retentionMs, Date.now(), PRUNE_CHUNK));
       deleted += chunk;
       if (chunk < PRUNE_CHUNK) return deleted;
       await sleep(0);
@@ -432,6 +440,6 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
-    return this.#unlocked(() => this.#import(subscriptions));
+    return this.#write(() => this.#import(subscriptions));
   }
 }
