@@ -1,7 +1,7 @@
 /**
  * Listing walks an index in id order on both stores: the keyset queries of GET /plants use the primary key, and
  * with a tag the (tag, id) index plants_by_tag, with no sort and no full scan. That is what makes a deep page cost
- * what the first does (README, "Read and delete"); a dropped or unusable index would still answer correctly, only
+ * what the first does (docs/api.md, "Read and delete"); a dropped or unusable index would still answer correctly, only
  * slowly, so no behavioural test would notice. Each check is also run against a database whose index was dropped,
  * to show it fails then.
  */

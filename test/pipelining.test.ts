@@ -20,7 +20,7 @@ const PIPELINED = 7500;
  * The most the server's resident memory may grow under one of these attacks. Node parses a whole 64 KiB socket read
  * (some 1,600 of these requests) before any bound can act, and 48 such reads can arrive in one turn of the event
  * loop; the heap V8 grows for them, and keeps, measured +113 to +228 MiB here (BENCHMARKS.md, "Pipelining without
- * reading"), where an unbounded server grew past 2 GiB. Issue 23 asked for under 100 MiB, which this does not reach.
+ * reading"), where an unbounded server grew past 2 GiB. The target there, under 100 MiB, is not reached.
  */
 const RSS_GROWTH_LIMIT_MIB = 320;
 

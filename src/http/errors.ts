@@ -1,6 +1,6 @@
 /**
  * The HTTP edge's errors: what a client is told. The HTTP status doubles as the stable numeric `error` code of the
- * Error record (see README, "Errors"). The edge raises these itself (parsing, authentication headers, routing);
+ * Error record (see docs/api.md, "Errors"). The edge raises these itself (parsing, authentication headers, routing);
  * the domain, auth and storage raise their own errors, and src/http/error-reply.ts, the one place that builds
  * Error records, maps those to these.
  */

@@ -61,7 +61,7 @@ export class DatabaseFileIdentity {
       level: 'error',
       message:
         `the SQLite database file ${this.#file} was ${what} under the running server: every write is refused (503) ` +
-        'and /readyz answers 503 until the server is restarted against the real database file (see README, "When the database file disappears")',
+        'and /readyz answers 503 until the server is restarted against the real database file (see docs/backup-restore.md, "When the database file disappears")',
     });
     this.stop();
     return this.#lost;

@@ -18,9 +18,9 @@ const SIDE_FILES = ['-wal', '-shm'];
  * first is enough for all three, now and whenever SQLite recreates the others later.
  *
  * The folder is created 0700 when missing; one that exists belongs to the operator, who may have opened it on
- * purpose, and keeps its mode. A database, -wal or -shm that exists with group or other permissions (written by an
- * older version, which left them 0644) has those removed, and the change is said on stderr, since it changes files
- * the operator can see. Files owned by another user are left alone: their access is that user's arrangement.
+ * purpose, and keeps its mode. A database, -wal or -shm that exists with group or other permissions (0644, as SQLite
+ * leaves a file that another program created) has those removed, and the change is said on stderr, since it changes
+ * files the operator can see. Files owned by another user are left alone: their access is that user's arrangement.
  */
 export function prepareDatabaseFiles(file: string): void {
   prepareDatabaseFolder(file);

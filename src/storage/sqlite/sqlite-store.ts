@@ -77,12 +77,13 @@ function translate(error: unknown): unknown {
  * SQLite in WAL mode with synchronous=FULL. Every write runs on the event loop, on one connection: a batch of
  * creates is one transaction and one fsync, and the loop waits for that fsync. That wait is cheaper than any
  * hand-off: requests arriving meanwhile queue in the kernel and make the next batch bigger, while a writer thread
- * sharing the core, or an fdatasync on the thread pool with the loop going on, made batches smaller and each create
- * dearer (measured in BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
- * for a lock itself (busy timeout 0): a write that finds the lock taken is retried on a timer, up to the busy
- * timeout. Reads use a second connection, which WAL does not make wait for a writer; in the rare cases where a read
- * meets a lock (another connection rebuilding the WAL index after a process crashed mid-write) it is retried the same
- * way. Checkpoints run on a thread of their own (checkpointer-thread.ts), never inside a commit.
+ * sharing the core, or an fdatasync on the thread pool with the loop going on, makes batches smaller and each create
+ * dearer (BENCHMARKS.md, "Where the time goes" and "The durable path without an idle loop"). A lock held by another
+ * process must not block the loop, so the write connection never waits for a lock itself (busy timeout 0): a write
+ * that finds the lock taken is retried on a timer, up to the busy timeout. Reads use a second connection, which WAL
+ * does not make wait for a writer; in the rare cases where a read meets a lock (another connection rebuilding the WAL
+ * index after a process crashed mid-write) it is retried the same way. Checkpoints run on a thread of their own
+ * (checkpointer-thread.ts), never inside a commit.
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
