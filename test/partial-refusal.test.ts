@@ -7,16 +7,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import { WriteQueue } from '../src/storage/write-queue.js';
-import type { CreateOutcome, PlantToCreate, Store } from '../src/storage/store.js';
+import type { CreateOutcome, PlantStore, PlantToCreate } from '../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 
 const plant = (id: bigint): PlantToCreate => ({ id, name: 'p', tag: null });
 
-/** A store answering each batch with `answer`, as PostgresStore.createPlants answers a batch it was cut short in. */
-function storeAnswering(answer: (plants: readonly PlantToCreate[]) => CreateOutcome[] | Promise<CreateOutcome[]>): Store {
-  return { createPlants: async (plants: readonly PlantToCreate[]) => answer(plants) } as unknown as Store;
+/** A plant store answering each batch with `answer`, as PostgreSQL's create answers a batch it was cut short in. */
+function storeAnswering(answer: (plants: readonly PlantToCreate[]) => CreateOutcome[] | Promise<CreateOutcome[]>): PlantStore {
+  return { create: async (plants: readonly PlantToCreate[]) => answer(plants) } as unknown as PlantStore;
 }
 
 const cutShort = (): CreateOutcome => ({ status: 'failed', error: new StorageUnavailableError('storage is unavailable; retry shortly') });
@@ -75,8 +75,8 @@ describe('/readyz after a batch storage refused in part', () => {
     db = await sqliteDatabase();
     t = await startTestApp(db.url);
     const { store } = t;
-    const commit = store.createPlants.bind(store);
-    store.createPlants = async (plants) => {
+    const commit = store.plants.create.bind(store.plants);
+    store.plants.create = async (plants) => {
       const committed = await commit(plants.filter((candidate) => candidate.id < FIRST_REFUSED_ID));
       let next = 0;
       return plants.map((candidate) => (candidate.id < FIRST_REFUSED_ID ? (committed[next++] as CreateOutcome) : cutShort()));

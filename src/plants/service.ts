@@ -1,4 +1,4 @@
-import type { CreateOutcome, PlantStore, StoredPlant } from '../storage/store.js';
+import type { CreateOutcome, PlantStore, StoredPlant } from '../storage/plant-store.js';
 import type { WriteQueue } from '../storage/write-queue.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
 
@@ -41,25 +41,25 @@ export function isSamePlant(stored: Plant, wanted: Plant): boolean {
 /** What plants may do: create (idempotently), read, list by keyset, delete. It knows no transport. */
 export class PlantService {
   readonly #writes: WriteQueue;
-  readonly #plants: Pick<PlantStore, 'getPlant' | 'listPlants'>;
+  readonly #plants: Pick<PlantStore, 'get' | 'list'>;
   readonly #observer: PlantObserver;
 
   /** Every write goes through the queue, which admits and batches it; reads go straight to the store. */
-  constructor(writes: WriteQueue, plants: Pick<PlantStore, 'getPlant' | 'listPlants'>, observer: PlantObserver = UNOBSERVED) {
+  constructor(writes: WriteQueue, plants: Pick<PlantStore, 'get' | 'list'>, observer: PlantObserver = UNOBSERVED) {
     this.#writes = writes;
     this.#plants = plants;
     this.#observer = observer;
   }
 
   async get(id: bigint): Promise<Plant> {
-    const stored = await this.#plants.getPlant(id);
+    const stored = await this.#plants.get(id);
     if (!stored) throw new PlantNotFoundError(id);
     return stored;
   }
 
   /** One keyset page: one row more than asked for tells whether another page follows, without counting. */
   async list(query: PlantListQuery): Promise<PlantPage> {
-    const rows = await this.#plants.listPlants({
+    const rows = await this.#plants.list({
       limit: query.limit + 1,
       ...(query.after === undefined ? {} : { after: query.after }),
       ...(query.tag === undefined ? {} : { tag: query.tag }),

@@ -1,6 +1,6 @@
 import { INT64_MAX, INT64_MIN } from '../int64.js';
 import { DuplicateTokenNameError } from './errors.js';
-import type { StoredPlant } from './store.js';
+import type { StoredPlant } from './plant-store.js';
 
 /** A plants row as both databases' drivers return it (ids as bigint on both). */
 export interface PlantRow {

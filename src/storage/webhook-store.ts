@@ -1,4 +1,4 @@
-import type { StoredPlant } from './store.js';
+import type { StoredPlant } from './plant-store.js';
 
 /**
  * The webhook sub-store (`Store.webhooks`): subscriptions, their outbox and moving them between databases. Each
@@ -6,7 +6,7 @@ import type { StoredPlant } from './store.js';
  * WebhookTransfer. Each database implements it in one module (src/storage/sqlite/webhooks.ts,
  * src/storage/postgres/webhooks.ts); what a round of attempts changes is decided once, in ./webhook-settlement.ts.
  *
- * Events are written by createPlants itself, in the transaction (SQLite) or statement (PostgreSQL) that stores the
+ * Events are written by the plant store's create itself, in the transaction (SQLite) or statement (PostgreSQL) that stores the
  * plants: one per created plant and active subscription, so a plant answered 200 is never without its events.
  */
 

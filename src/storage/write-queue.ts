@@ -1,6 +1,6 @@
 import { StorageUnavailableError } from './errors.js';
 import { UNOBSERVED, type WriteQueueObserver } from './observer.js';
-import type { CreateOutcome, PlantStore, PlantToCreate } from './store.js';
+import type { CreateOutcome, PlantStore, PlantToCreate } from './plant-store.js';
 
 /** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
 export class WriteQueueFullError extends Error {
@@ -48,7 +48,7 @@ interface Pending {
  * `drain()` waits for both. Whoever creates the queue (src/services.ts) drains it before storage is closed.
  */
 export class WriteQueue {
-  readonly #store: PlantStore;
+  readonly #plants: Pick<PlantStore, 'create' | 'delete'>;
   readonly #options: WriteQueueOptions;
   readonly #observer: WriteQueueObserver;
   #queue: Pending[] = [];
@@ -60,8 +60,8 @@ export class WriteQueue {
   /** When the latest batch to finish was refused by storage, whole or in part; undefined once one commits whole. */
   #refusedAt: number | undefined;
 
-  constructor(store: PlantStore, options: WriteQueueOptions) {
-    this.#store = store;
+  constructor(plants: Pick<PlantStore, 'create' | 'delete'>, options: WriteQueueOptions) {
+    this.#plants = plants;
     this.#options = options;
     this.#observer = options.observer ?? UNOBSERVED;
   }
@@ -97,7 +97,7 @@ export class WriteQueue {
     if (this.#full) throw new WriteQueueFullError();
     this.#operations += 1;
     try {
-      return await this.#store.deletePlant(id);
+      return await this.#plants.delete(id);
     } finally {
       this.#operations -= 1;
       this.#wakeIfIdle();
@@ -150,7 +150,7 @@ export class WriteQueue {
     try {
       // Clients may send one id twice in one turn: every store creates it once and answers the later copies as the
       // first left it (test/storage-contract.test.ts holds both to that).
-      outcomes = await this.#store.createPlants(batch.map((pending) => pending.plant));
+      outcomes = await this.#plants.create(batch.map((pending) => pending.plant));
     } catch (error) {
       if (error instanceof StorageUnavailableError) this.#refusedAt = Date.now();
       for (const pending of batch) pending.reject(error);

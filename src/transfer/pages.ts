@@ -1,4 +1,4 @@
-import type { PlantStore, StoredPlant } from '../storage/store.js';
+import type { PlantStore, StoredPlant } from '../storage/plant-store.js';
 
 /** Plants read per keyset query: memory holds a page or two, whatever the table's size. */
 export const READ_PAGE_SIZE = 1000;
@@ -9,13 +9,13 @@ export const READ_PAGE_SIZE = 1000;
  * while the walk goes on may or may not be seen; a plant present throughout is seen exactly once.
  */
 export async function* plantPages(
-  store: Pick<PlantStore, 'listPlants'>,
+  store: Pick<PlantStore, 'list'>,
   options: { readonly tag?: string; readonly pageSize?: number } = {},
 ): AsyncGenerator<StoredPlant[]> {
   const limit = options.pageSize ?? READ_PAGE_SIZE;
   let after: bigint | undefined;
   for (;;) {
-    const page = await store.listPlants({
+    const page = await store.list({
       limit,
       ...(after === undefined ? {} : { after }),
       ...(options.tag === undefined ? {} : { tag: options.tag }),
@@ -34,7 +34,7 @@ export class PlantCursor {
   #index = 0;
   #done = false;
 
-  constructor(store: Pick<PlantStore, 'listPlants'>) {
+  constructor(store: Pick<PlantStore, 'list'>) {
     this.#pages = plantPages(store);
   }
 

@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { loadConfig } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
-import type { StoredPlant } from '../../src/storage/store.js';
+import type { StoredPlant } from '../../src/storage/plant-store.js';
 import { CLI } from './process.js';
 
 export interface CliResult {
@@ -51,11 +51,11 @@ export async function storePlants(url: string, plants: Iterable<StoredPlant>): P
     for (const plant of plants) {
       batch.push(plant);
       if (batch.length === 5000) {
-        await store.createPlants(batch);
+        await store.plants.create(batch);
         batch = [];
       }
     }
-    if (batch.length > 0) await store.createPlants(batch);
+    if (batch.length > 0) await store.plants.create(batch);
   } finally {
     await store.close();
   }

@@ -1,14 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
-import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
+import { insertTokenOnce } from '../rows.js';
 import type {
-  CreateOutcome,
-  PlantQuery,
-  PlantToCreate,
   Store,
   StorageIncident,
-  StoredPlant,
   StoredToken,
   TokenImportOutcome,
   TokenInfo,
@@ -28,6 +24,7 @@ import {
   type Connection,
 } from './connection.js';
 import { migrate } from './migrations.js';
+import { SqlitePlants } from './plants.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteWebhooks } from './webhooks.js';
 import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
@@ -61,12 +58,6 @@ const HEARTBEAT_LOCK_WAIT_MS = 1000;
 /** Retries for a lock held elsewhere start 1 ms apart and back off to this. */
 const LOCK_RETRY_MAX_MS = 25;
 
-/** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
-export const SQLITE_LIST_QUERIES = {
-  listAll: 'SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?',
-  listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
-} as const;
-
 function translate(error: unknown): unknown {
   return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
 }
@@ -87,7 +78,8 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   /** One writer: SQLite commits one transaction at a time. */
   readonly writeConcurrency = 1;
-  /** Subscriptions and their outbox, on this store's two connections and its lock retries. */
+  /** Plants, and subscriptions with their outbox, each on this store's two connections and its lock retries. */
+  readonly plants: SqlitePlants;
   readonly webhooks: SqliteWebhooks;
   readonly #reader: Connection;
   readonly #writer: SqliteWriter;
@@ -99,14 +91,13 @@ export class SqliteStore implements Store {
 
   private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents) {
     this.#reader = reader;
-    this.webhooks = new SqliteWebhooks(reader, writer, (work) => this.#unlocked(work));
-    this.#writer = new SqliteWriter(writer, this.webhooks);
+    const unlocked = <T>(work: () => T) => this.#unlocked(work);
+    this.webhooks = new SqliteWebhooks(reader, writer, unlocked);
+    this.plants = new SqlitePlants(reader, writer, this.webhooks, unlocked);
+    this.#writer = new SqliteWriter(writer);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
     this.#statements = {
-      getPlant: prepare<[bigint], PlantRow>(reader, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
-      listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
-      listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
       listTokens: prepare<[], TokenInfoRow>(reader, 'SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
       findToken: prepare<[Buffer], TokenRow>(reader, 'SELECT name, hash FROM tokens WHERE hash = ?'),
       allTokens: prepare<[], TokenRow>(reader, 'SELECT name, hash FROM tokens'),
@@ -167,33 +158,6 @@ export class SqliteStore implements Store {
 
   observe(observer: StorageObserver): void {
     this.#observer = observer;
-  }
-
-  createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#unlocked(() => this.#writer.createPlants(plants));
-  }
-
-  getPlant(id: bigint): Promise<StoredPlant | undefined> {
-    return this.#unlocked(() => {
-      const row = this.#statements.getPlant.get(id);
-      return row && toStoredPlant(row);
-    });
-  }
-
-  listPlants(query: PlantQuery): Promise<StoredPlant[]> {
-    const from = keysetFrom(query.after);
-    if (from === undefined) return Promise.resolve([]);
-    return this.#unlocked(() => {
-      const rows =
-        query.tag === undefined
-          ? this.#statements.listAll.all(from, query.limit)
-          : this.#statements.listByTag.all(query.tag, from, query.limit);
-      return rows.map(toStoredPlant);
-    });
-  }
-
-  deletePlant(id: bigint): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.deletePlant(id));
   }
 
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */

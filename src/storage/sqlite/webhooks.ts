@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DuplicateWebhookNameError } from '../errors.js';
-import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type WriteStatement } from './connection.js';
-import type { CreateOutcome, PlantToCreate } from '../store.js';
+import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Unlocked, type WriteStatement } from './connection.js';
+import type { CreateOutcome, PlantToCreate } from '../plant-store.js';
 import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
 import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
@@ -89,11 +89,8 @@ function webhookReads(reader: Connection) {
   };
 }
 
-/** Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs (SqliteStore's). */
-export type Unlocked = <T>(work: () => T) => Promise<T>;
-
 /**
- * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection (SqliteWriter's).
+ * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection.
  * `recordEvents` runs inside the transaction that stores a batch of plants, so the outbox shares that batch's commit
  * and fsync; the other writes are durable commits of their own, each taking the write lock at once or throwing
  * SQLITE_BUSY having changed nothing (which `unlocked` retries), except `settleAndClaim`: the dispatcher's own

@@ -1,0 +1,87 @@
+import type { CreateOutcome, PlantQuery, PlantStore, PlantToCreate, StoredPlant } from '../plant-store.js';
+import { keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
+import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Unlocked } from './connection.js';
+import type { SqliteWebhooks } from './webhooks.js';
+
+/** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
+export const SQLITE_LIST_QUERIES = {
+  listAll: 'SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?',
+  listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
+} as const;
+
+const GET_PLANT = 'SELECT id, name, tag FROM plants WHERE id = ?';
+
+/**
+ * The plant sub-store of SQLite. Reads use the read connection; writes the one write connection, each one durable
+ * commit that takes the write lock at once or throws SQLITE_BUSY having changed nothing, which `unlocked` retries.
+ */
+export class SqlitePlants implements PlantStore {
+  readonly #unlocked: Unlocked;
+  readonly #writer: Connection;
+  readonly #statements;
+  /** The webhook outbox, on the same write connection: its events are written in create's transaction. */
+  readonly #webhooks: Pick<SqliteWebhooks, 'recordEvents'>;
+
+  /** `writer` is the write connection. */
+  constructor(reader: Connection, writer: Connection, webhooks: Pick<SqliteWebhooks, 'recordEvents'>, unlocked: Unlocked) {
+    this.#unlocked = unlocked;
+    this.#writer = writer;
+    this.#webhooks = webhooks;
+    this.#statements = {
+      getPlant: prepare<[bigint], PlantRow>(reader, GET_PLANT, { bigInts: true }),
+      listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
+      listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
+      insertPlant: prepareWrite<[bigint, string, string | null]>(writer, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
+      // In create's transaction, on the write connection: the row as this transaction sees it.
+      storedPlant: prepare<[bigint], PlantRow>(writer, GET_PLANT, { bigInts: true }),
+      deletePlant: prepareWrite<[bigint]>(writer, 'DELETE FROM plants WHERE id = ?'),
+    };
+  }
+
+  create(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
+    return this.#unlocked(() => this.#create(plants));
+  }
+
+  /** One transaction and one fsync for the whole batch. */
+  #create(plants: readonly PlantToCreate[]): CreateOutcome[] {
+    const { insertPlant, storedPlant } = this.#statements;
+    return transaction(this.#writer, () => {
+      const outcomes = plants.map((plant): CreateOutcome => {
+        try {
+          if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { status: 'created' };
+        } catch (error) {
+          // A constraint broken by this row alone fails this row alone; anything else fails the batch.
+          if (isConstraintViolation(error)) return { status: 'failed', error: error as Error };
+          throw error;
+        }
+        return { status: 'exists', stored: toStoredPlant(storedPlant.get(plant.id) as PlantRow) };
+      });
+      // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
+      this.#webhooks.recordEvents(plants, outcomes);
+      return outcomes;
+    });
+  }
+
+  get(id: bigint): Promise<StoredPlant | undefined> {
+    return this.#unlocked(() => {
+      const row = this.#statements.getPlant.get(id);
+      return row && toStoredPlant(row);
+    });
+  }
+
+  list(query: PlantQuery): Promise<StoredPlant[]> {
+    const from = keysetFrom(query.after);
+    if (from === undefined) return Promise.resolve([]);
+    return this.#unlocked(() => {
+      const rows =
+        query.tag === undefined
+          ? this.#statements.listAll.all(from, query.limit)
+          : this.#statements.listByTag.all(query.tag, from, query.limit);
+      return rows.map(toStoredPlant);
+    });
+  }
+
+  delete(id: bigint): Promise<boolean> {
+    return this.#unlocked(() => this.#statements.deletePlant.run(id).changes > 0);
+  }
+}
