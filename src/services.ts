@@ -4,8 +4,8 @@ import type { Config } from './config.js';
 import { Readiness } from './health/readiness.js';
 import { Metrics } from './metrics.js';
 import { PlantService } from './plants/service.js';
+import { WriteQueue } from './plants/write-queue.js';
 import type { Store } from './storage/store.js';
-import { WriteQueue } from './storage/write-queue.js';
 import type { Resolver } from './webhooks/address-policy.js';
 import { WebhookDispatcher, type WebhookStats } from './webhooks/dispatcher.js';
 

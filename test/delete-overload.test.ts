@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { WriteQueue, WriteQueueFullError } from '../src/storage/write-queue.js';
+import { WriteQueue, WriteQueueFullError } from '../src/plants/write-queue.js';
 import type { CreateOutcome, PlantStore, PlantToCreate } from '../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';

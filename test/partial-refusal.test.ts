@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { WriteQueue } from '../src/plants/write-queue.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
-import { WriteQueue } from '../src/storage/write-queue.js';
 import type { CreateOutcome, PlantStore, PlantToCreate } from '../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';

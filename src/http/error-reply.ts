@@ -3,9 +3,9 @@ import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
 import { InvalidTokenError } from '../auth/authenticator.js';
 import { PlantConflictError, PlantNotFoundError } from '../plants/errors.js';
+import { WriteQueueFullError } from '../plants/write-queue.js';
 import { NO_NUL, type ErrorRecord } from '../schemas.js';
 import { StorageUnavailableError } from '../storage/errors.js';
-import { WriteQueueFullError } from '../storage/write-queue.js';
 import {
   ApiError,
   BadRequestError,

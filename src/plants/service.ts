@@ -1,5 +1,5 @@
 import type { CreateOutcome, PlantStore, StoredPlant } from '../storage/plant-store.js';
-import type { WriteQueue } from '../storage/write-queue.js';
+import type { WriteQueue } from './write-queue.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
 
 /** A plant as the domain handles it: the exact int64 id, the name, and the tag or null when it has none. */

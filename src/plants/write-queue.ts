@@ -1,6 +1,5 @@
-import { StorageUnavailableError } from './errors.js';
-import { UNOBSERVED, type WriteQueueObserver } from './observer.js';
-import type { CreateOutcome, PlantStore, PlantToCreate } from './plant-store.js';
+import { StorageUnavailableError } from '../storage/errors.js';
+import type { CreateOutcome, PlantStore, PlantToCreate } from '../storage/plant-store.js';
 
 /** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
 export class WriteQueueFullError extends Error {
@@ -9,6 +8,14 @@ export class WriteQueueFullError extends Error {
     this.name = 'WriteQueueFullError';
   }
 }
+
+/** What the write queue reports (src/metrics.ts implements it); called once per batch, so it must be cheap and never throw. */
+export interface WriteQueueObserver {
+  /** The store answered a batch of creates (committed, though single rows may have failed alone) and how long it took. */
+  batchCommitted(rows: number, seconds: number): void;
+}
+
+const UNOBSERVED: WriteQueueObserver = { batchCommitted: () => undefined };
 
 export interface WriteQueueOptions {
   /** Writes waiting for storage (creates queued, single writes waiting or running) before new ones are refused. */
