@@ -12,7 +12,7 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
 import type { Store, StoredToken } from '../src/storage/store.js';
-import type { CreateOutcome, PlantToCreate } from '../src/storage/plant-store.js';
+import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
 
 const token = process.env.BENCH_TOKEN;
 if (!token) {
@@ -27,7 +27,7 @@ const nothingStore: Store = {
   kind: 'sqlite',
   writeConcurrency: 1,
   plants: {
-    create: (plants: readonly PlantToCreate[]) => Promise.resolve(plants.map((): CreateOutcome => ({ status: 'created' }))),
+    create: (plants: readonly Plant[]) => Promise.resolve(plants.map((): CreateOutcome => ({ kind: 'created' }))),
     get: unsupported,
     list: unsupported,
     delete: unsupported,

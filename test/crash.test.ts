@@ -10,7 +10,7 @@ import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
-import type { StoredPlant } from '../src/storage/plant-store.js';
+import type { Plant } from '../src/storage/plant-store.js';
 import { DATABASES } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { createToken, startServer, type ServerProcess } from './helpers/process.js';
@@ -117,7 +117,7 @@ function load(server: ServerProcess, token: string, used: Set<bigint>, clients =
 async function assertStored(url: string, expected: ReadonlyMap<bigint, Sent>): Promise<void> {
   const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
   try {
-    const stored = new Map<bigint, StoredPlant>();
+    const stored = new Map<bigint, Plant>();
     let after: bigint | undefined;
     for (;;) {
       const page = await store.plants.list({ limit: 5000, ...(after === undefined ? {} : { after }) });

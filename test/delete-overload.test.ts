@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { WriteQueue, WriteQueueFullError } from '../src/plants/write-queue.js';
-import type { CreateOutcome, PlantStore, PlantToCreate } from '../src/storage/plant-store.js';
+import type { CreateOutcome, Plant, PlantStore } from '../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
@@ -164,9 +164,9 @@ describe('WriteQueue counts deletes and queued creates against one bound', () =>
     const write = gate();
     /** Deletes of id 10 wait for the gate; id 13 fails; the rest succeed at once. */
     const store = {
-      create: async (plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> => {
+      create: async (plants: readonly Plant[]): Promise<CreateOutcome[]> => {
         await commit.opened;
-        return plants.map(() => ({ status: 'created' }));
+        return plants.map(() => ({ kind: 'created' }));
       },
       delete: async (id: bigint): Promise<boolean> => {
         if (id === 10n) await write.opened;
@@ -175,7 +175,7 @@ describe('WriteQueue counts deletes and queued creates against one bound', () =>
       },
     } as unknown as PlantStore;
     const writes = new WriteQueue(store, { queueLimit: 3, batchLimit: 100, concurrency: 1 });
-    const plant = (id: bigint): PlantToCreate => ({ id, name: 'p', tag: null });
+    const plant = (id: bigint): Plant => ({ id, name: 'p', tag: null });
     // Two creates queued (nothing flushes before setImmediate) and one delete running: the bound is reached.
     const created = [writes.create(plant(1n)), writes.create(plant(2n))];
     const single = writes.delete(10n);
@@ -188,7 +188,7 @@ describe('WriteQueue counts deletes and queued creates against one bound', () =>
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(await writes.delete(12n), true);
     commit.open();
-    assert.deepEqual(await Promise.all(created), [{ status: 'created' }, { status: 'created' }]);
+    assert.deepEqual(await Promise.all(created), [{ kind: 'created' }, { kind: 'created' }]);
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(idle, false, 'drain() still waits for the delete');
     write.open();

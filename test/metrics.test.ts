@@ -9,7 +9,7 @@ import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import { PostgresStore } from '../src/storage/postgres/postgres-store.js';
-import type { CreateOutcome, PlantToCreate } from '../src/storage/plant-store.js';
+import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
@@ -143,7 +143,7 @@ for (const database of DATABASES) {
       const released = new Promise<void>((resolve) => (release = resolve));
       let committing!: () => void;
       const batchStarted = new Promise<void>((resolve) => (committing = resolve));
-      t.store.plants.create = async (plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> => {
+      t.store.plants.create = async (plants: readonly Plant[]): Promise<CreateOutcome[]> => {
         t.store.plants.create = createPlants;
         committing();
         await released;

@@ -113,7 +113,7 @@ describe('PostgreSQL creates racing other transactions', () => {
       // 10 was committed by b after the store's snapshot and is gone again before the store looks a second time.
       await admin.query('DELETE FROM plants WHERE id = 10');
       await a.query('COMMIT');
-      assert.deepEqual(await outcomes, [{ status: 'exists', stored: { id: 20n, name: 'by a', tag: 'a' } }, { status: 'created' }]);
+      assert.deepEqual(await outcomes, [{ kind: 'conflict', stored: { id: 20n, name: 'by a', tag: 'a' } }, { kind: 'created' }]);
       assert.deepEqual(await store.plants.get(10n), { id: 10n, name: 'ours', tag: null });
     } finally {
       for (const client of [a, b, admin]) await client.end().catch(() => undefined);
@@ -129,7 +129,7 @@ describe('PostgreSQL creates cut short', () => {
     const store = await openStore(loadConfig({ DATABASE_URL: db.url }).database);
     const query = pg.Pool.prototype.query;
     try {
-      assert.deepEqual(await store.plants.create([{ id: 1n, name: 'stored before', tag: null }]), [{ status: 'created' }]);
+      assert.deepEqual(await store.plants.create([{ id: 1n, name: 'stored before', tag: null }]), [{ kind: 'created' }]);
       // The insert commits the new row; the read of the row that was already there then loses its connection.
       pg.Pool.prototype.query = function (this: pg.Pool, ...args: unknown[]) {
         const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text;
@@ -141,9 +141,9 @@ describe('PostgreSQL creates cut short', () => {
         { id: 2n, name: 'new', tag: null },
       ]);
       pg.Pool.prototype.query = query;
-      assert.equal(outcomes[0]?.status, 'failed');
-      assert.ok(outcomes[0]?.status === 'failed' && outcomes[0].error instanceof StorageUnavailableError);
-      assert.deepEqual(outcomes[1], { status: 'created' });
+      assert.equal(outcomes[0]?.kind, 'failed');
+      assert.ok(outcomes[0]?.kind === 'failed' && outcomes[0].error instanceof StorageUnavailableError);
+      assert.deepEqual(outcomes[1], { kind: 'created' });
       assert.deepEqual(await store.plants.get(2n), { id: 2n, name: 'new', tag: null });
     } finally {
       pg.Pool.prototype.query = query;
@@ -173,7 +173,7 @@ describe('PostgreSQL migrations', () => {
       await new Promise((resolve) => setTimeout(resolve, 3 * timeouts.queryMs));
       await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
       store = await opening;
-      assert.deepEqual(await store.plants.create([{ id: 1n, name: 'one', tag: null }]), [{ status: 'created' }]);
+      assert.deepEqual(await store.plants.create([{ id: 1n, name: 'one', tag: null }]), [{ kind: 'created' }]);
       // A request's statement stuck behind a row lock is cut off at the query timeout, as before.
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM plants WHERE id = 1 FOR UPDATE');

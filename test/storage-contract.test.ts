@@ -8,7 +8,7 @@ import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { openStore } from '../src/storage/open.js';
 import { DuplicateTokenNameError } from '../src/storage/errors.js';
 import type { Store } from '../src/storage/store.js';
-import type { CreateOutcome, PlantToCreate, StoredPlant } from '../src/storage/plant-store.js';
+import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
 import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookRecord, WebhookSubscriptionInfo } from '../src/storage/webhook-store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
@@ -28,7 +28,7 @@ function configFor(url: string): DatabaseConfig {
   return loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' }).database;
 }
 
-function plant(id: bigint, name = `plant ${id}`, tag: string | null = null): PlantToCreate {
+function plant(id: bigint, name = `plant ${id}`, tag: string | null = null): Plant {
   return { id, name, tag };
 }
 
@@ -37,7 +37,7 @@ function hashOf(text: string): Buffer {
 }
 
 function createdCount(outcomes: readonly CreateOutcome[]): number {
-  return outcomes.filter((outcome) => outcome.status === 'created').length;
+  return outcomes.filter((outcome) => outcome.kind === 'created').length;
 }
 
 for (const database of DATABASES) {
@@ -67,18 +67,18 @@ for (const database of DATABASES) {
     it('creates a batch: every row created, and stored as given', () =>
       withStore(async (store) => {
         const batch = [plant(1n, 'Monstera', 'aroid'), plant(2n, 'Fern'), plant(3n, 'Pothos', 'vine')];
-        assert.deepEqual(await store.plants.create(batch), [{ status: 'created' }, { status: 'created' }, { status: 'created' }]);
+        assert.deepEqual(await store.plants.create(batch), [{ kind: 'created' }, { kind: 'created' }, { kind: 'created' }]);
         for (const row of batch) assert.deepEqual(await store.plants.get(row.id), row);
         assert.equal(await store.plants.get(4n), undefined);
       }));
 
-    it('reports a replayed id as existing, with the stored content, and leaves it unchanged', () =>
+    it('reports an id stored already as replayed or a conflict, with the stored content, and leaves it unchanged', () =>
       withStore(async (store) => {
         const original = plant(10n, 'Monstera', 'aroid');
         await store.plants.create([original]);
-        assert.deepEqual(await store.plants.create([original]), [{ status: 'exists', stored: original }]);
+        assert.deepEqual(await store.plants.create([original]), [{ kind: 'replayed', stored: original }]);
         // Different content is not written: the caller gets what is stored and decides (409).
-        assert.deepEqual(await store.plants.create([plant(10n, 'Other', null)]), [{ status: 'exists', stored: original }]);
+        assert.deepEqual(await store.plants.create([plant(10n, 'Other', null)]), [{ kind: 'conflict', stored: original }]);
         assert.deepEqual(await store.plants.get(10n), original);
       }));
 
@@ -88,34 +88,34 @@ for (const database of DATABASES) {
         const batch = [plant(9n), plant(5n, 'changed'), plant(-100n), plant(0n), plant(-7n, 'minus seven', 't'), plant(1n)];
         const outcomes = await store.plants.create(batch);
         assert.deepEqual(outcomes, [
-          { status: 'created' },
-          { status: 'exists', stored: plant(5n, 'five') },
-          { status: 'created' },
-          { status: 'created' },
-          { status: 'exists', stored: plant(-7n, 'minus seven', 't') },
-          { status: 'created' },
+          { kind: 'created' },
+          { kind: 'conflict', stored: plant(5n, 'five') },
+          { kind: 'created' },
+          { kind: 'created' },
+          { kind: 'replayed', stored: plant(-7n, 'minus seven', 't') },
+          { kind: 'created' },
         ]);
         assert.deepEqual(await store.plants.create([]), []);
       }));
 
-    it('answers later copies of an id within one call as existing, with the first copy\'s content', () =>
+    it('answers later copies of an id within one call as replayed or a conflict, with the first copy\'s content', () =>
       withStore(async (store) => {
         // GroupCommitter passes a turn's creates as they came, repeats included: a store must not report one id
         // created twice, or two different contents would both be answered 200.
         await store.plants.create([plant(7n, 'seven', 's')]);
         const outcomes = await store.plants.create([plant(1n, 'first'), plant(7n, 'other'), plant(1n, 'second', 't'), plant(7n, 'third'), plant(1n, 'first')]);
         assert.deepEqual(outcomes, [
-          { status: 'created' },
-          { status: 'exists', stored: plant(7n, 'seven', 's') },
-          { status: 'exists', stored: plant(1n, 'first') },
-          { status: 'exists', stored: plant(7n, 'seven', 's') },
-          { status: 'exists', stored: plant(1n, 'first') },
+          { kind: 'created' },
+          { kind: 'conflict', stored: plant(7n, 'seven', 's') },
+          { kind: 'conflict', stored: plant(1n, 'first') },
+          { kind: 'conflict', stored: plant(7n, 'seven', 's') },
+          { kind: 'replayed', stored: plant(1n, 'first') },
         ]);
         assert.deepEqual(await store.plants.get(1n), plant(1n, 'first'));
         assert.deepEqual(await store.plants.get(7n), plant(7n, 'seven', 's'));
         // The very same object twice is still two copies.
         const twice = plant(3n, 'twice');
-        assert.deepEqual(await store.plants.create([twice, twice]), [{ status: 'created' }, { status: 'exists', stored: twice }]);
+        assert.deepEqual(await store.plants.create([twice, twice]), [{ kind: 'created' }, { kind: 'replayed', stored: twice }]);
       }));
 
     it('keeps int64 ends and integers beyond a double exact through create, get and list', () =>
@@ -137,7 +137,7 @@ for (const database of DATABASES) {
           [INT64_MIN, -BEYOND_DOUBLE, BEYOND_DOUBLE - 1n, BEYOND_DOUBLE, INT64_MAX],
         );
         // The replay path reads the stored id back too.
-        assert.deepEqual(await store.plants.create([plant(INT64_MAX, 'x')]), [{ status: 'exists', stored: plant(INT64_MAX, `n${INT64_MAX}`) }]);
+        assert.deepEqual(await store.plants.create([plant(INT64_MAX, 'x')]), [{ kind: 'conflict', stored: plant(INT64_MAX, `n${INT64_MAX}`) }]);
         assert.deepEqual(await store.plants.list({ limit: 10, after: INT64_MAX }), []);
         assert.deepEqual((await store.plants.list({ limit: 1, after: INT64_MIN })).map((row) => row.id), [-BEYOND_DOUBLE]);
       }));
@@ -149,12 +149,12 @@ for (const database of DATABASES) {
         assert.equal((await store.plants.get(2n))?.tag, '');
         assert.deepEqual(await store.plants.list({ limit: 10, tag: '' }), [plant(2n, 'empty', '')]);
         // A replay with '' where null is stored reports the stored null, so the service can call it different.
-        assert.deepEqual(await store.plants.create([plant(1n, 'untagged', '')]), [{ status: 'exists', stored: plant(1n, 'untagged', null) }]);
+        assert.deepEqual(await store.plants.create([plant(1n, 'untagged', '')]), [{ kind: 'conflict', stored: plant(1n, 'untagged', null) }]);
       }));
 
     it('lists by keyset: ascending ids, strictly after the cursor, only the tag asked, at most the limit', () =>
       withStore(async (store) => {
-        const rows: StoredPlant[] = [];
+        const rows: Plant[] = [];
         for (let i = -5n; i <= 14n; i += 1n) rows.push(plant(i * 1000n, `p${i}`, i % 2n === 0n ? 'even' : i % 3n === 0n ? 'EVEN' : null));
         // Shuffled across two batches: order must come from the store, not from insertion.
         await store.plants.create(rows.filter((_, index) => index % 2 === 1).reverse());
@@ -166,11 +166,11 @@ for (const database of DATABASES) {
         assert.deepEqual(await store.plants.list({ limit: 100, after: 14_000n }), []);
         const even = rows.filter((row) => row.tag === 'even');
         assert.deepEqual(await store.plants.list({ limit: 100, tag: 'even' }), even);
-        assert.deepEqual(await store.plants.list({ limit: 2, tag: 'even', after: (even[1] as StoredPlant).id }), even.slice(2, 4));
+        assert.deepEqual(await store.plants.list({ limit: 2, tag: 'even', after: (even[1] as Plant).id }), even.slice(2, 4));
         assert.deepEqual(await store.plants.list({ limit: 100, tag: 'EVEN' }), rows.filter((row) => row.tag === 'EVEN'));
         assert.deepEqual(await store.plants.list({ limit: 100, tag: 'none' }), []);
         // Paging through the whole table, page by page, visits every row once.
-        const seen: StoredPlant[] = [];
+        const seen: Plant[] = [];
         let after: bigint | undefined;
         for (;;) {
           const page = await store.plants.list({ limit: 7, ...(after === undefined ? {} : { after }) });
@@ -189,7 +189,7 @@ for (const database of DATABASES) {
         assert.equal(await store.plants.delete(44n), false);
         assert.equal(await store.plants.get(42n), undefined);
         assert.deepEqual(await store.plants.list({ limit: 10 }), [plant(43n, 'kept')]);
-        assert.deepEqual(await store.plants.create([plant(42n, 'new', null)]), [{ status: 'created' }]);
+        assert.deepEqual(await store.plants.create([plant(42n, 'new', null)]), [{ kind: 'created' }]);
         assert.deepEqual(await store.plants.get(42n), plant(42n, 'new', null));
       }));
 
@@ -355,13 +355,13 @@ for (const database of DATABASES) {
           record('other', { createdAt: new Date(0) }),
         ]);
         assert.deepEqual(outcomes, [
-          { status: 'created' },
-          { status: 'created' },
-          { status: 'exists' },
-          { status: 'conflict' },
-          { status: 'conflict' },
-          { status: 'conflict' },
-          { status: 'conflict' },
+          { kind: 'created' },
+          { kind: 'created' },
+          { kind: 'replayed' },
+          { kind: 'conflict' },
+          { kind: 'conflict' },
+          { kind: 'conflict' },
+          { kind: 'conflict' },
         ]);
         assert.deepEqual(await store.webhooks.exportAll(), [
           record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
@@ -439,7 +439,7 @@ for (const database of DATABASES) {
           const before = Date.now();
           await store.plants.create(plants);
           // A replay writes no event.
-          await store.plants.create([plants[0] as PlantToCreate]);
+          await store.plants.create([plants[0] as Plant]);
           assert.equal(await store.webhooks.countWaiting(), 6);
 
           const some = await claim(store, [first], 2);
@@ -610,7 +610,7 @@ for (const database of DATABASES) {
           assert.deepEqual(await second.plants.get(INT64_MAX), plant(INT64_MAX, 'durable', 'd'));
           assert.deepEqual(await second.plants.list({ limit: 10 }), [plant(1n, 'one'), plant(INT64_MAX, 'durable', 'd')]);
           assert.deepEqual(await second.findToken(hashOf('k')), { name: 'kept', hash: hashOf('k') });
-          assert.deepEqual(await second.plants.create([plant(1n, 'one')]), [{ status: 'exists', stored: plant(1n, 'one') }]);
+          assert.deepEqual(await second.plants.create([plant(1n, 'one')]), [{ kind: 'replayed', stored: plant(1n, 'one') }]);
         } finally {
           await second.close();
         }
@@ -629,7 +629,7 @@ for (const database of DATABASES) {
           const stores = await Promise.all(Array.from({ length: 6 }, () => openStore(configFor(db.url))));
           try {
             const outcomes = await Promise.all(stores.map((store, index) => store.plants.create([plant(BigInt(index), 'x')])));
-            assert.deepEqual(outcomes.flat(), stores.map(() => ({ status: 'created' })));
+            assert.deepEqual(outcomes.flat(), stores.map(() => ({ kind: 'created' })));
           } finally {
             await Promise.all(stores.map((store) => store.close()));
           }
@@ -652,7 +652,7 @@ for (const database of DATABASES) {
               ids.push(...roundIds);
               // Each instance commits several overlapping batches at once, in opposite orders: a store that
               // locked ids in arrival order would deadlock here and fail some batches.
-              const batches: Array<{ store: Store; rows: PlantToCreate[] }> = [];
+              const batches: Array<{ store: Store; rows: Plant[] }> = [];
               for (const [store, shift] of [
                 [a, 0],
                 [b, 1],
@@ -665,11 +665,11 @@ for (const database of DATABASES) {
               const results = await Promise.all(batches.map(({ store, rows }) => store.plants.create(rows)));
               const created = new Map<bigint, number>();
               results.forEach((outcomes, index) => {
-                const rows = (batches[index] as { rows: PlantToCreate[] }).rows;
+                const rows = (batches[index] as { rows: Plant[] }).rows;
                 outcomes.forEach((outcome, row) => {
-                  const id = (rows[row] as PlantToCreate).id;
-                  if (outcome.status === 'created') created.set(id, (created.get(id) ?? 0) + 1);
-                  else assert.deepEqual(outcome, { status: 'exists', stored: plant(id, 'same') });
+                  const id = (rows[row] as Plant).id;
+                  if (outcome.kind === 'created') created.set(id, (created.get(id) ?? 0) + 1);
+                  else assert.deepEqual(outcome, { kind: 'replayed', stored: plant(id, 'same') });
                 });
               });
               assert.equal(created.size, roundIds.length);

@@ -1,5 +1,5 @@
 import { StorageUnavailableError } from '../storage/errors.js';
-import type { CreateOutcome, PlantStore, PlantToCreate } from '../storage/plant-store.js';
+import type { CreateOutcome, Plant, PlantStore } from '../storage/plant-store.js';
 
 /** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
 export class WriteQueueFullError extends Error {
@@ -38,7 +38,7 @@ export interface WriteQueueOptions {
 export const REFUSAL_MEMORY_MS = 5000;
 
 interface Pending {
-  readonly plant: PlantToCreate;
+  readonly plant: Plant;
   readonly resolve: (outcome: CreateOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -87,7 +87,7 @@ export class WriteQueue {
     return this.depth >= this.#options.queueLimit;
   }
 
-  create(plant: PlantToCreate): Promise<CreateOutcome> {
+  create(plant: Plant): Promise<CreateOutcome> {
     if (this.#full) return Promise.reject(new WriteQueueFullError());
     return new Promise((resolve, reject) => {
       this.#queue.push({ plant, resolve, reject });
@@ -166,9 +166,9 @@ export class WriteQueue {
     this.#observer.batchCommitted(batch.length, (performance.now() - started) / 1000);
     // A batch storage cut short (PostgreSQL: a later statement failed after earlier rows committed, and the rest were
     // answered 503) is refused as much as one refused whole: its committed first part does not make storage healthy.
-    const cutShort = outcomes.some((outcome) => outcome.status === 'failed' && outcome.error instanceof StorageUnavailableError);
+    const cutShort = outcomes.some((outcome) => outcome.kind === 'failed' && outcome.error instanceof StorageUnavailableError);
     this.#refusedAt = cutShort ? Date.now() : undefined;
     batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
-    if (this.#options.onCreated && outcomes.some((outcome) => outcome.status === 'created')) this.#options.onCreated();
+    if (this.#options.onCreated && outcomes.some((outcome) => outcome.kind === 'created')) this.#options.onCreated();
   }
 }

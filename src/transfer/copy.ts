@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import { plantJson } from '../plant-json.js';
-import { isSamePlant } from '../plants/service.js';
+import { isSamePlant } from '../storage/plant-store.js';
 import type { Store, TokenRecord } from '../storage/store.js';
 import { isSameWebhook, type WebhookRecord } from '../storage/webhook-store.js';
 import { generateEventIdPrefix } from '../webhooks/signature.js';
@@ -93,8 +93,8 @@ function webhooksSection(source: Store, target: Store): Section {
       const outcomes = await target.webhooks.importAll(subscriptions);
       let created = 0;
       outcomes.forEach((outcome, index) => {
-        if (outcome.status === 'created') created += 1;
-        else if (outcome.status === 'conflict') {
+        if (outcome.kind === 'created') created += 1;
+        else if (outcome.kind === 'conflict') {
           throw new TargetHoldsOtherDataError(
             `webhook subscription "${(subscriptions[index] as WebhookRecord).name}", which was written there while the copy ran`,
           );
@@ -138,9 +138,9 @@ function plantsSection(source: Store, target: Store, batchSize: number): Section
           const outcomes = await target.plants.create(batch);
           outcomes.forEach((outcome, index) => {
             const plant = batch[index] as (typeof batch)[number];
-            if (outcome.status === 'created') created += 1;
-            else if (outcome.status === 'failed') throw outcome.error;
-            else if (!isSamePlant(outcome.stored, plant)) {
+            if (outcome.kind === 'created') created += 1;
+            else if (outcome.kind === 'failed') throw outcome.error;
+            else if (outcome.kind === 'conflict') {
               throw new TargetHoldsOtherDataError(`plant ${plant.id}, which was written there with other content while the copy ran`);
             }
           });

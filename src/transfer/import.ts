@@ -1,6 +1,5 @@
 import { PlantConflictError } from '../plants/errors.js';
-import { isSamePlant, type Plant } from '../plants/service.js';
-import type { CreateOutcome, PlantStore } from '../storage/plant-store.js';
+import { alreadyStored, type CreateOutcome, type Plant, type PlantStore } from '../storage/plant-store.js';
 import { isBlank, type InputLine } from './lines.js';
 
 export interface ImportCounts {
@@ -84,16 +83,16 @@ export async function importPlants(options: ImportOptions): Promise<ImportCounts
       }
       const outcome = outcomes[next] as CreateOutcome;
       next += 1;
-      switch (outcome.status) {
+      switch (outcome.kind) {
         case 'created':
           counts.created += 1;
           break;
-        case 'exists':
-          if (isSamePlant(outcome.stored, entry.plant)) counts.identical += 1;
-          else {
-            counts.conflicting += 1;
-            onProblem(entry.line, new PlantConflictError(entry.plant.id).message);
-          }
+        case 'replayed':
+          counts.identical += 1;
+          break;
+        case 'conflict':
+          counts.conflicting += 1;
+          onProblem(entry.line, new PlantConflictError(entry.plant.id).message);
           break;
         case 'failed':
           counts.invalid += 1;
@@ -127,10 +126,10 @@ export async function importPlants(options: ImportOptions): Promise<ImportCounts
 }
 
 /**
- * What the plant store's create would answer, read without writing: each plant's id looked up. It cannot see a line that repeats
- * an id of an earlier line of the same input, which a real import would compare with that earlier line.
+ * What the plant store's create would answer, read without writing: each plant's id looked up. It cannot see a line
+ * that repeats an id of an earlier line of the same input, which a real import would compare with that earlier line.
  */
 async function compareWithStored(store: Pick<PlantStore, 'get'>, plants: readonly Plant[]): Promise<CreateOutcome[]> {
   const stored = await Promise.all(plants.map((plant) => store.get(plant.id)));
-  return stored.map((row): CreateOutcome => (row === undefined ? { status: 'created' } : { status: 'exists', stored: row }));
+  return stored.map((row, index): CreateOutcome => (row === undefined ? { kind: 'created' } : alreadyStored(row, plants[index] as Plant)));
 }

@@ -1,4 +1,4 @@
-import type { PlantStore, StoredPlant } from '../storage/plant-store.js';
+import type { Plant, PlantStore } from '../storage/plant-store.js';
 
 /** Plants read per keyset query: memory holds a page or two, whatever the table's size. */
 export const READ_PAGE_SIZE = 1000;
@@ -11,7 +11,7 @@ export const READ_PAGE_SIZE = 1000;
 export async function* plantPages(
   store: Pick<PlantStore, 'list'>,
   options: { readonly tag?: string; readonly pageSize?: number } = {},
-): AsyncGenerator<StoredPlant[]> {
+): AsyncGenerator<Plant[]> {
   const limit = options.pageSize ?? READ_PAGE_SIZE;
   let after: bigint | undefined;
   for (;;) {
@@ -29,8 +29,8 @@ export async function* plantPages(
 
 /** Walks plantPages one plant at a time, for comparing two stores side by side. */
 export class PlantCursor {
-  readonly #pages: AsyncGenerator<StoredPlant[]>;
-  #page: StoredPlant[] = [];
+  readonly #pages: AsyncGenerator<Plant[]>;
+  #page: Plant[] = [];
   #index = 0;
   #done = false;
 
@@ -39,7 +39,7 @@ export class PlantCursor {
   }
 
   /** The plant at the cursor; undefined once every plant has been passed. */
-  async current(): Promise<StoredPlant | undefined> {
+  async current(): Promise<Plant | undefined> {
     while (this.#index >= this.#page.length && !this.#done) {
       const next = await this.#pages.next();
       if (next.done) this.#done = true;

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
-import type { CreateOutcome, PlantQuery, PlantStore, PlantToCreate, StoredPlant } from '../plant-store.js';
-import { keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
+import { alreadyStored, type CreateOutcome, type Plant, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import type { Query } from './connection.js';
 
 /**
@@ -46,8 +46,8 @@ const CREATE_ATTEMPTS = 3;
  * The first copy of each id, in input order. The write queue passes a turn's creates as they came, repeats
  * included; a repeat must not be reported created twice: like SQLite, later copies are answered as the first one left them.
  */
-function firstCopies(plants: readonly PlantToCreate[]): Map<bigint, { readonly index: number; readonly plant: PlantToCreate }> {
-  const first = new Map<bigint, { index: number; plant: PlantToCreate }>();
+function firstCopies(plants: readonly Plant[]): Map<bigint, { readonly index: number; readonly plant: Plant }> {
+  const first = new Map<bigint, { index: number; plant: Plant }>();
   plants.forEach((plant, index) => {
     if (!first.has(plant.id)) first.set(plant.id, { index, plant });
   });
@@ -65,10 +65,11 @@ export class PostgresPlants implements PlantStore {
     this.#query = query;
   }
 
-  async create(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
+  async create(plants: readonly Plant[]): Promise<CreateOutcome[]> {
     if (plants.length === 0) return [];
     const first = firstCopies(plants);
-    const outcomes = new Map<bigint, CreateOutcome>();
+    /** Per id: created by this call, or the plant found stored in its place. */
+    const found = new Map<bigint, 'created' | Plant>();
     let pending = [...first.values()].map((copy) => copy.plant);
     let cutShort: unknown;
     try {
@@ -80,47 +81,47 @@ export class PostgresPlants implements PlantStore {
           pending.map((plant) => plant.name),
           pending.map((plant) => plant.tag),
         ]);
-        for (const row of inserted.rows) outcomes.set(row.id, { status: 'created' });
-        const others = pending.filter((plant) => !outcomes.has(plant.id));
+        for (const row of inserted.rows) found.set(row.id, 'created');
+        const others = pending.filter((plant) => !found.has(plant.id));
         if (others.length === 0) break;
         // A second round trip only when some ids were already there: their stored content decides replay or conflict.
         const stored = await this.#query<PlantRow>(READ_PLANTS, [others.map((plant) => plant.id.toString())]);
-        for (const row of stored.rows) outcomes.set(row.id, { status: 'exists', stored: toStoredPlant(row) });
+        for (const row of stored.rows) found.set(row.id, toPlant(row));
         // Neither inserted nor found: the row that stood in the way was deleted between the two statements, so the
         // next attempt inserts ours.
-        pending = others.filter((plant) => !outcomes.has(plant.id));
+        pending = others.filter((plant) => !found.has(plant.id));
       }
     } catch (error) {
       // Nothing answered yet: the batch is refused as a whole. Otherwise rows already committed keep their answer
       // (created now, rather than refused and retried by the client into a replay), and only the rest fail with this error.
-      if (outcomes.size === 0) throw error;
+      if (found.size === 0) throw error;
       cutShort = error;
     }
     const unanswered = cutShort ?? new StorageUnavailableError('the plant changed concurrently; retry');
     return plants.map((plant, index): CreateOutcome => {
-      const outcome: CreateOutcome = outcomes.get(plant.id) ?? { status: 'failed', error: unanswered as Error };
-      const firstCopy = first.get(plant.id);
-      if (outcome.status === 'created' && firstCopy !== undefined && firstCopy.index !== index) {
-        return { status: 'exists', stored: toStoredPlant(firstCopy.plant) };
-      }
-      return outcome;
+      const stored = found.get(plant.id);
+      if (stored === undefined) return { kind: 'failed', error: unanswered as Error };
+      if (stored !== 'created') return alreadyStored(stored, plant);
+      // A later copy of an id this call created is answered as if the first copy had been stored before it.
+      const firstCopy = first.get(plant.id) as { readonly index: number; readonly plant: Plant };
+      return firstCopy.index === index ? { kind: 'created' } : alreadyStored(toPlant(firstCopy.plant), plant);
     });
   }
 
-  async get(id: bigint): Promise<StoredPlant | undefined> {
+  async get(id: bigint): Promise<Plant | undefined> {
     const result = await this.#query<PlantRow>('SELECT id, name, tag FROM plants WHERE id = $1', [id.toString()]);
     const row = result.rows[0];
-    return row && toStoredPlant(row);
+    return row && toPlant(row);
   }
 
-  async list(query: PlantQuery): Promise<StoredPlant[]> {
+  async list(query: PlantListQuery): Promise<Plant[]> {
     const from = keysetFrom(query.after)?.toString();
     if (from === undefined) return [];
     const result =
       query.tag === undefined
         ? await this.#query<PlantRow>(POSTGRES_LIST_QUERIES.listAll, [from, query.limit])
         : await this.#query<PlantRow>(POSTGRES_LIST_QUERIES.listByTag, [from, query.limit, query.tag]);
-    return result.rows.map(toStoredPlant);
+    return result.rows.map(toPlant);
   }
 
   async delete(id: bigint): Promise<boolean> {

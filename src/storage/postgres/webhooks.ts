@@ -122,12 +122,12 @@ export class PostgresWebhooks implements WebhookStore {
           ],
         );
         if (inserted.rowCount === 1) {
-          outcomes.push({ status: 'created' });
+          outcomes.push({ kind: 'created' });
           continue;
         }
         const stored = (await query<WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = $1`, [record.name]))
           .rows[0] as WebhookRecordRow;
-        outcomes.push(isSameWebhook(toWebhookRecord(stored, asIs), record) ? { status: 'exists' } : { status: 'conflict' });
+        outcomes.push(isSameWebhook(toWebhookRecord(stored, asIs), record) ? { kind: 'replayed' } : { kind: 'conflict' });
       }
       return outcomes;
     });

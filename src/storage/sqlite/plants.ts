@@ -1,5 +1,5 @@
-import type { CreateOutcome, PlantQuery, PlantStore, PlantToCreate, StoredPlant } from '../plant-store.js';
-import { keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
+import { alreadyStored, type CreateOutcome, type Plant, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Unlocked } from './connection.js';
 import type { SqliteWebhooks } from './webhooks.js';
 
@@ -38,23 +38,24 @@ export class SqlitePlants implements PlantStore {
     };
   }
 
-  create(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
+  create(plants: readonly Plant[]): Promise<CreateOutcome[]> {
     return this.#unlocked(() => this.#create(plants));
   }
 
   /** One transaction and one fsync for the whole batch. */
-  #create(plants: readonly PlantToCreate[]): CreateOutcome[] {
+  #create(plants: readonly Plant[]): CreateOutcome[] {
     const { insertPlant, storedPlant } = this.#statements;
     return transaction(this.#writer, () => {
       const outcomes = plants.map((plant): CreateOutcome => {
         try {
-          if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { status: 'created' };
+          if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { kind: 'created' };
         } catch (error) {
           // A constraint broken by this row alone fails this row alone; anything else fails the batch.
-          if (isConstraintViolation(error)) return { status: 'failed', error: error as Error };
+          if (isConstraintViolation(error)) return { kind: 'failed', error: error as Error };
           throw error;
         }
-        return { status: 'exists', stored: toStoredPlant(storedPlant.get(plant.id) as PlantRow) };
+        // A later copy of an id this batch created reads the first copy here, as if it had been stored before.
+        return alreadyStored(toPlant(storedPlant.get(plant.id) as PlantRow), plant);
       });
       // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
       this.#webhooks.recordEvents(plants, outcomes);
@@ -62,14 +63,14 @@ export class SqlitePlants implements PlantStore {
     });
   }
 
-  get(id: bigint): Promise<StoredPlant | undefined> {
+  get(id: bigint): Promise<Plant | undefined> {
     return this.#unlocked(() => {
       const row = this.#statements.getPlant.get(id);
-      return row && toStoredPlant(row);
+      return row && toPlant(row);
     });
   }
 
-  list(query: PlantQuery): Promise<StoredPlant[]> {
+  list(query: PlantListQuery): Promise<Plant[]> {
     const from = keysetFrom(query.after);
     if (from === undefined) return Promise.resolve([]);
     return this.#unlocked(() => {
@@ -77,7 +78,7 @@ export class SqlitePlants implements PlantStore {
         query.tag === undefined
           ? this.#statements.listAll.all(from, query.limit)
           : this.#statements.listByTag.all(query.tag, from, query.limit);
-      return rows.map(toStoredPlant);
+      return rows.map(toPlant);
     });
   }
 

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DuplicateWebhookNameError } from '../errors.js';
 import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Unlocked, type WriteStatement } from './connection.js';
-import type { CreateOutcome, PlantToCreate } from '../plant-store.js';
+import type { CreateOutcome, Plant } from '../plant-store.js';
 import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
 import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
@@ -280,9 +280,9 @@ export class SqliteWebhooks implements WebhookStore {
           time(record.disabledAt),
           record.disabledReason,
         );
-        if (inserted.changes === 1) return { status: 'created' };
+        if (inserted.changes === 1) return { kind: 'created' };
         const stored = s.storedSubscription.get(record.name) as WebhookRecordRow;
-        return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { status: 'exists' } : { status: 'conflict' };
+        return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { kind: 'replayed' } : { kind: 'conflict' };
       }),
     );
     this.#prune = (cutoff, now, chunk) => transaction(db, () => {
@@ -297,12 +297,12 @@ export class SqliteWebhooks implements WebhookStore {
    * The outbox rows of a batch of creates: one event per created plant and active subscription. Called inside the
    * batch's transaction; with no active subscription it costs one indexed read per batch.
    */
-  recordEvents(plants: readonly PlantToCreate[], outcomes: readonly CreateOutcome[]): void {
+  recordEvents(plants: readonly Plant[], outcomes: readonly CreateOutcome[]): void {
     if (this.#statements.anyActive.get() !== 1) return;
     const now = Date.now();
     outcomes.forEach((outcome, index) => {
       const plant = plants[index];
-      if (outcome.status === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
+      if (outcome.kind === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
     });
   }
 
