@@ -351,8 +351,8 @@ for (const database of DATABASES) {
         assert.deepEqual(one?.get?.parameters?.map((p) => [p.name, p.in, p.required]), [['id', 'path', true]]);
         assert.deepEqual(Object.keys(one?.delete?.responses ?? {}).sort(), ['204', '400', '401', '404', '408', '414', '429', '431', '503']);
         const { headers: _headers, ...readAnswer } = (one?.get?.responses['200'] ?? {}) as Record<string, unknown>;
-        assert.deepEqual(readAnswer, { description: 'Success', content: { 'application/json': { schema: { $ref: '#/components/schemas/Plant' } } } });
-        assert.deepEqual(document.components.schemas.Plant?.properties.id, { type: 'integer', format: 'int64', description: 'Identification number of the plant, exact over the whole int64 range' });
+        assert.deepEqual(readAnswer, { description: 'Success', content: { 'application/json': { schema: { $ref: '#/components/schemas/StoredPlant' } } } });
+        assert.deepEqual(document.components.schemas.StoredPlant?.properties.id, { type: 'integer', format: 'int64', description: 'Identification number of the plant, exact over the whole int64 range' });
       });
     });
 
