@@ -11,7 +11,8 @@ import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
-import type { CreateOutcome, PlantToCreate, Store, StoredToken } from '../src/storage/store.js';
+import type { Store, StoredToken } from '../src/storage/store.js';
+import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
 
 const token = process.env.BENCH_TOKEN;
 if (!token) {
@@ -25,10 +26,12 @@ const unsupported = () => Promise.reject(new Error('the app-only bench server on
 const nothingStore: Store = {
   kind: 'sqlite',
   writeConcurrency: 1,
-  createPlants: (plants: readonly PlantToCreate[]) => Promise.resolve(plants.map((): CreateOutcome => ({ status: 'created' }))),
-  getPlant: unsupported,
-  listPlants: unsupported,
-  deletePlant: unsupported,
+  plants: {
+    create: (plants: readonly Plant[]) => Promise.resolve(plants.map((): CreateOutcome => ({ kind: 'created' }))),
+    get: unsupported,
+    list: unsupported,
+    delete: unsupported,
+  },
   checkWritable: () => Promise.resolve(),
   addToken: unsupported,
   listTokens: () => Promise.resolve([{ name: benchToken.name, createdAt: new Date(), lastUsedAt: null }]),

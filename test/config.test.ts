@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.js';
-import { poolConfig } from '../src/storage/postgres/postgres-store.js';
+import { poolConfig } from '../src/storage/postgres/connection.js';
 
 describe('configuration', () => {
   it('has working defaults: SQLite under ./data, 127.0.0.1:8080, 16 KiB bodies', () => {

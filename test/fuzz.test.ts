@@ -438,7 +438,7 @@ for (const { kind, create } of DATABASES) {
           assert.equal(errorRecordProblem(409, replay.headers['content-type'] as string, replay.body), undefined);
           const same = await app.app.inject({ method: 'POST', url: '/plants', headers: app.headers, payload: `{"name":${JSON.stringify(name)},"id":${id}}` });
           assert.equal(same.statusCode, 200, `identical replay of ${id}: ${same.body}`);
-          const stored = await app.store.getPlant(id);
+          const stored = await app.store.plants.get(id);
           assert.equal(typeof stored?.id, 'bigint');
           assert.equal(stored?.id, id);
           assert.equal(String(stored?.id), String(id), 'the stored id spells the sent text exactly');

@@ -50,7 +50,7 @@ describe('the bounded write queue', () => {
         // What was answered 200 is stored; what was refused is not.
         assert.equal(response.statusCode, 200);
         const id = BigInt((JSON.parse(bodies[index] as string) as { id: number }).id);
-        assert.ok(await t.store.getPlant(id), `created ${id} is stored`);
+        assert.ok(await t.store.plants.get(id), `created ${id} is stored`);
       }
     }
     // Refused creates are not stored, so a retry creates them.

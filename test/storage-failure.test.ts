@@ -12,8 +12,8 @@ import path from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import type { LightMyRequestResponse } from 'fastify';
+import { REFUSAL_MEMORY_MS } from '../src/plants/write-queue.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
-import { REFUSAL_MEMORY_MS } from '../src/storage/write-queue.js';
 import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -241,7 +241,7 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     fs.rmSync(filler);
     const recovered = await create(app, 'After the disk was freed');
     assert.equal(recovered.statusCode, 200, recovered.body);
-    assert.equal((await app.store.getPlant(BigInt(nextId - 1)))?.name, 'After the disk was freed');
+    assert.equal((await app.store.plants.get(BigInt(nextId - 1)))?.name, 'After the disk was freed');
     const deletedAfter = await request(app, 'DELETE', `/plants/${remaining[0]}`);
     assert.equal(deletedAfter.statusCode, 204, deletedAfter.body);
     assertErrorRecord(await request(app, 'GET', `/plants/${remaining[0]}`), 404);

@@ -1,14 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
-import { insertTokenOnce, keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
+import { insertTokenOnce } from '../rows.js';
 import type {
-  CreateOutcome,
-  PlantQuery,
-  PlantToCreate,
   Store,
   StorageIncident,
-  StoredPlant,
   StoredToken,
   TokenImportOutcome,
   TokenInfo,
@@ -29,6 +25,7 @@ import {
   type Connection,
 } from './connection.js';
 import { migrate } from './migrations.js';
+import { SqlitePlants } from './plants.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteWebhooks } from './webhooks.js';
 import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
@@ -62,12 +59,6 @@ const HEARTBEAT_LOCK_WAIT_MS = 1000;
 /** Retries for a lock held elsewhere start 1 ms apart and back off to this. */
 const LOCK_RETRY_MAX_MS = 25;
 
-/** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
-export const SQLITE_LIST_QUERIES = {
-  listAll: 'SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?',
-  listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
-} as const;
-
 function translate(error: unknown): unknown {
   return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
 }
@@ -77,19 +68,19 @@ function translate(error: unknown): unknown {
  * SQLite in WAL mode with synchronous=FULL. Every write runs on the event loop, on one connection: a batch of
  * creates is one transaction and one fsync, and the loop waits for that fsync. That wait is cheaper than any
  * hand-off: requests arriving meanwhile queue in the kernel and make the next batch bigger, while a writer thread
- * sharing the core, or an fdatasync on the thread pool with the loop going on, makes batches smaller and each create
- * dearer (BENCHMARKS.md, "Where the time goes" and "The durable path without an idle loop"). A lock held by another
- * process must not block the loop, so the write connection never waits for a lock itself (busy timeout 0): a write
- * that finds the lock taken is retried on a timer, up to the busy timeout. Reads use a second connection, which WAL
- * does not make wait for a writer; in the rare cases where a read meets a lock (another connection rebuilding the WAL
- * index after a process crashed mid-write) it is retried the same way. Checkpoints run on a thread of their own
- * (checkpointer-thread.ts), never inside a commit.
+ * sharing the core, or an fdatasync on the thread pool with the loop going on, made batches smaller and each create
+ * dearer (measured in BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
+ * for a lock itself (busy timeout 0): a write that finds the lock taken is retried on a timer, up to the busy
+ * timeout. Reads use a second connection, which WAL does not make wait for a writer; in the rare cases where a read
+ * meets a lock (another connection rebuilding the WAL index after a process crashed mid-write) it is retried the same
+ * way. Checkpoints run on a thread of their own (checkpointer-thread.ts), never inside a commit.
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   /** One writer: SQLite commits one transaction at a time. */
   readonly writeConcurrency = 1;
-  /** Subscriptions and their outbox, on this store's two connections and its lock retries. */
+  /** Plants, and subscriptions with their outbox, each on this store's two connections and its lock retries. */
+  readonly plants: SqlitePlants;
   readonly webhooks: SqliteWebhooks;
   readonly #reader: Connection;
   readonly #writer: SqliteWriter;
@@ -103,14 +94,13 @@ export class SqliteStore implements Store {
   private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents, identity: DatabaseFileIdentity) {
     this.#identity = identity;
     this.#reader = reader;
-    this.webhooks = new SqliteWebhooks(reader, writer, { read: (work) => this.#unlocked(work), write: (work) => this.#write(work) });
-    this.#writer = new SqliteWriter(writer, this.webhooks);
+    const runners = { read: <T>(work: () => T) => this.#unlocked(work), write: <T>(work: () => T) => this.#write(work) };
+    this.webhooks = new SqliteWebhooks(reader, writer, runners);
+    this.plants = new SqlitePlants(reader, writer, this.webhooks, runners);
+    this.#writer = new SqliteWriter(writer);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
     this.#statements = {
-      getPlant: prepare<[bigint], PlantRow>(reader, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
-      listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
-      listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
       listTokens: prepare<[], TokenInfoRow>(reader, 'SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
       findToken: prepare<[Buffer], TokenRow>(reader, 'SELECT name, hash FROM tokens WHERE hash = ?'),
       allTokens: prepare<[], TokenRow>(reader, 'SELECT name, hash FROM tokens'),
@@ -185,33 +175,6 @@ export class SqliteStore implements Store {
 
   observe(observer: StorageObserver): void {
     this.#observer = observer;
-  }
-
-  createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#write(() => this.#writer.createPlants(plants));
-  }
-
-  getPlant(id: bigint): Promise<StoredPlant | undefined> {
-    return this.#unlocked(() => {
-      const row = this.#statements.getPlant.get(id);
-      return row && toStoredPlant(row);
-    });
-  }
-
-  listPlants(query: PlantQuery): Promise<StoredPlant[]> {
-    const from = keysetFrom(query.after);
-    if (from === undefined) return Promise.resolve([]);
-    return this.#unlocked(() => {
-      const rows =
-        query.tag === undefined
-          ? this.#statements.listAll.all(from, query.limit)
-          : this.#statements.listByTag.all(query.tag, from, query.limit);
-      return rows.map(toStoredPlant);
-    });
-  }
-
-  deletePlant(id: bigint): Promise<boolean> {
-    return this.#write(() => this.#writer.deletePlant(id));
   }
 
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */

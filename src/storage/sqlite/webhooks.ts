@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DuplicateWebhookNameError } from '../errors.js';
-import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type WriteStatement } from './connection.js';
-import type { CreateOutcome, PlantToCreate } from '../store.js';
+import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Runners, type Unlocked, type WriteStatement } from './connection.js';
+import type { CreateOutcome, Plant } from '../plant-store.js';
 import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
 import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
@@ -89,17 +89,8 @@ function webhookReads(reader: Connection) {
   };
 }
 
-/** Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs (SqliteStore's). */
-export type Unlocked = <T>(work: () => T) => Promise<T>;
-
-/** How the sub-store runs its work (SqliteStore's): reads, and writes, which commit only into the database file still at its path. */
-export interface Runners {
-  readonly read: Unlocked;
-  readonly write: Unlocked;
-}
-
 /**
- * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection (SqliteWriter's).
+ * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection.
  * `recordEvents` runs inside the transaction that stores a batch of plants, so the outbox shares that batch's commit
  * and fsync; the other writes are durable commits of their own, each taking the write lock at once or throwing
  * SQLITE_BUSY having changed nothing (which `unlocked` retries), except `settleAndClaim`: the dispatcher's own
@@ -291,9 +282,9 @@ export class SqliteWebhooks implements WebhookStore {
           time(record.disabledAt),
           record.disabledReason,
         );
-        if (inserted.changes === 1) return { status: 'created' };
+        if (inserted.changes === 1) return { kind: 'created' };
         const stored = s.storedSubscription.get(record.name) as WebhookRecordRow;
-        return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { status: 'exists' } : { status: 'conflict' };
+        return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { kind: 'replayed' } : { kind: 'conflict' };
       }),
     );
     this.#prune = (cutoff, now, chunk) => transaction(db, () => {
@@ -308,12 +299,12 @@ export class SqliteWebhooks implements WebhookStore {
    * The outbox rows of a batch of creates: one event per created plant and active subscription. Called inside the
    * batch's transaction; with no active subscription it costs one indexed read per batch.
    */
-  recordEvents(plants: readonly PlantToCreate[], outcomes: readonly CreateOutcome[]): void {
+  recordEvents(plants: readonly Plant[], outcomes: readonly CreateOutcome[]): void {
     if (this.#statements.anyActive.get() !== 1) return;
     const now = Date.now();
     outcomes.forEach((outcome, index) => {
       const plant = plants[index];
-      if (outcome.status === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
+      if (outcome.kind === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
     });
   }
 

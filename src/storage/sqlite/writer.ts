@@ -1,7 +1,5 @@
-import { blobToBuffer, isConstraintViolation, prepare, prepareWrite, transaction, type Connection } from './connection.js';
-import { toStoredPlant, type PlantRow } from '../rows.js';
-import type { CreateOutcome, PlantToCreate, TokenImportOutcome, TokenRecord } from '../store.js';
-import type { SqliteWebhooks } from './webhooks.js';
+import { blobToBuffer, prepare, prepareWrite, transaction, type Connection } from './connection.js';
+import type { TokenImportOutcome, TokenRecord } from '../store.js';
 
 /** A tokens row as SQLite keeps it: times in milliseconds since the epoch. */
 export interface TokenRecordRow {
@@ -21,23 +19,18 @@ export function toTokenRecord(row: TokenRecordRow): TokenRecord {
 }
 
 /**
- * Every write of the SQLite store, on the one connection that writes. Each method is one durable commit that
+ * The SQLite store's writes of tokens and the heartbeat, on the one connection that writes (plants.ts and webhooks.ts
+ * write theirs on the same connection). Each method is one durable commit that
  * either takes the write lock at once or throws SQLITE_BUSY having changed nothing (the connection's busy timeout
  * is 0 and transactions begin IMMEDIATE), so the store can retry it later without blocking the event loop.
  */
 export class SqliteWriter {
   readonly #db: Connection;
   readonly #statements;
-  /** The webhook outbox, on this same connection: its events are written in createPlants' transaction. */
-  readonly #webhooks: Pick<SqliteWebhooks, 'recordEvents'>;
 
-  constructor(db: Connection, webhooks: Pick<SqliteWebhooks, 'recordEvents'>) {
+  constructor(db: Connection) {
     this.#db = db;
-    this.#webhooks = webhooks;
     this.#statements = {
-      insertPlant: prepareWrite<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
-      getPlant: prepare<[bigint], PlantRow>(db, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
-      deletePlant: prepareWrite<[bigint]>(db, 'DELETE FROM plants WHERE id = ?'),
       addToken: prepareWrite<[string, Buffer, number]>(db, 'INSERT INTO tokens (name, hash, created_at) VALUES (?, ?, ?)'),
       revokeToken: prepareWrite<[string]>(db, 'DELETE FROM tokens WHERE name = ?'),
       heartbeat: prepareWrite<[number]>(
@@ -59,29 +52,6 @@ export class SqliteWriter {
         'SELECT name, hash, created_at, last_used_at FROM tokens WHERE name = ? OR hash = ? ORDER BY name = ? DESC LIMIT 1',
       ),
     };
-  }
-
-  createPlants(plants: readonly PlantToCreate[]): CreateOutcome[] {
-    const { insertPlant, getPlant } = this.#statements;
-    return transaction(this.#db, () => {
-      const outcomes = plants.map((plant): CreateOutcome => {
-        try {
-          if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { status: 'created' };
-        } catch (error) {
-          // A constraint broken by this row alone fails this row alone; anything else fails the batch.
-          if (isConstraintViolation(error)) return { status: 'failed', error: error as Error };
-          throw error;
-        }
-        return { status: 'exists', stored: toStoredPlant(getPlant.get(plant.id) as PlantRow) };
-      });
-      // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
-      this.#webhooks.recordEvents(plants, outcomes);
-      return outcomes;
-    });
-  }
-
-  deletePlant(id: bigint): boolean {
-    return this.#statements.deletePlant.run(id).changes > 0;
   }
 
   /** Throws SQLITE_CONSTRAINT_PRIMARYKEY when the name is taken. */
