@@ -17,12 +17,13 @@ import { createToken, startServer, type ServerProcess } from './helpers/process.
 const CONNECTIONS = 48;
 const PIPELINED = 7500;
 /**
- * The most the server's resident memory may grow under one of these attacks. Node parses a whole 64 KiB socket read
- * (some 1,600 of these requests) before any bound can act, and 48 such reads can arrive in one turn of the event
- * loop; the heap V8 grows for them, and keeps, measured +113 to +228 MiB here (BENCHMARKS.md, "Pipelining without
- * reading"), where an unbounded server grew past 2 GiB. The target there, under 100 MiB, is not reached.
+ * The most the server's resident memory may grow under one of these attacks: each connection may hold up to
+ * CONNECTION_LIMITS.unanswered parsed requests before it is closed, and V8 keeps the heap it grew for them and for
+ * the answers. Issue 23 asks for under 100 MiB; the authenticated GET /plants?limit=1000 flood, whose handlers each
+ * build a thousand-plant answer, is held to more (measured figures in BENCHMARKS.md, "Pipelining without reading").
  */
-const RSS_GROWTH_LIMIT_MIB = 320;
+const RSS_GROWTH_LIMIT_MIB = 100;
+const RSS_GROWTH_LIMIT_LIST_MIB = 160;
 
 function rssMiB(pid: number): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -144,10 +145,10 @@ function describeObserved(label: string, observed: Observed): string {
   );
 }
 
-function assertBounded(observed: Observed): void {
+function assertBounded(observed: Observed, rssGrowthLimitMiB = RSS_GROWTH_LIMIT_MIB): void {
   assert.ok(
-    observed.rssPeakMiB - observed.rssBeforeMiB < RSS_GROWTH_LIMIT_MIB,
-    `RSS grew ${(observed.rssPeakMiB - observed.rssBeforeMiB).toFixed(0)} MiB (limit ${RSS_GROWTH_LIMIT_MIB})`,
+    observed.rssPeakMiB - observed.rssBeforeMiB < rssGrowthLimitMiB,
+    `RSS grew ${(observed.rssPeakMiB - observed.rssBeforeMiB).toFixed(0)} MiB (limit ${rssGrowthLimitMiB})`,
   );
   assert.ok(observed.healthzMedianMs < 100, `/healthz median ${observed.healthzMedianMs.toFixed(1)} ms during the flood`);
   assert.ok(observed.healthzAfterMs < 100, `/healthz took ${observed.healthzAfterMs.toFixed(1)} ms after the flood`);
@@ -190,12 +191,13 @@ describe('pipelining without reading, against a real server', { timeout: 180_000
     const request = `GET /plants?limit=1000 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${token}\r\n\r\n`;
     const observed = await observeFlood(server, request, PIPELINED, 15_000, 3000);
     t.diagnostic(describeObserved('GET /plants?limit=1000', observed));
-    assertBounded(observed);
+    assertBounded(observed, RSS_GROWTH_LIMIT_LIST_MIB);
   });
 
-  it(`${CONNECTIONS} connections × 600 (fewer than ${CONNECTION_LIMITS.unanswered} unanswered) never read: held bounded, closed ${CONNECTION_LIMITS.stalledMs / 1000} s after their answers stall`, async (t) => {
-    const observed = await observeFlood(server, 'GET /openapi.json HTTP/1.1\r\nHost: a\r\n\r\n', 600, CONNECTION_LIMITS.stalledMs + 5000, 500);
-    t.diagnostic(describeObserved('600 × GET /openapi.json', observed));
+  const UNDER_BOUND = Math.floor(CONNECTION_LIMITS.unanswered * 0.8);
+  it(`${CONNECTIONS} connections × ${UNDER_BOUND} (fewer than ${CONNECTION_LIMITS.unanswered} unanswered) never read: held bounded, closed ${CONNECTION_LIMITS.stalledMs / 1000} s after their answers stall`, async (t) => {
+    const observed = await observeFlood(server, 'GET /openapi.json HTTP/1.1\r\nHost: a\r\n\r\n', UNDER_BOUND, CONNECTION_LIMITS.stalledMs + 5000, 500);
+    t.diagnostic(describeObserved(`${UNDER_BOUND} × GET /openapi.json`, observed));
     assertBounded(observed);
   });
 

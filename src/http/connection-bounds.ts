@@ -11,8 +11,9 @@ export interface ConnectionLimits {
   readonly handledAtOnce: number;
   /**
    * Requests one connection may have sent and not yet been answered (handled or waiting); one more closes the
-   * connection. Node reads and parses a whole socket read (up to 64 KiB, some 1,600 minimal requests) before any of
-   * them is answered, and each parsed request costs its request and response objects even while it waits.
+   * connection, and Node parses no further request of that read (http-server.ts). Each one waiting costs its request
+   * and response objects, so this is what a connection that never reads can make the server hold; it leaves room for
+   * a client that pipelines a few hundred requests at once and reads the answers.
    */
   readonly unanswered: number;
   /** Bytes of answers one connection may have waiting for the kernel before no further handler starts. */
@@ -23,7 +24,7 @@ export interface ConnectionLimits {
 
 export const CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
   handledAtOnce: 4,
-  unanswered: 1024,
+  unanswered: 512,
   bufferedBytes: 1024 * 1024,
   stalledMs: 10_000,
 });
@@ -34,8 +35,8 @@ export type ConnectionOverrun = 'too many unanswered requests' | 'answers not re
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
 interface ConnectionState {
-  /** Handlers started whose answers have not been handed to the kernel. */
-  handled: number;
+  /** Handlers started whose answers have not been handed to the kernel: their requests and responses. */
+  readonly handled: Map<IncomingMessage, ServerResponse>;
   /** Parsed requests waiting for a handler, oldest first from `head` on (shifting an array is linear). */
   waiting: Array<readonly [IncomingMessage, ServerResponse]>;
   head: number;
@@ -72,11 +73,12 @@ export class ConnectionBounds {
   readonly handle: Handler = (request, response) => {
     const { socket } = request;
     const state = this.#stateOf(socket);
-    if (state.handled + state.waiting.length - state.head >= this.#limits.unanswered) {
+    const waiting = state.waiting.length - state.head;
+    if (state.handled.size + waiting >= this.#limits.unanswered) {
       this.#overrun(socket, 'too many unanswered requests');
       return;
     }
-    if (state.head === state.waiting.length && this.#mayStart(socket, state)) this.#start(socket, state, request, response);
+    if (waiting === 0 && this.#mayStart(socket, state)) this.#start(socket, state, request, response);
     else state.waiting.push([request, response]);
   };
 
@@ -89,7 +91,7 @@ export class ConnectionBounds {
   #stateOf(socket: Socket): ConnectionState {
     let state = this.#connections.get(socket);
     if (!state) {
-      state = { handled: 0, waiting: [], head: 0, progressAt: performance.now() };
+      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now() };
       this.#connections.set(socket, state);
       const progressed = () => {
         (state as ConnectionState).progressAt = performance.now();
@@ -99,6 +101,12 @@ export class ConnectionBounds {
       socket.once('close', () => {
         this.#connections.delete(socket);
         (state as ConnectionState).waiting = [];
+        // Node aborts the requests and responses of a connection that closes, unless it stopped parsing as for an
+        // upgrade (http-server.ts), and then it leaves them be: the handlers that run end here all the same.
+        for (const [request, response] of (state as ConnectionState).handled) {
+          request.destroy();
+          response.destroy();
+        }
       });
       this.#sweeper ??= setInterval(() => this.#sweep(), Math.min(1000, this.#limits.stalledMs)).unref();
     }
@@ -106,16 +114,13 @@ export class ConnectionBounds {
   }
 
   #mayStart(socket: Socket, state: ConnectionState): boolean {
-    return state.handled < this.#limits.handledAtOnce && socket.writableLength <= this.#limits.bufferedBytes;
+    return state.handled.size < this.#limits.handledAtOnce && socket.writableLength <= this.#limits.bufferedBytes;
   }
 
   #start(socket: Socket, state: ConnectionState, request: IncomingMessage, response: ServerResponse): void {
-    state.handled += 1;
-    let done = false;
+    state.handled.set(request, response);
     const answered = () => {
-      if (done) return;
-      done = true;
-      state.handled -= 1;
+      if (!state.handled.delete(request)) return;
       state.progressAt = performance.now();
       this.#release(socket, state);
     };
