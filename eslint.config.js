@@ -44,6 +44,46 @@ const layers = [
   },
 ];
 
+/** The import patterns a layer's files may not use. */
+function layerPatterns({ folder, forbidden, packages, why }) {
+  return [
+    {
+      // Relative imports that climb out of the folder into a forbidden one, or into the app or the schemas.
+      regex: `^(\\.\\./)+(${forbidden.join('|')})/|^(\\.\\./)+(app|schemas|server|cli|commands|services|metrics)\\.js$`,
+      message: `${folder} may not import from ${forbidden.join(', ')}, the app, the HTTP schemas or the metrics: ${why}.`,
+    },
+    { group: packages, message: `${folder} may not use the HTTP framework or client: ${why}.` },
+    {
+      group: ['prom-client', 'prom-client/*'],
+      message: `${folder} may not use the metrics library: it reports to an observer interface it declares, implemented with prom-client in src/metrics.ts.`,
+    },
+  ];
+}
+
+/**
+ * Within storage, on top of its layer's rule: the interfaces (a Store and its sub-stores) know no database, and each
+ * database's modules know no other's, so a SQLite deployment never loads pg (src/storage/open.ts loads it on demand).
+ */
+const storageLayer = layers.find((layer) => layer.folder === 'src/storage');
+const storageParts = [
+  {
+    files: ['src/storage/*.ts'],
+    ignores: ['src/storage/open.ts'],
+    paths: [],
+    patterns: [{ regex: '^\\./(sqlite|postgres)/', message: 'the storage interfaces know no database: each database implements them in sqlite/ or postgres/, and open.ts picks one.' }],
+  },
+  {
+    files: ['src/storage/sqlite/**/*.ts'],
+    paths: [{ name: 'pg', message: 'SQLite code never loads pg: a SQLite deployment does not need it.' }],
+    patterns: [{ regex: '^\\.\\./postgres/', message: "SQLite code may not import PostgreSQL's: what both databases share lives in src/storage/ as plain code." }],
+  },
+  {
+    files: ['src/storage/postgres/**/*.ts'],
+    paths: [{ name: 'node:sqlite', message: 'PostgreSQL code never opens SQLite.' }],
+    patterns: [{ regex: '^\\.\\./sqlite/', message: "PostgreSQL code may not import SQLite's: what both databases share lives in src/storage/ as plain code." }],
+  },
+];
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'data/'] },
   js.configs.recommended,
@@ -55,27 +95,15 @@ export default tseslint.config(
       'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration once in src/config.ts and pass it in.' }],
     },
   },
-  ...layers.map(({ folder, forbidden, packages, why }) => ({
-    files: [`${folder}/**/*.ts`],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            {
-              // Relative imports that climb out of the folder into a forbidden one, or into the app or the schemas.
-              regex: `^(\\.\\./)+(${forbidden.join('|')})/|^(\\.\\./)+(app|schemas|server|cli|commands|services|metrics)\\.js$`,
-              message: `${folder} may not import from ${forbidden.join(', ')}, the app, the HTTP schemas or the metrics: ${why}.`,
-            },
-            { group: packages, message: `${folder} may not use the HTTP framework or client: ${why}.` },
-            {
-              group: ['prom-client', 'prom-client/*'],
-              message: `${folder} may not use the metrics library: it reports to an observer interface it declares, implemented with prom-client in src/metrics.ts.`,
-            },
-          ],
-        },
-      ],
-    },
+  ...layers.map((layer) => ({
+    files: [`${layer.folder}/**/*.ts`],
+    rules: { 'no-restricted-imports': ['error', { patterns: layerPatterns(layer) }] },
+  })),
+  // A later entry's options replace an earlier one's for the same rule, so each part repeats the storage layer's patterns.
+  ...storageParts.map(({ files, ignores, paths, patterns }) => ({
+    files,
+    ...(ignores ? { ignores } : {}),
+    rules: { 'no-restricted-imports': ['error', { paths, patterns: [...layerPatterns(storageLayer), ...patterns] }] },
   })),
   {
     files: ['src/config.ts', 'src/cli.ts', 'src/commands.ts', 'test/**/*.ts', 'bench/**/*.ts'],

@@ -12,7 +12,8 @@ import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
 import { SCOPES } from '../src/auth/scopes.js';
-import type { CreateOutcome, PlantToCreate, Store } from '../src/storage/store.js';
+import type { Store } from '../src/storage/store.js';
+import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
 import type { StoredToken } from '../src/storage/token-store.js';
 
 const token = process.env.BENCH_TOKEN;
@@ -27,10 +28,12 @@ const unsupported = () => Promise.reject(new Error('the app-only bench server on
 const nothingStore: Store = {
   kind: 'sqlite',
   writeConcurrency: 1,
-  createPlants: (plants: readonly PlantToCreate[]) => Promise.resolve(plants.map((): CreateOutcome => ({ status: 'created' }))),
-  getPlant: unsupported,
-  listPlants: unsupported,
-  deletePlant: unsupported,
+  plants: {
+    create: (plants: readonly Plant[]) => Promise.resolve(plants.map((): CreateOutcome => ({ kind: 'created' }))),
+    get: unsupported,
+    list: unsupported,
+    delete: unsupported,
+  },
   checkWritable: () => Promise.resolve(),
   tokens: {
     add: unsupported,

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import { METHODS as NODE_METHODS, type IncomingMessage } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, {
   LogController,
@@ -10,8 +10,9 @@ import Fastify, {
   type onResponseHookHandler,
 } from 'fastify';
 import type { Scope } from './auth/scopes.js';
-import { readBearerToken } from './http/bearer.js';
+import { readBearerToken, singleAuthorization } from './http/bearer.js';
 import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
+import { framingProblem, httpServer } from './http/http-server.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.js';
@@ -35,7 +36,11 @@ declare module 'fastify' {
   }
 }
 
-const METHODS: readonly HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+/**
+ * Every method Node's parser takes (it refuses others as malformed): a known path answers the ones it does not take
+ * with 405 and Allow, an unknown path with 404, whatever the method.
+ */
+const METHODS = NODE_METHODS as readonly HTTPMethods[];
 
 /**
  * Per-request lines at info would cost more than a create itself; they are logged at debug instead, with the
@@ -79,15 +84,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     logController: new DebugRequestLog(),
     // Every log line of a request carries it as reqId; every response carries it back (the first onRequest hook).
     genReqId: requestIdOf,
-    requestTimeout: config.http.requestTimeoutMs,
-    keepAliveTimeout: config.http.keepAliveTimeoutMs,
-    http: {
-      headersTimeout: config.http.headersTimeoutMs,
-      maxHeaderSize: config.http.maxHeaderBytes,
-      // Node checks the header and request timeouts only this often (default 30 s): a slow-loris client would
-      // hold its connection up to 30 s past HEADERS_TIMEOUT_MS without it.
-      connectionsCheckingInterval: Math.min(1000, config.http.headersTimeoutMs, config.http.requestTimeoutMs),
-    },
+    serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger),
     // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
     return503OnClosing: false,
     // The contract forbids silently changing data; `plantstore import` compiles NewPlant with the same options.
@@ -126,6 +123,13 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     reply.header(REQUEST_ID_HEADER, request.id);
     done();
   });
+  // What Node would answer itself, with an empty body, is answered here as an Error record (the server is made to
+  // hand these requests over: httpServer), before the route and before the body is read.
+  app.addHook('onRequest', (request, reply, done) => {
+    const problem = framingProblem(request.raw);
+    if (problem) reply.header('connection', 'close');
+    done(problem);
+  });
   const notFound = (request: FastifyRequest) => new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`);
   // A 404 is decided by the path alone, so it is answered at onRequest: the not-found handler would run only after
   // the body had been read and parsed, turning a POST to an unknown path into a 400, 413 or 415.
@@ -147,10 +151,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const routes: RouteSpec[] = [
     ...plantRoutes(schemas, services.plants),
     // The document describes every route, itself included, so it is built after the list and read lazily.
-    ...systemRoutes(services.readiness, () => openApi, services.metrics),
+    ...systemRoutes(services.readiness, () => (openApiJson ??= JSON.stringify(openApi)), services.metrics),
   ];
   // The reference page is documentation of the API, not an operation of it (it answers HTML for people, and its
   // routes belong to the Swagger UI plugin, not to a RouteSpec): the document links to it instead of listing it.
+  // Serialized once: the document never changes while the process runs, and it is the largest public answer.
+  let openApiJson: string | undefined;
   const openApi = buildOpenApi(
     routes,
     { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord },
@@ -161,7 +167,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const authenticateFor = (scope: Scope) => async (request: FastifyRequest) => {
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation, and a
     // token without the scope (403) cannot make the server read or parse a body either.
-    request.tokenName = await services.tokens.authenticate(readBearerToken(request.headers.authorization), scope);
+    request.tokenName = await services.tokens.authenticate(readBearerToken(singleAuthorization(request.raw.rawHeaders)), scope);
   };
   // Per-token rate limiting, off unless RATE_LIMIT_MAX is set: it runs after authentication (keyed by the token's
   // name) and before the body is read, so a limited client costs no parsing; 429 is an Error record with Retry-After.
@@ -199,6 +205,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     });
   }
   const allowedByUrl = new Map<string, HTTPMethods[]>();
+  for (const method of METHODS) if (!app.supportedMethods.includes(method)) app.addHttpMethod(method, { hasBody: true });
   for (const route of routes) {
     app.route({
       method: route.method,

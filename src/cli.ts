@@ -4,12 +4,13 @@
  * runs, because for the data-movement commands this process stays alive beside the one doing the work.
  *
  * export, import and copy stream rows through a live heap that does not depend on the table's size, yet V8, left
- * uncapped, lets its young and old generations grow with the bytes allocated, so peak RSS rose with the row count
- * (BENCHMARKS.md, "Data movement"). A heap limit is fixed when the isolate starts and cannot be set from inside it,
- * so these commands run in a child Node started with bounded heap flags, unless the operator already chose limits
+ * uncapped, lets its young and old generations grow with the bytes allocated, so peak RSS would rise with the row
+ * count (BENCHMARKS.md, "Data movement"). A heap limit is fixed when the isolate starts and cannot be set from inside
+ * it, so these commands run in a child Node started with bounded heap flags, unless the operator already chose limits
  * (on the command line or in NODE_OPTIONS), which are kept. The child shares this process's stdin, stdout and
  * stderr (a terminal stays a terminal, a pipe keeps its backpressure), receives the signals this process is sent, and
- * its exit status becomes this process's. Every other command runs here, as before.
+ * its exit status becomes this process's. Every other command runs in this process; `serve` must, so that a
+ * supervisor's signals reach the server itself (docs/memory.md, "Under load").
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';

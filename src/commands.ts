@@ -176,7 +176,7 @@ async function plantsCommand(config: Config, args: string[]): Promise<void> {
     let after: bigint | undefined;
     while (remaining > 0) {
       const limit = Math.min(LIST_BATCH, remaining);
-      const rows = await store.listPlants({
+      const rows = await store.plants.list({
         limit,
         ...(after === undefined ? {} : { after }),
         ...(tag === undefined ? {} : { tag }),
@@ -270,14 +270,14 @@ async function exportCommand(config: Config, args: string[]): Promise<void> {
   const options = tag === undefined ? {} : { tag };
   await withStore(config, async (store) => {
     if (values.out === undefined) {
-      await exportPlants(store, { ...options, write: writeOut });
+      await exportPlants(store.plants, { ...options, write: writeOut });
       return;
     }
     const file = path.resolve(values.out);
     const output = await AtomicFileWriter.open(file);
     let written: number;
     try {
-      written = await exportPlants(store, {
+      written = await exportPlants(store.plants, {
         ...options,
         write: async (text) => {
           await output.write(text);
@@ -345,7 +345,7 @@ async function importCommand(config: Config, args: string[]): Promise<void> {
     let counts: ImportCounts;
     try {
       counts = await importPlants({
-        store,
+        store: store.plants,
         lines: readLines(input, config.limits.bodyBytes),
         readPlant: newPlantReader(config.limits),
         maxLineBytes: config.limits.bodyBytes,

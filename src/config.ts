@@ -84,9 +84,9 @@ export class ConfigError extends Error {
 type Env = Readonly<Record<string, string | undefined>>;
 
 /**
- * Every environment variable loadConfig reads, in the order the README lists them. Reads go through `read`, which
- * takes no other name, so a new variable cannot be read without being listed; whoever must start the service in its
- * default configuration (the bench) unsets exactly these.
+ * Every environment variable loadConfig reads, in the order docs/configuration.md lists them. Reads go through `read`,
+ * which takes no other name, so a new variable cannot be read without being listed; whoever must start the service in
+ * its default configuration (the bench) unsets exactly these.
  */
 export const CONFIG_VARIABLES = [
   'PORT',

@@ -1,10 +1,10 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { TokenCacheObserver } from './auth/authenticator.js';
 import type { CreateAnswer, PlantObserver } from './plants/service.js';
+import type { WriteQueue, WriteQueueObserver } from './plants/write-queue.js';
 import { STORAGE_ERROR_KINDS, type StorageErrorKind } from './storage/errors.js';
-import type { StorageObserver, WriteQueueObserver } from './storage/observer.js';
+import type { StorageObserver } from './storage/observer.js';
 import type { ConnectionPoolState, Store } from './storage/store.js';
-import type { WriteQueue } from './storage/write-queue.js';
 import type { WebhookStats } from './webhooks/dispatcher.js';
 
 /**

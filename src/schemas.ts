@@ -63,7 +63,7 @@ export function plantSchemas(limits: SchemaLimits) {
     { additionalProperties: false },
   );
 
-  const PlantListQuery = Type.Object(
+  const PlantListQueryString = Type.Object(
     {
       limit: Type.Optional(
         Type.String({
@@ -88,7 +88,7 @@ export function plantSchemas(limits: SchemaLimits) {
     { additionalProperties: false },
   );
 
-  return { Plant, NewPlant, StoredPlant, PlantList, PlantIdParams, PlantListQuery };
+  return { Plant, NewPlant, StoredPlant, PlantList, PlantIdParams, PlantListQueryString };
 }
 
 /** GET /plants answers this many plants when the client names no limit, and at most MAX_PAGE_LIMIT. */
@@ -103,10 +103,13 @@ export const ErrorRecord = Type.Object(
   { additionalProperties: false },
 );
 
-export type ErrorRecord = Static<typeof ErrorRecord>;
+/** The body of every error answer: the interface's Error record. */
+export type ErrorBody = Static<typeof ErrorRecord>;
 export type PlantSchemas = ReturnType<typeof plantSchemas>;
+/** A Plant as POST /plants answers it: name and tag, no id. */
 export type PlantBody = Static<PlantSchemas['Plant']>;
-export type PlantListQuery = Static<PlantSchemas['PlantListQuery']>;
+/** GET /plants' query string as it arrives: every value still text, parsed by the route. */
+export type PlantListQueryString = Static<PlantSchemas['PlantListQueryString']>;
 export type PlantIdParams = Static<PlantSchemas['PlantIdParams']>;
 /** A NewPlant as JSON decodes it; the exact id travels beside it (see http/json-body.ts). */
 export type NewPlantBody = Static<PlantSchemas['NewPlant']>;

@@ -4,8 +4,8 @@ import type { Config } from './config.js';
 import { Readiness } from './health/readiness.js';
 import { Metrics } from './metrics.js';
 import { PlantService } from './plants/service.js';
+import { WriteQueue } from './plants/write-queue.js';
 import type { Store } from './storage/store.js';
-import { WriteQueue } from './storage/write-queue.js';
 import type { Resolver } from './webhooks/address-policy.js';
 import { WebhookDispatcher, type WebhookStats } from './webhooks/dispatcher.js';
 
@@ -57,7 +57,7 @@ export async function startServices(config: Config, store: Store, log: Logger, o
     ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
     ...(options.webhookPruneIntervalMs ? { pruneIntervalMs: options.webhookPruneIntervalMs } : {}),
   });
-  const writes = new WriteQueue(store, {
+  const writes = new WriteQueue(store.plants, {
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,
     concurrency: store.writeConcurrency,
@@ -90,7 +90,7 @@ export async function startServices(config: Config, store: Store, log: Logger, o
     log,
     store,
     writes,
-    plants: new PlantService(writes, store, metrics ?? undefined),
+    plants: new PlantService(writes, store.plants, metrics ?? undefined),
     tokens,
     readiness: new Readiness(store, writes),
     metrics,

@@ -113,7 +113,7 @@ describe('bad input', () => {
       it(`__proto__ on the ${path} parser → 400 unknown property, nothing stored, no pollution`, async () => {
         assertErrorRecord(await post(body), 400, "body has unknown property '__proto__'");
         assert.equal(({} as Record<string, unknown>).polluted, undefined);
-        assert.equal(await t.store.getPlant(BigInt(JSON.parse(body.replace(/"__proto__":\{[^}]*\}/, '"x":0')).id as number)), undefined);
+        assert.equal(await t.store.plants.get(BigInt(JSON.parse(body.replace(/"__proto__":\{[^}]*\}/, '"x":0')).id as number)), undefined);
       });
     }
     it('constructor.prototype → 400 unknown property, no pollution', async () => {
@@ -140,7 +140,7 @@ describe('bad input', () => {
     });
     it('a key repeated through an escape (n\\u0061me) → 400', async () => {
       assertErrorRecord(await post('{"id":43,"name":"a","n\\u0061me":"b"}'), 400, /^request body is not valid JSON: Duplicate key 'name'/);
-      assert.equal(await t.store.getPlant(43n), undefined);
+      assert.equal(await t.store.plants.get(43n), undefined);
     });
 
     it('refuses a key repeated with the same value too: the contract refuses duplicates, it does not guess they agree', async () => {
@@ -187,7 +187,7 @@ describe('bad input', () => {
     });
     it('a proper surrogate pair (🌱 as \\ud83c\\udf31) → 200, stored as the character', async () => {
       assert.equal((await post('{"id":63,"name":"\\ud83c\\udf31"}')).statusCode, 200);
-      assert.equal((await t.store.getPlant(63n))?.name, '🌱');
+      assert.equal((await t.store.plants.get(63n))?.name, '🌱');
     });
   });
 
@@ -201,7 +201,7 @@ describe('bad input', () => {
     it('a raw NUL byte in a string → 400 invalid JSON', async () => {
       const body = Buffer.concat([Buffer.from('{"id":71,"name":"a'), Buffer.from([0]), Buffer.from('"}')]);
       assertErrorRecord(await post(body), 400, /^request body is not valid JSON: Bad control character/);
-      assert.equal(await t.store.getPlant(71n), undefined);
+      assert.equal(await t.store.plants.get(71n), undefined);
     });
   });
 
@@ -233,7 +233,7 @@ describe('bad input', () => {
       const [truncated] = responses as [RawResponse];
       assertRawErrorRecord(truncated, 400, /^request body is not valid JSON/);
       assert.equal(truncated.headers.connection, 'close');
-      assert.equal(await t.store.getPlant(91n), undefined);
+      assert.equal(await t.store.plants.get(91n), undefined);
     });
 
     it('a valid create followed by garbage on the same connection → the 200 for the create, then a 400 Error record and close', async () => {
@@ -247,7 +247,7 @@ describe('bad input', () => {
       assert.deepEqual(JSON.parse(created.body), { name: 'exact' });
       assertRawErrorRecord(refused, 400, 'malformed HTTP request');
       assert.equal(refused.headers.connection, 'close');
-      assert.deepEqual(await t.store.getPlant(92n), { id: 92n, name: 'exact', tag: null });
+      assert.deepEqual(await t.store.plants.get(92n), { id: 92n, name: 'exact', tag: null });
     });
 
     it('an answer sent before the body is read (401, 404, 405) closes the connection instead of reading a body of any size', async () => {
@@ -283,7 +283,7 @@ describe('bad input', () => {
       const body = '{"id":93,"name":"short"}';
       const response = await rawRequest(port, { parts: [head(`Content-Length: ${body.length + 20}\r\n`), body], timeoutMs: 20_000 });
       assertRawErrorRecord(response, 408, 'request timed out');
-      assert.equal(await t.store.getPlant(93n), undefined);
+      assert.equal(await t.store.plants.get(93n), undefined);
     });
 
     it('a chunked body → 200 and stored', async () => {
@@ -292,7 +292,7 @@ describe('bad input', () => {
       const response = await rawRequest(port, { parts: [head('Transfer-Encoding: chunked\r\n'), chunks, 50, '0\r\n\r\n'] });
       assert.equal(response.status, 200, JSON.stringify(response));
       assert.deepEqual(JSON.parse(response.body), { name: 'chunked', tag: 'te' });
-      assert.deepEqual(await t.store.getPlant(94n), { id: 94n, name: 'chunked', tag: 'te' });
+      assert.deepEqual(await t.store.plants.get(94n), { id: 94n, name: 'chunked', tag: 'te' });
     });
 
     it('a chunked body with a bad chunk size → 400 malformed request', async () => {
@@ -306,13 +306,73 @@ describe('bad input', () => {
         parts: [head(`Content-Length: 4\r\nTransfer-Encoding: chunked\r\n`), `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`],
       });
       assertRawErrorRecord(response, 400, 'malformed HTTP request');
-      assert.equal(await t.store.getPlant(96n), undefined);
+      assert.equal(await t.store.plants.get(96n), undefined);
     });
 
     it('a Content-Length that is not a number → 400 malformed request', async () => {
       const response = await rawRequest(port, { parts: [head('Content-Length: 1x\r\n'), '{}'] });
       assertRawErrorRecord(response, 400, 'malformed HTTP request');
     });
+  });
+
+  describe('what Node would answer itself, as Error records', () => {
+    /** The one answer to `bytes` on a fresh connection, which the server then closes. */
+    const only = async (bytes: string): Promise<RawResponse> => {
+      const responses = await allResponses(port, bytes);
+      assert.equal(responses.length, 1, JSON.stringify(responses));
+      return responses[0] as RawResponse;
+    };
+
+    it('HTTP/1.1 without Host → 400 Error record, connection closed', async () => {
+      const response = await only('GET /healthz HTTP/1.1\r\n\r\n');
+      assertRawErrorRecord(response, 400, 'the request has no Host header; HTTP/1.1 requires one');
+      assert.equal(response.headers.connection, 'close');
+    });
+    it('HTTP/1.0 without Host is served (Host is HTTP/1.1\'s requirement)', async () => {
+      const response = await only('GET /healthz HTTP/1.0\r\n\r\n');
+      assert.equal(response.status, 200, JSON.stringify(response));
+    });
+    it('an Expect other than 100-continue → 417 Error record', async () => {
+      const response = await only(`${head('Expect: 999-foo\r\nContent-Length: 2\r\n')}{}`);
+      assertRawErrorRecord(response, 417, 'Expect: "999-foo" cannot be met; only 100-continue is supported');
+    });
+    it('CONNECT to a host → 404 Error record; CONNECT on a known path → 405 with Allow', async () => {
+      assertRawErrorRecord(await only('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'), 404, 'no route for CONNECT example.com:443');
+      const known = await only('CONNECT /plants HTTP/1.1\r\nHost: localhost\r\n\r\n');
+      assertRawErrorRecord(known, 405, /method CONNECT is not allowed on \/plants/);
+      assert.equal(known.headers.allow, 'POST, GET, HEAD');
+    });
+    for (const method of ['TRACE', 'PROPFIND', 'QUERY', 'PURGE', 'MKCOL']) {
+      it(`${method} on a known path → 405 with Allow; on an unknown path → 404`, async () => {
+        const known = await rawRequest(port, { parts: [`${method} /plants/1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`] });
+        assertRawErrorRecord(known, 405, `method ${method} is not allowed on /plants/{id}; allowed: GET, HEAD, DELETE`);
+        assert.equal(known.headers.allow, 'GET, HEAD, DELETE');
+        const unknown = await rawRequest(port, { parts: [`${method} /nowhere HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`] });
+        assertRawErrorRecord(unknown, 404, `no route for ${method} /nowhere`);
+      });
+    }
+    it('two Authorization headers → 400, whichever comes first, nothing stored', async () => {
+      const body = '{"id":71,"name":"twice"}';
+      for (const pair of [[t.token, 'wrong'], ['wrong', t.token], [t.token, t.token]]) {
+        const request =
+          `POST /plants HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+          `Authorization: Bearer ${pair[0]}\r\nAuthorization: Bearer ${pair[1]}\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+        const response = await rawRequest(port, { parts: [request] });
+        assertRawErrorRecord(response, 400, 'more than one Authorization header: send exactly one');
+        assert.match(response.headers['www-authenticate'] ?? '', /error="invalid_request"/);
+      }
+      assert.equal(await t.store.plants.get(71n), undefined);
+    });
+    for (const coding of ['gzip, chunked', 'deflate, chunked', 'x-foo, chunked', 'GZIP ,chunked']) {
+      it(`Transfer-Encoding: ${coding} → 501 Error record, connection closed, nothing stored`, async () => {
+        const body = '{"id":72,"name":"coded"}';
+        const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+        const response = await only(head(`Transfer-Encoding: ${coding}\r\n`) + chunked);
+        assertRawErrorRecord(response, 501, /^Transfer-Encoding "(gzip|deflate|x-foo)" is not supported; only chunked$/);
+        assert.equal(response.headers.connection, 'close');
+        assert.equal(await t.store.plants.get(72n), undefined);
+      });
+    }
   });
 
   it('leaves the app healthy', async () => {

@@ -115,7 +115,7 @@ describe('the SQLite checkpointer thread', () => {
 
   it('when it dies: logged, /readyz 503 while it is down, restarted, checkpoints resume, /readyz 200 again', async (t) => {
     assert.equal((await readyz(f.app)).statusCode, 200);
-    await f.store.createPlants(plants(1, 20));
+    await f.store.plants.create(plants(1, 20));
     const firstCheckpointMs = await waitFor('rows checkpointed before the crash', 5000, () => checkpointedRows(f.file, f.dir, 1n, 21n) === 20);
 
     const crashedAt = performance.now();
@@ -128,7 +128,7 @@ describe('the SQLite checkpointer thread', () => {
     await sleep(READY_REUSE_MS);
     assertErrorRecord(await readyz(f.app), 503);
     // Commits go on meanwhile, into the WAL only.
-    await f.store.createPlants(plants(1001, 50));
+    await f.store.plants.create(plants(1001, 50));
     assert.equal(checkpointedRows(f.file, f.dir, 1001n, 1051n), 0, 'nothing checkpoints while the thread is dead');
     assertErrorRecord(await readyz(f.app), 503);
 

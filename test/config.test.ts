@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.js';
-import { poolConfig } from '../src/storage/postgres/postgres-store.js';
+import { poolConfig } from '../src/storage/postgres/connection.js';
 
 describe('configuration', () => {
   it('has working defaults: SQLite under ./data, 127.0.0.1:8080, 16 KiB bodies', () => {
@@ -217,7 +217,7 @@ describe('configuration', () => {
     });
   }
 
-  it('reads exactly the variables CONFIG_VARIABLES lists, which the README documents in the same order', () => {
+  it('reads exactly the variables CONFIG_VARIABLES lists, which docs/configuration.md documents in the same order', () => {
     // Values that take every branch: a PostgreSQL URL reads PG_POOL_SIZE, a rate limit reads its window and burst.
     const given: Record<string, string> = { DATABASE_URL: postgresUrl, RATE_LIMIT_MAX: '5' };
     const asked = new Set<string>();
@@ -230,8 +230,11 @@ describe('configuration', () => {
     loadConfig(env);
     assert.deepEqual([...asked].sort(), [...CONFIG_VARIABLES].sort());
 
-    const readme = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('## CLI'));
+    const page = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../docs/configuration.md'), 'utf8');
+    const start = page.indexOf('\n## Variables\n');
+    assert.ok(start >= 0, 'docs/configuration.md has a Variables section');
+    const end = page.indexOf('\n## ', start + 1);
+    const section = page.slice(start, end === -1 ? undefined : end);
     const documented = [...section.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((match) => match[1]);
     assert.deepEqual(documented, [...CONFIG_VARIABLES]);
   });

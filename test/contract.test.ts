@@ -56,14 +56,14 @@ for (const database of DATABASES) {
       it('stores what it answered', async () => {
         const id = freshId();
         await post(`{"id":${id},"name":"Pothos","tag":"vine"}`);
-        assert.deepEqual(await t.store.getPlant(BigInt(id)), { id: BigInt(id), name: 'Pothos', tag: 'vine' });
+        assert.deepEqual(await t.store.plants.get(BigInt(id)), { id: BigInt(id), name: 'Pothos', tag: 'vine' });
       });
 
       it('keeps an empty tag as an empty tag', async () => {
         const id = freshId();
         const response = await post(`{"id":${id},"name":"Cactus","tag":""}`);
         assert.deepEqual(response.json(), { name: 'Cactus', tag: '' });
-        assert.equal((await t.store.getPlant(BigInt(id)))?.tag, '');
+        assert.equal((await t.store.plants.get(BigInt(id)))?.tag, '');
       });
     });
 
@@ -91,7 +91,7 @@ for (const database of DATABASES) {
       it('stores nothing for a refused body', async () => {
         const id = freshId();
         assertErrorRecord(await post(`{"id":${id},"name":"a","extra":1}`), 400);
-        assert.equal(await t.store.getPlant(BigInt(id)), undefined);
+        assert.equal(await t.store.plants.get(BigInt(id)), undefined);
       });
 
       it('enforces the configured name and tag lengths', async () => {
@@ -121,7 +121,7 @@ for (const database of DATABASES) {
         it(`keeps ${id} exact`, async () => {
           const response = await post(`{"id":${id},"name":"exact ${id}"}`);
           assert.equal(response.statusCode, 200, response.body);
-          assert.deepEqual(await t.store.getPlant(BigInt(id)), { id: BigInt(id), name: `exact ${id}`, tag: null });
+          assert.deepEqual(await t.store.plants.get(BigInt(id)), { id: BigInt(id), name: `exact ${id}`, tag: null });
         });
       }
 
@@ -129,13 +129,13 @@ for (const database of DATABASES) {
         assert.equal((await post('{"id":9007199254740992,"name":"even"}')).statusCode, 200);
         // A parser that rounds would see the same id twice and answer 409.
         assert.equal((await post('{"id":9007199254740995,"name":"odd"}')).statusCode, 200);
-        assert.equal((await t.store.getPlant(9007199254740995n))?.name, 'odd');
-        assert.equal((await t.store.getPlant(9007199254740992n))?.name, 'even');
+        assert.equal((await t.store.plants.get(9007199254740995n))?.name, 'odd');
+        assert.equal((await t.store.plants.get(9007199254740992n))?.name, 'even');
       });
 
       it('accepts integral spellings JSON Schema calls integers: 12.0 and 1.2e1', async () => {
         assert.equal((await post('{"id":1.2e3,"name":"spelled"}')).statusCode, 200);
-        assert.equal((await t.store.getPlant(1200n))?.name, 'spelled');
+        assert.equal((await t.store.plants.get(1200n))?.name, 'spelled');
       });
 
       const refused: Array<[string, RegExp]> = [
@@ -191,7 +191,7 @@ for (const database of DATABASES) {
           assertErrorRecord(response, 415, new RegExp(`^Content-Encoding ${named} is not supported`));
           assert.equal(response.headers['accept-encoding'], 'identity');
         }
-        assert.equal(await t.store.getPlant(BigInt(id)), undefined);
+        assert.equal(await t.store.plants.get(BigInt(id)), undefined);
         // Authentication still comes first.
         assertErrorRecord(await post(json, { 'content-type': 'application/json', 'content-encoding': 'gzip' }), 401);
       });
@@ -289,7 +289,7 @@ for (const database of DATABASES) {
           const id = freshId();
           assert.equal((await post(`{"id":${id},"name":"Aloe","tag":"succulent"}`)).statusCode, 200);
           assertErrorRecord(await post(`{"id":${id},${second.slice(1)}`), 409, new RegExp(`id ${id} already exists`));
-          assert.deepEqual(await t.store.getPlant(BigInt(id)), { id: BigInt(id), name: 'Aloe', tag: 'succulent' });
+          assert.deepEqual(await t.store.plants.get(BigInt(id)), { id: BigInt(id), name: 'Aloe', tag: 'succulent' });
         });
       }
 
@@ -301,7 +301,7 @@ for (const database of DATABASES) {
         const winners = responses.filter((response) => response.statusCode === 200);
         assert.equal(winners.length, 1);
         for (const response of responses) if (response.statusCode !== 200) assertErrorRecord(response, 409);
-        assert.deepEqual(await t.store.getPlant(BigInt(id)), { id: BigInt(id), ...(winners[0]?.json() as object), tag: null });
+        assert.deepEqual(await t.store.plants.get(BigInt(id)), { id: BigInt(id), ...(winners[0]?.json() as object), tag: null });
       });
 
       it('answers every one of many concurrent identical creates with 200', async () => {
@@ -421,7 +421,7 @@ for (const database of DATABASES) {
         const app = await buildApp(services);
         try {
           // The store failing in a way it never should: the client learns nothing of it.
-          store.createPlants = async () => {
+          store.plants.create = async () => {
             throw new Error('secret internal detail');
           };
           const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
@@ -484,14 +484,14 @@ for (const database of DATABASES) {
 
       it('answers /readyz 503 while storage refused the latest batch of creates, even if the heartbeat succeeds', async (context) => {
         const refusing = await buildTestApp(context, db.url);
-        const createPlants = refusing.store.createPlants.bind(refusing.store);
+        const createPlants = refusing.store.plants.create.bind(refusing.store.plants);
         // A full disk can refuse a batch while a one-row heartbeat still fits in space already allocated.
-        refusing.store.createPlants = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
+        refusing.store.plants.create = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
         const refused = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
         assertErrorRecord(refused, 503, /^storage is unavailable; retry shortly$/);
         assertErrorRecord(await refusing.app.inject({ method: 'GET', url: '/readyz' }), 503, /^storage is unavailable; retry shortly$/);
         // Once a batch commits, the service is ready again at once.
-        refusing.store.createPlants = createPlants;
+        refusing.store.plants.create = createPlants;
         const created = await refusing.app.inject({ method: 'POST', url: '/plants', headers: refusing.headers, payload: `{"id":${freshId()},"name":"a"}` });
         assert.equal(created.statusCode, 200, created.body);
         assert.equal((await refusing.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);

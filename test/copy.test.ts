@@ -9,7 +9,7 @@ import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { openStore } from '../src/storage/open.js';
-import type { StoredPlant } from '../src/storage/store.js';
+import type { Plant } from '../src/storage/plant-store.js';
 import { SetDigest } from '../src/transfer/digest.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { Receiver } from './helpers/receiver.js';
@@ -20,7 +20,7 @@ import { newToken } from './helpers/tokens.js';
 
 stopPostgresAfterAll();
 
-const SPECIAL: readonly StoredPlant[] = [
+const SPECIAL: readonly Plant[] = [
   { id: INT64_MIN, name: 'smallest', tag: '' },
   { id: 9007199254740993n, name: 'Monstera 🌿 "quoted" \\ back', tag: 'aroid' },
   { id: INT64_MAX, name: '日本語', tag: null },

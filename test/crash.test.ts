@@ -10,7 +10,7 @@ import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
-import type { StoredPlant } from '../src/storage/store.js';
+import type { Plant } from '../src/storage/plant-store.js';
 import { DATABASES } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { createToken, startServer, type ServerProcess } from './helpers/process.js';
@@ -117,10 +117,10 @@ function load(server: ServerProcess, token: string, used: Set<bigint>, clients =
 async function assertStored(url: string, expected: ReadonlyMap<bigint, Sent>): Promise<void> {
   const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
   try {
-    const stored = new Map<bigint, StoredPlant>();
+    const stored = new Map<bigint, Plant>();
     let after: bigint | undefined;
     for (;;) {
-      const page = await store.listPlants({ limit: 5000, ...(after === undefined ? {} : { after }) });
+      const page = await store.plants.list({ limit: 5000, ...(after === undefined ? {} : { after }) });
       for (const plant of page) stored.set(plant.id, plant);
       if (page.length < 5000) break;
       after = page.at(-1)?.id;
@@ -136,7 +136,7 @@ async function assertStored(url: string, expected: ReadonlyMap<bigint, Sent>): P
     assert.deepEqual(lost.slice(0, 10), [], `${lost.length} of ${expected.size} acknowledged creates are not stored as sent`);
     // Spot-check the single-row read path too, with its exact bigint id.
     const sample = [...expected.keys()].slice(0, 50);
-    for (const id of sample) assert.equal((await store.getPlant(id))?.id, id);
+    for (const id of sample) assert.equal((await store.plants.get(id))?.id, id);
   } finally {
     await store.close();
   }

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { WriteQueue, WriteQueueFullError } from '../src/storage/write-queue.js';
-import type { CreateOutcome, PlantToCreate, Store } from '../src/storage/store.js';
+import { WriteQueue, WriteQueueFullError } from '../src/plants/write-queue.js';
+import type { CreateOutcome, Plant, PlantStore } from '../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
@@ -34,7 +34,7 @@ for (const database of DATABASES) {
   describe(`deletes under WRITE_QUEUE_LIMIT on ${database.kind}`, () => {
     let db: TestDatabase;
     let t: TestApp;
-    let deletePlant: Store['deletePlant'];
+    let deletePlant: PlantStore['delete'];
     const post = (id: number) =>
       t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: `{"id":${id},"name":"Flood","tag":"del"}` });
     const del = (id: number) =>
@@ -42,7 +42,7 @@ for (const database of DATABASES) {
     /** Every store delete waits for the gate before it reaches storage. */
     function slowDeletes(): { open(): void } {
       const held = gate();
-      t.store.deletePlant = async (id) => {
+      t.store.plants.delete = async (id) => {
         await held.opened;
         return deletePlant(id);
       };
@@ -52,11 +52,11 @@ for (const database of DATABASES) {
     before(async () => {
       db = await database.create();
       t = await startTestApp(db.url, { WRITE_QUEUE_LIMIT: String(LIMIT) });
-      const original = t.store.deletePlant;
-      deletePlant = original.bind(t.store);
+      const original = t.store.plants.delete;
+      deletePlant = original.bind(t.store.plants);
     });
     afterEach(() => {
-      t.store.deletePlant = deletePlant;
+      t.store.plants.delete = deletePlant;
     });
     after(async () => {
       await t?.close();
@@ -82,7 +82,7 @@ for (const database of DATABASES) {
       // Creates see the deletes in the count, and further deletes are still refused.
       assertQueueFull(await post(1000));
       assertQueueFull(await del(1));
-      assert.equal(await t.store.getPlant(1000n), undefined, 'the refused create is not stored');
+      assert.equal(await t.store.plants.get(1000n), undefined, 'the refused create is not stored');
       held.open();
       const responses = await Promise.all(flood);
 
@@ -92,7 +92,7 @@ for (const database of DATABASES) {
       assert.equal(byStatus.get(503), FLOOD - LIMIT, JSON.stringify([...byStatus]));
       for (const [index, response] of responses.entries()) {
         const id = index + 1;
-        const stored = await t.store.getPlant(BigInt(id));
+        const stored = await t.store.plants.get(BigInt(id));
         if (response.statusCode === 503) {
           assertQueueFull(response);
           if (id <= PRESENT) assert.ok(stored, `refused delete of ${id} left it stored`);
@@ -108,11 +108,11 @@ for (const database of DATABASES) {
       assert.equal(t.services.writes.backlog, 0, 'nothing is left queued');
 
       // After the flood, deletes and creates are taken again.
-      t.store.deletePlant = deletePlant;
+      t.store.plants.delete = deletePlant;
       const survivor = [...Array(PRESENT).keys()].map((index) => index + 1).find((_, index) => responses[index]?.statusCode === 503);
       assert.ok(survivor !== undefined);
       assert.equal((await del(survivor)).statusCode, 204);
-      assert.equal(await t.store.getPlant(BigInt(survivor)), undefined);
+      assert.equal(await t.store.plants.get(BigInt(survivor)), undefined);
       assertErrorRecord(await del(survivor), 404);
       assert.equal((await post(1000)).statusCode, 200);
       assert.equal((await del(1000)).statusCode, 204);
@@ -125,7 +125,7 @@ for (const database of DATABASES) {
 
     it('with slow storage, concurrent deletes and creates get only 204/404/200/503, never 500', async () => {
       for (let id = 3000; id < 3010; id += 1) assert.equal((await post(id)).statusCode, 200);
-      t.store.deletePlant = async (id) => {
+      t.store.plants.delete = async (id) => {
         await new Promise((resolve) => setTimeout(resolve, 20));
         return deletePlant(id);
       };
@@ -151,7 +151,7 @@ for (const database of DATABASES) {
       assert.equal(idle, false, 'idle() waits while the delete is held');
       held.open();
       await idled;
-      assert.equal(await t.store.getPlant(5000n), undefined, 'committed by the time idle() resolves');
+      assert.equal(await t.store.plants.get(5000n), undefined, 'committed by the time idle() resolves');
       assert.equal((await pending).statusCode, 204);
       assert.equal(t.services.writes.backlog, 0);
     });
@@ -164,18 +164,18 @@ describe('WriteQueue counts deletes and queued creates against one bound', () =>
     const write = gate();
     /** Deletes of id 10 wait for the gate; id 13 fails; the rest succeed at once. */
     const store = {
-      createPlants: async (plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> => {
+      create: async (plants: readonly Plant[]): Promise<CreateOutcome[]> => {
         await commit.opened;
-        return plants.map(() => ({ status: 'created' }));
+        return plants.map(() => ({ kind: 'created' }));
       },
-      deletePlant: async (id: bigint): Promise<boolean> => {
+      delete: async (id: bigint): Promise<boolean> => {
         if (id === 10n) await write.opened;
         if (id === 13n) throw new Error('boom');
         return true;
       },
-    } as unknown as Store;
+    } as unknown as PlantStore;
     const writes = new WriteQueue(store, { queueLimit: 3, batchLimit: 100, concurrency: 1 });
-    const plant = (id: bigint): PlantToCreate => ({ id, name: 'p', tag: null });
+    const plant = (id: bigint): Plant => ({ id, name: 'p', tag: null });
     // Two creates queued (nothing flushes before setImmediate) and one delete running: the bound is reached.
     const created = [writes.create(plant(1n)), writes.create(plant(2n))];
     const single = writes.delete(10n);
@@ -188,7 +188,7 @@ describe('WriteQueue counts deletes and queued creates against one bound', () =>
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(await writes.delete(12n), true);
     commit.open();
-    assert.deepEqual(await Promise.all(created), [{ status: 'created' }, { status: 'created' }]);
+    assert.deepEqual(await Promise.all(created), [{ kind: 'created' }, { kind: 'created' }]);
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(idle, false, 'drain() still waits for the delete');
     write.open();

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import pg from 'pg';
 import { loadConfig } from '../src/config.js';
 import { openConnection, pragmaValue } from '../src/storage/sqlite/connection.js';
-import { poolConfig } from '../src/storage/postgres/postgres-store.js';
+import { poolConfig } from '../src/storage/postgres/connection.js';
 import { postgresDatabase, sqliteDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 

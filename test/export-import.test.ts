@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { plantJson } from '../src/plant-json.js';
-import type { StoredPlant } from '../src/storage/store.js';
+import type { Plant } from '../src/storage/plant-store.js';
 import { prepareValue } from '../src/storage/sqlite/connection.js';
 import { startTestApp } from './helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
@@ -14,7 +14,7 @@ import { CLI } from './helpers/process.js';
 import { numberedPlants, plantstore, sqliteFile, storePlants } from './helpers/transfer.js';
 
 /** Plants that test exactness: int64 ends, ids a double cannot hold, unicode of every kind, tags absent, present, empty. */
-const TRICKY: readonly StoredPlant[] = [
+const TRICKY: readonly Plant[] = [
   { id: INT64_MIN, name: 'the smallest', tag: null },
   { id: -9007199254740993n, name: 'minus 2^53 - 1', tag: '' },
   { id: -1n, name: 'Monstera 🌿 deliciosa', tag: 'aroid' },

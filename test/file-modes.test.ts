@@ -83,6 +83,20 @@ describe('SQLite file modes', () => {
       });
     }
 
+    it(`plantstore restore into a new path under umask ${umask} creates its folders 0700 and the database 0600`, () => {
+      const top = fs.mkdtempSync(path.join(root, 'restore-'));
+      const source = path.join(top, 'source', 'plants.db');
+      const backup = path.join(top, 'plants.backup.db');
+      cli('077', ['token', 'create', '--name', 'ops'], { DATABASE_URL: `sqlite:${source}` });
+      cli('077', ['backup', backup], { DATABASE_URL: `sqlite:${source}` });
+      const file = path.join(top, 'restored', 'data', 'plants.db');
+      cli(umask, ['restore', backup], { DATABASE_URL: `sqlite:${file}` });
+      assert.equal(modeOf(path.join(top, 'restored')), '0700', 'every folder restore created');
+      assert.equal(modeOf(path.dirname(file)), '0700');
+      assert.equal(modeOf(file), '0600');
+      for (const side of [`${file}-wal`, `${file}-shm`]) if (fs.existsSync(side)) assert.equal(modeOf(side), '0600', side);
+    });
+
     it(`a served write under umask ${umask} leaves the database, its -wal and -shm 0600 in a 0700 folder`, async () => {
       const file = path.join(fs.mkdtempSync(path.join(root, 'serve-')), 'data', 'plants.db');
       const env = { DATABASE_URL: `sqlite:${file}` };

@@ -1,7 +1,7 @@
 /**
  * Listing walks an index in id order on both stores: the keyset queries of GET /plants use the primary key, and
  * with a tag the (tag, id) index plants_by_tag, with no sort and no full scan. That is what makes a deep page cost
- * what the first does (README, "Read and delete"); a dropped or unusable index would still answer correctly, only
+ * what the first does (docs/api.md, "Read and delete"); a dropped or unusable index would still answer correctly, only
  * slowly, so no behavioural test would notice. Each check is also run against a database whose index was dropped,
  * to show it fails then.
  */
@@ -10,8 +10,8 @@ import { after, before, describe, it } from 'node:test';
 import { DatabaseSync, type SQLInputValue } from 'node:sqlite';
 import pg from 'pg';
 import { INT64_MIN } from '../src/int64.js';
-import { POSTGRES_LIST_QUERIES } from '../src/storage/postgres/postgres-store.js';
-import { SQLITE_LIST_QUERIES } from '../src/storage/sqlite/sqlite-store.js';
+import { POSTGRES_LIST_QUERIES } from '../src/storage/postgres/plants.js';
+import { SQLITE_LIST_QUERIES } from '../src/storage/sqlite/plants.js';
 import { prepare, prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { idsOf } from './helpers/assertions.js';

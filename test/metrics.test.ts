@@ -9,7 +9,7 @@ import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import { PostgresStore } from '../src/storage/postgres/postgres-store.js';
-import type { CreateOutcome, PlantToCreate } from '../src/storage/store.js';
+import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, sqliteDatabase, type TestDatabase } from './helpers/databases.js';
@@ -123,12 +123,12 @@ for (const database of DATABASES) {
 
     it('counts a refused create (nothing stored) as refused', async () => {
       const before = await scrape(t.app);
-      const createPlants = t.store.createPlants.bind(t.store);
-      t.store.createPlants = () => Promise.reject(new StorageUnavailableError());
+      const createPlants = t.store.plants.create.bind(t.store.plants);
+      t.store.plants.create = () => Promise.reject(new StorageUnavailableError());
       try {
         assertErrorRecord(await create(nextId++, 'Fern'), 503);
       } finally {
-        t.store.createPlants = createPlants;
+        t.store.plants.create = createPlants;
       }
       const after = await scrape(t.app);
       assert.equal(delta(before, after, ...creates('refused')), 1);
@@ -138,13 +138,13 @@ for (const database of DATABASES) {
 
     it('reports the write queue depth when scraped: the creates waiting behind a batch that is committing', async () => {
       assert.equal((await scrape(t.app)).value('plantstore_write_queue_depth'), 0);
-      const createPlants = t.store.createPlants.bind(t.store);
+      const createPlants = t.store.plants.create.bind(t.store.plants);
       let release!: () => void;
       const released = new Promise<void>((resolve) => (release = resolve));
       let committing!: () => void;
       const batchStarted = new Promise<void>((resolve) => (committing = resolve));
-      t.store.createPlants = async (plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> => {
-        t.store.createPlants = createPlants;
+      t.store.plants.create = async (plants: readonly Plant[]): Promise<CreateOutcome[]> => {
+        t.store.plants.create = createPlants;
         committing();
         await released;
         return createPlants(plants);

@@ -252,14 +252,14 @@ describe('/openapi.json', () => {
     assert.equal(page.headers.link, `</plants?limit=1&after=${first?.id}>; rel="next"`);
 
     // Storage refusing the batch: a 503 with Retry-After, as documented.
-    const createPlants = t.store.createPlants.bind(t.store);
-    t.store.createPlants = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
+    const createPlants = t.store.plants.create.bind(t.store.plants);
+    t.store.plants.create = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
     try {
       const refused = await request('POST', '/plants', t.headers, '{"id":12,"name":"p12"}');
       assert.equal(refused.statusCode, 503);
       assertMatchesDocument('/plants', 'post', 503, refused.json(), refused.headers);
     } finally {
-      t.store.createPlants = createPlants;
+      t.store.plants.create = createPlants;
     }
   });
 });

@@ -51,7 +51,7 @@ describe('the bounded write queue', () => {
         // What was answered 200 is stored; what was refused is not.
         assert.equal(response.statusCode, 200);
         const id = BigInt((JSON.parse(bodies[index] as string) as { id: number }).id);
-        assert.ok(await t.store.getPlant(id), `created ${id} is stored`);
+        assert.ok(await t.store.plants.get(id), `created ${id} is stored`);
       }
     }
     // Refused creates are not stored, so a retry creates them.
@@ -159,8 +159,8 @@ describe('HTTP hygiene on a real process', { timeout: 120_000 }, () => {
       `slow loris: ${responses.length} clients cut off after ${elapsed[0]}–${elapsed.at(-1)} ms (median ${median(elapsed)} ms), ` +
         `HEADERS_TIMEOUT_MS=${LIMITS.HEADERS_TIMEOUT_MS}`,
     );
-    // Node's default connection check runs every 30 s; the service checks at least every second, so the README's
-    // "about 1 s after HEADERS_TIMEOUT_MS" holds with a second of slack for a loaded machine.
+    // Node's default connection check runs every 30 s; the service checks at least every second, so "the timeouts
+    // hold to within about a second" (docs/reliability.md) holds with a second of slack for a loaded machine.
     const limitMs = Number(LIMITS.HEADERS_TIMEOUT_MS) + 2000;
     for (const response of responses) {
       assertRawErrorRecord(response, 408);

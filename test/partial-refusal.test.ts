@@ -5,31 +5,31 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { WriteQueue } from '../src/plants/write-queue.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
-import { WriteQueue } from '../src/storage/write-queue.js';
-import type { CreateOutcome, PlantToCreate, Store } from '../src/storage/store.js';
+import type { CreateOutcome, Plant, PlantStore } from '../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 
-const plant = (id: bigint): PlantToCreate => ({ id, name: 'p', tag: null });
+const plant = (id: bigint): Plant => ({ id, name: 'p', tag: null });
 
-/** A store answering each batch with `answer`, as PostgresStore.createPlants answers a batch it was cut short in. */
-function storeAnswering(answer: (plants: readonly PlantToCreate[]) => CreateOutcome[] | Promise<CreateOutcome[]>): Store {
-  return { createPlants: async (plants: readonly PlantToCreate[]) => answer(plants) } as unknown as Store;
+/** A plant store answering each batch with `answer`, as PostgreSQL's create answers a batch it was cut short in. */
+function storeAnswering(answer: (plants: readonly Plant[]) => CreateOutcome[] | Promise<CreateOutcome[]>): PlantStore {
+  return { create: async (plants: readonly Plant[]) => answer(plants) } as unknown as PlantStore;
 }
 
-const cutShort = (): CreateOutcome => ({ status: 'failed', error: new StorageUnavailableError('storage is unavailable; retry shortly') });
+const cutShort = (): CreateOutcome => ({ kind: 'failed', error: new StorageUnavailableError('storage is unavailable; retry shortly') });
 
 describe('WriteQueue: a batch refused in part', () => {
   it('a batch whose first rows committed and whose rest were refused with 503 marks storage as refusing', async () => {
     const writes = new WriteQueue(
-      storeAnswering((plants) => plants.map((_, index) => (index === 0 ? { status: 'created' } : cutShort()))),
+      storeAnswering((plants) => plants.map((_, index) => (index === 0 ? { kind: 'created' } : cutShort()))),
       { queueLimit: 10, batchLimit: 10, concurrency: 1 },
     );
     const outcomes = await Promise.all([writes.create(plant(1n)), writes.create(plant(2n))]);
     assert.deepEqual(
-      outcomes.map((outcome) => outcome.status),
+      outcomes.map((outcome) => outcome.kind),
       ['created', 'failed'],
       'both creates shared one batch',
     );
@@ -41,7 +41,7 @@ describe('WriteQueue: a batch refused in part', () => {
     const writes = new WriteQueue(
       storeAnswering((plants) => {
         if (answer === 'refuse') throw new StorageUnavailableError('storage is unavailable; retry shortly');
-        return plants.map((_, index) => (answer === 'cut short' && index > 0 ? cutShort() : { status: 'created' }));
+        return plants.map((_, index) => (answer === 'cut short' && index > 0 ? cutShort() : { kind: 'created' }));
       }),
       { queueLimit: 10, batchLimit: 10, concurrency: 1 },
     );
@@ -57,7 +57,7 @@ describe('WriteQueue: a batch refused in part', () => {
 
   it('a row failing on its own (a constraint, not storage) does not mark storage as refusing', async () => {
     const writes = new WriteQueue(
-      storeAnswering((plants) => plants.map((_, index) => (index === 0 ? { status: 'created' } : { status: 'failed', error: new Error('CHECK constraint failed') }))),
+      storeAnswering((plants) => plants.map((_, index) => (index === 0 ? { kind: 'created' } : { kind: 'failed', error: new Error('CHECK constraint failed') }))),
       { queueLimit: 10, batchLimit: 10, concurrency: 1 },
     );
     await Promise.all([writes.create(plant(1n)), writes.create(plant(2n))]);
@@ -75,8 +75,8 @@ describe('/readyz after a batch storage refused in part', () => {
     db = await sqliteDatabase();
     t = await startTestApp(db.url);
     const { store } = t;
-    const commit = store.createPlants.bind(store);
-    store.createPlants = async (plants) => {
+    const commit = store.plants.create.bind(store.plants);
+    store.plants.create = async (plants) => {
       const committed = await commit(plants.filter((candidate) => candidate.id < FIRST_REFUSED_ID));
       let next = 0;
       return plants.map((candidate) => (candidate.id < FIRST_REFUSED_ID ? (committed[next++] as CreateOutcome) : cutShort()));

@@ -102,7 +102,7 @@ describe('two plantstore processes on one PostgreSQL database', () => {
       assert.equal(answer.status, 200, answer.body);
       assert.deepEqual(JSON.parse(answer.body), { name: `same ${id}`, tag: 't' });
     });
-    for (const id of ids) assert.deepEqual(await store.getPlant(id), { id, name: `same ${id}`, tag: 't' });
+    for (const id of ids) assert.deepEqual(await store.plants.get(id), { id, name: `same ${id}`, tag: 't' });
   });
 
   it('lets exactly one of several different creates of one id win across both; the rest get 409', async () => {
@@ -131,7 +131,7 @@ describe('two plantstore processes on one PostgreSQL database', () => {
       const won = winners.get(id) ?? [];
       assert.equal(won.length, 1, `id ${id} was answered 200 ${won.length} times`);
       // What was answered 200 is what is stored.
-      assert.deepEqual(await store.getPlant(id), { id, name: won[0], tag: null });
+      assert.deepEqual(await store.plants.get(id), { id, name: won[0], tag: null });
     }
   });
 

@@ -200,7 +200,7 @@ async function verify(load: Load, databaseUrl: string, withinMs: number): Promis
     const stored = new Set<bigint>();
     let after: bigint | undefined;
     for (;;) {
-      const page = await store.listPlants({ limit: 1000, ...(after === undefined ? {} : { after }) });
+      const page = await store.plants.list({ limit: 1000, ...(after === undefined ? {} : { after }) });
       for (const row of page) stored.add(row.id);
       if (page.length < 1000) break;
       after = page.at(-1)?.id;

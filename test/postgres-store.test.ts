@@ -10,7 +10,8 @@ import { toErrorReply } from '../src/http/error-reply.js';
 import { pino } from 'pino';
 import { openStore } from '../src/storage/open.js';
 import { MIGRATION_LOCK } from '../src/storage/postgres/migrations.js';
-import { PostgresStore, translate, unavailableKind } from '../src/storage/postgres/postgres-store.js';
+import { translate, unavailableKind } from '../src/storage/postgres/connection.js';
+import { PostgresStore } from '../src/storage/postgres/postgres-store.js';
 import { postgresDatabase } from './helpers/databases.js';
 import { sharedPostgres, stopPostgresAfterAll } from './helpers/postgres.js';
 import { waitFor } from './helpers/wait.js';
@@ -102,7 +103,7 @@ describe('PostgreSQL creates racing other transactions', () => {
       await a.query("INSERT INTO plants (id, name, tag) VALUES (20, 'by a', 'a')");
       await b.query('BEGIN');
       await b.query("INSERT INTO plants (id, name, tag) VALUES (10, 'by b', NULL)");
-      const outcomes = store.createPlants([
+      const outcomes = store.plants.create([
         { id: 20n, name: 'ours', tag: null },
         { id: 10n, name: 'ours', tag: null },
       ]);
@@ -112,8 +113,8 @@ describe('PostgreSQL creates racing other transactions', () => {
       // 10 was committed by b after the store's snapshot and is gone again before the store looks a second time.
       await admin.query('DELETE FROM plants WHERE id = 10');
       await a.query('COMMIT');
-      assert.deepEqual(await outcomes, [{ status: 'exists', stored: { id: 20n, name: 'by a', tag: 'a' } }, { status: 'created' }]);
-      assert.deepEqual(await store.getPlant(10n), { id: 10n, name: 'ours', tag: null });
+      assert.deepEqual(await outcomes, [{ kind: 'conflict', stored: { id: 20n, name: 'by a', tag: 'a' } }, { kind: 'created' }]);
+      assert.deepEqual(await store.plants.get(10n), { id: 10n, name: 'ours', tag: null });
     } finally {
       for (const client of [a, b, admin]) await client.end().catch(() => undefined);
       await store.close();
@@ -128,22 +129,22 @@ describe('PostgreSQL creates cut short', () => {
     const store = await openStore(loadConfig({ DATABASE_URL: db.url }).database);
     const query = pg.Pool.prototype.query;
     try {
-      assert.deepEqual(await store.createPlants([{ id: 1n, name: 'stored before', tag: null }]), [{ status: 'created' }]);
+      assert.deepEqual(await store.plants.create([{ id: 1n, name: 'stored before', tag: null }]), [{ kind: 'created' }]);
       // The insert commits the new row; the read of the row that was already there then loses its connection.
       pg.Pool.prototype.query = function (this: pg.Pool, ...args: unknown[]) {
         const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string }).text;
         if (text?.includes('= ANY(')) return Promise.reject(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }));
         return (query as (...values: unknown[]) => unknown).apply(this, args);
       } as typeof query;
-      const outcomes = await store.createPlants([
+      const outcomes = await store.plants.create([
         { id: 1n, name: 'stored before', tag: null },
         { id: 2n, name: 'new', tag: null },
       ]);
       pg.Pool.prototype.query = query;
-      assert.equal(outcomes[0]?.status, 'failed');
-      assert.ok(outcomes[0]?.status === 'failed' && outcomes[0].error instanceof StorageUnavailableError);
-      assert.deepEqual(outcomes[1], { status: 'created' });
-      assert.deepEqual(await store.getPlant(2n), { id: 2n, name: 'new', tag: null });
+      assert.equal(outcomes[0]?.kind, 'failed');
+      assert.ok(outcomes[0]?.kind === 'failed' && outcomes[0].error instanceof StorageUnavailableError);
+      assert.deepEqual(outcomes[1], { kind: 'created' });
+      assert.deepEqual(await store.plants.get(2n), { id: 2n, name: 'new', tag: null });
     } finally {
       pg.Pool.prototype.query = query;
       await store.close();
@@ -172,12 +173,12 @@ describe('PostgreSQL migrations', () => {
       await new Promise((resolve) => setTimeout(resolve, 3 * timeouts.queryMs));
       await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
       store = await opening;
-      assert.deepEqual(await store.createPlants([{ id: 1n, name: 'one', tag: null }]), [{ status: 'created' }]);
+      assert.deepEqual(await store.plants.create([{ id: 1n, name: 'one', tag: null }]), [{ kind: 'created' }]);
       // A request's statement stuck behind a row lock is cut off at the query timeout, as before.
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM plants WHERE id = 1 FOR UPDATE');
       const started = performance.now();
-      await assert.rejects(store.deletePlant(1n), StorageUnavailableError);
+      await assert.rejects(store.plants.delete(1n), StorageUnavailableError);
       assert.ok(performance.now() - started < 10 * timeouts.queryMs, `took ${Math.round(performance.now() - started)} ms`);
       await holder.query('ROLLBACK');
     } finally {

@@ -48,10 +48,10 @@ for (const database of DATABASES) {
 
     /** Every plant currently stored, in order, straight from the store. */
     async function storedIds(): Promise<bigint[]> {
-      return (await t.store.listPlants({ limit: 1_000_000 })).map((plant) => plant.id);
+      return (await t.store.plants.list({ limit: 1_000_000 })).map((plant) => plant.id);
     }
     async function deleteAll(): Promise<void> {
-      for (const id of await storedIds()) await t.store.deletePlant(id);
+      for (const id of await storedIds()) await t.store.plants.delete(id);
     }
 
     before(async () => {
@@ -110,7 +110,7 @@ for (const database of DATABASES) {
         assert.equal(response.body, '');
         assert.equal(response.headers['content-type'], undefined);
         assertErrorRecord(await get(`/plants/${INT64_MIN}`), 404);
-        assert.equal(await t.store.getPlant(BigInt(INT64_MIN)), undefined);
+        assert.equal(await t.store.plants.get(BigInt(INT64_MIN)), undefined);
         // Different content than before: not a conflict, since the first plant is gone.
         assert.equal((await post(INT64_MIN, 'second')).statusCode, 200);
         assert.equal((await get(`/plants/${INT64_MIN}`)).body, plantJson(INT64_MIN, 'second'));
@@ -120,7 +120,7 @@ for (const database of DATABASES) {
         await post('77', 'sent with a content type');
         const response = await del('/plants/77', { authorization: t.headers.authorization as string, 'content-type': 'application/json' });
         assert.equal(response.statusCode, 204, response.body);
-        assert.equal(await t.store.getPlant(77n), undefined);
+        assert.equal(await t.store.plants.get(77n), undefined);
         // A create still needs its body.
         assertErrorRecord(await t.app.inject({ method: 'POST', url: '/plants', headers: t.headers }), 400, /body is empty/);
       });
@@ -188,7 +188,7 @@ for (const database of DATABASES) {
 
       it('accepts limit 1000 and answers at most 1000 plants', async () => {
         const ids = Array.from({ length: 1001 }, (_, i) => BigInt(i + 1));
-        await t.store.createPlants(ids.map((id) => ({ id, name: `bulk ${id}`, tag: null })));
+        await t.store.plants.create(ids.map((id) => ({ id, name: `bulk ${id}`, tag: null })));
         const response = await get('/plants?limit=1000');
         assert.equal(response.statusCode, 200);
         assert.deepEqual(idsOf(response.body), ids.slice(0, 1000));
@@ -261,7 +261,7 @@ for (const database of DATABASES) {
         // Ids spread over the int64 range, past 2^53, so that exactness and order are both at stake.
         const initial: bigint[] = [];
         for (let i = 0n; i < 40n; i++) initial.push(BigInt(INT64_MIN) + i * 230584300921369395n + 7n);
-        await t.store.createPlants(initial.map((id) => ({ id, name: `p${id}`, tag: id % 2n === 0n ? 'even' : null })));
+        await t.store.plants.create(initial.map((id) => ({ id, name: `p${id}`, tag: id % 2n === 0n ? 'even' : null })));
         const present = new Set(initial);
         const everPresent = new Set(initial);
         const removed = new Set<bigint>();
@@ -322,7 +322,7 @@ for (const database of DATABASES) {
           assert.match(String(wrong.headers['www-authenticate']), /error="invalid_token"/);
           // Authentication comes before validation: an invalid query still answers 401 to a stranger.
           assertErrorRecord(await t.app.inject({ method: method as 'GET', url: `${url}?bogus=1` }), 401);
-          assert.ok(await t.store.getPlant(1n), 'nothing was deleted');
+          assert.ok(await t.store.plants.get(1n), 'nothing was deleted');
         });
       }
     });

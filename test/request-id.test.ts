@@ -85,8 +85,8 @@ describe('X-Request-Id', () => {
   });
 
   it('keeps and logs it on the 500 path, with the detail that the client does not get', async () => {
-    const createPlants = store.createPlants.bind(store);
-    store.createPlants = () => Promise.reject(new Error('secret internal detail'));
+    const createPlants = store.plants.create.bind(store.plants);
+    store.plants.create = () => Promise.reject(new Error('secret internal detail'));
     try {
       const first = lines.length;
       const response = await app.inject({ method: 'POST', url: '/plants', headers: { ...headers, 'x-request-id': 'trace-500' }, payload: createBody() });
@@ -96,7 +96,7 @@ describe('X-Request-Id', () => {
       assert.equal(unhandled.length, 1);
       assert.equal(unhandled[0]?.reqId, 'trace-500');
     } finally {
-      store.createPlants = createPlants;
+      store.plants.create = createPlants;
     }
   });
 

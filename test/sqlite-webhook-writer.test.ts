@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SQLITE_CODES, openConnection, pragmaValue, prepareValue, type Connection } from '../src/storage/sqlite/connection.js';
 import { migrate } from '../src/storage/sqlite/migrations.js';
+import { SqlitePlants } from '../src/storage/sqlite/plants.js';
 import { SqliteWebhooks } from '../src/storage/sqlite/webhooks.js';
-import { SqliteWriter } from '../src/storage/sqlite/writer.js';
 import type { ClaimedWebhookEvent, WebhookAttemptResult } from '../src/storage/webhook-store.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { sqliteFile } from './helpers/transfer.js';
@@ -19,7 +19,7 @@ const FULL = 2;
 describe('SQLite webhook settlements', () => {
   let database: TestDatabase;
   let db: Connection;
-  let writer: SqliteWriter;
+  let plants: SqlitePlants;
   let webhooks: SqliteWebhooks;
   let subscriptionId: bigint;
 
@@ -29,8 +29,9 @@ describe('SQLite webhook settlements', () => {
     migrate(db);
     db.exec('PRAGMA busy_timeout = 0');
     // One connection reads and writes; a lock held elsewhere fails at once (the store would retry it).
-    webhooks = new SqliteWebhooks(db, db, async (work) => work());
-    writer = new SqliteWriter(db, webhooks);
+    const run = async <T>(work: () => T) => work();
+    webhooks = new SqliteWebhooks(db, db, { read: run, write: run });
+    plants = new SqlitePlants(db, db, webhooks, { read: run, write: run });
     await webhooks.add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
     subscriptionId = prepareValue<[], bigint>(db, 'SELECT id FROM webhook_subscriptions', { bigInts: true }).get() as bigint;
   });
@@ -46,7 +47,7 @@ describe('SQLite webhook settlements', () => {
   it('claim and settle, leaving the connection at synchronous=FULL', async () => {
     assert.equal(synchronous(), FULL);
     const ids = [9007199254740993n, -9223372036854775808n, 9223372036854775807n];
-    writer.createPlants(ids.map((id) => ({ id, name: 'p', tag: null })));
+    await plants.create(ids.map((id) => ({ id, name: 'p', tag: null })));
     const { claimed } = await webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000);
     assert.deepEqual(claimed.map((event) => event.plant.id).sort(), [...ids].sort());
     assert.equal(synchronous(), FULL);
@@ -60,7 +61,7 @@ describe('SQLite webhook settlements', () => {
   });
 
   it('leave it at synchronous=FULL when the commit fails', async () => {
-    writer.createPlants([{ id: 5n, name: 'p', tag: null }]);
+    await plants.create([{ id: 5n, name: 'p', tag: null }]);
     const other = openConnection(sqliteFile(database.url), 2);
     try {
       other.exec('BEGIN IMMEDIATE');

@@ -8,7 +8,8 @@ import { StorageUnavailableError } from '../src/storage/errors.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import { openStore } from '../src/storage/open.js';
 import { DuplicateTokenNameError } from '../src/storage/errors.js';
-import type { CreateOutcome, PlantToCreate, Store, StoredPlant } from '../src/storage/store.js';
+import type { Store } from '../src/storage/store.js';
+import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
 import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookRecord, WebhookSubscriptionInfo } from '../src/storage/webhook-store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
@@ -29,7 +30,7 @@ function configFor(url: string): DatabaseConfig {
   return loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' }).database;
 }
 
-function plant(id: bigint, name = `plant ${id}`, tag: string | null = null): PlantToCreate {
+function plant(id: bigint, name = `plant ${id}`, tag: string | null = null): Plant {
   return { id, name, tag };
 }
 
@@ -38,7 +39,7 @@ function hashOf(text: string): Buffer {
 }
 
 function createdCount(outcomes: readonly CreateOutcome[]): number {
-  return outcomes.filter((outcome) => outcome.status === 'created').length;
+  return outcomes.filter((outcome) => outcome.kind === 'created').length;
 }
 
 for (const database of DATABASES) {
@@ -68,55 +69,55 @@ for (const database of DATABASES) {
     it('creates a batch: every row created, and stored as given', () =>
       withStore(async (store) => {
         const batch = [plant(1n, 'Monstera', 'aroid'), plant(2n, 'Fern'), plant(3n, 'Pothos', 'vine')];
-        assert.deepEqual(await store.createPlants(batch), [{ status: 'created' }, { status: 'created' }, { status: 'created' }]);
-        for (const row of batch) assert.deepEqual(await store.getPlant(row.id), row);
-        assert.equal(await store.getPlant(4n), undefined);
+        assert.deepEqual(await store.plants.create(batch), [{ kind: 'created' }, { kind: 'created' }, { kind: 'created' }]);
+        for (const row of batch) assert.deepEqual(await store.plants.get(row.id), row);
+        assert.equal(await store.plants.get(4n), undefined);
       }));
 
-    it('reports a replayed id as existing, with the stored content, and leaves it unchanged', () =>
+    it('reports an id stored already as replayed or a conflict, with the stored content, and leaves it unchanged', () =>
       withStore(async (store) => {
         const original = plant(10n, 'Monstera', 'aroid');
-        await store.createPlants([original]);
-        assert.deepEqual(await store.createPlants([original]), [{ status: 'exists', stored: original }]);
+        await store.plants.create([original]);
+        assert.deepEqual(await store.plants.create([original]), [{ kind: 'replayed', stored: original }]);
         // Different content is not written: the caller gets what is stored and decides (409).
-        assert.deepEqual(await store.createPlants([plant(10n, 'Other', null)]), [{ status: 'exists', stored: original }]);
-        assert.deepEqual(await store.getPlant(10n), original);
+        assert.deepEqual(await store.plants.create([plant(10n, 'Other', null)]), [{ kind: 'conflict', stored: original }]);
+        assert.deepEqual(await store.plants.get(10n), original);
       }));
 
     it('answers a batch of distinct ids in input order, new and existing mixed, whatever the id order', () =>
       withStore(async (store) => {
-        await store.createPlants([plant(5n, 'five'), plant(-7n, 'minus seven', 't')]);
+        await store.plants.create([plant(5n, 'five'), plant(-7n, 'minus seven', 't')]);
         const batch = [plant(9n), plant(5n, 'changed'), plant(-100n), plant(0n), plant(-7n, 'minus seven', 't'), plant(1n)];
-        const outcomes = await store.createPlants(batch);
+        const outcomes = await store.plants.create(batch);
         assert.deepEqual(outcomes, [
-          { status: 'created' },
-          { status: 'exists', stored: plant(5n, 'five') },
-          { status: 'created' },
-          { status: 'created' },
-          { status: 'exists', stored: plant(-7n, 'minus seven', 't') },
-          { status: 'created' },
+          { kind: 'created' },
+          { kind: 'conflict', stored: plant(5n, 'five') },
+          { kind: 'created' },
+          { kind: 'created' },
+          { kind: 'replayed', stored: plant(-7n, 'minus seven', 't') },
+          { kind: 'created' },
         ]);
-        assert.deepEqual(await store.createPlants([]), []);
+        assert.deepEqual(await store.plants.create([]), []);
       }));
 
-    it('answers later copies of an id within one call as existing, with the first copy\'s content', () =>
+    it('answers later copies of an id within one call as replayed or a conflict, with the first copy\'s content', () =>
       withStore(async (store) => {
         // GroupCommitter passes a turn's creates as they came, repeats included: a store must not report one id
         // created twice, or two different contents would both be answered 200.
-        await store.createPlants([plant(7n, 'seven', 's')]);
-        const outcomes = await store.createPlants([plant(1n, 'first'), plant(7n, 'other'), plant(1n, 'second', 't'), plant(7n, 'third'), plant(1n, 'first')]);
+        await store.plants.create([plant(7n, 'seven', 's')]);
+        const outcomes = await store.plants.create([plant(1n, 'first'), plant(7n, 'other'), plant(1n, 'second', 't'), plant(7n, 'third'), plant(1n, 'first')]);
         assert.deepEqual(outcomes, [
-          { status: 'created' },
-          { status: 'exists', stored: plant(7n, 'seven', 's') },
-          { status: 'exists', stored: plant(1n, 'first') },
-          { status: 'exists', stored: plant(7n, 'seven', 's') },
-          { status: 'exists', stored: plant(1n, 'first') },
+          { kind: 'created' },
+          { kind: 'conflict', stored: plant(7n, 'seven', 's') },
+          { kind: 'conflict', stored: plant(1n, 'first') },
+          { kind: 'conflict', stored: plant(7n, 'seven', 's') },
+          { kind: 'replayed', stored: plant(1n, 'first') },
         ]);
-        assert.deepEqual(await store.getPlant(1n), plant(1n, 'first'));
-        assert.deepEqual(await store.getPlant(7n), plant(7n, 'seven', 's'));
+        assert.deepEqual(await store.plants.get(1n), plant(1n, 'first'));
+        assert.deepEqual(await store.plants.get(7n), plant(7n, 'seven', 's'));
         // The very same object twice is still two copies.
         const twice = plant(3n, 'twice');
-        assert.deepEqual(await store.createPlants([twice, twice]), [{ status: 'created' }, { status: 'exists', stored: twice }]);
+        assert.deepEqual(await store.plants.create([twice, twice]), [{ kind: 'created' }, { kind: 'replayed', stored: twice }]);
       }));
 
     it('keeps int64 ends and integers beyond a double exact through create, get and list', () =>
@@ -124,57 +125,57 @@ for (const database of DATABASES) {
         const ids = [INT64_MIN, INT64_MAX, BEYOND_DOUBLE, -BEYOND_DOUBLE, BEYOND_DOUBLE - 1n];
         assert.equal(INT64_MIN, -9223372036854775808n);
         assert.equal(INT64_MAX, 9223372036854775807n);
-        assert.equal(createdCount(await store.createPlants(ids.map((id) => plant(id, `n${id}`)))), ids.length);
+        assert.equal(createdCount(await store.plants.create(ids.map((id) => plant(id, `n${id}`)))), ids.length);
         for (const id of ids) {
-          const stored = await store.getPlant(id);
+          const stored = await store.plants.get(id);
           assert.equal(typeof stored?.id, 'bigint');
           assert.deepEqual(stored, plant(id, `n${id}`));
         }
         // Neighbours that a rounding double would confuse are distinct rows.
-        assert.equal(await store.getPlant(BEYOND_DOUBLE + 1n), undefined);
-        const listed = await store.listPlants({ limit: 100 });
+        assert.equal(await store.plants.get(BEYOND_DOUBLE + 1n), undefined);
+        const listed = await store.plants.list({ limit: 100 });
         assert.deepEqual(
           listed.map((row) => row.id),
           [INT64_MIN, -BEYOND_DOUBLE, BEYOND_DOUBLE - 1n, BEYOND_DOUBLE, INT64_MAX],
         );
         // The replay path reads the stored id back too.
-        assert.deepEqual(await store.createPlants([plant(INT64_MAX, 'x')]), [{ status: 'exists', stored: plant(INT64_MAX, `n${INT64_MAX}`) }]);
-        assert.deepEqual(await store.listPlants({ limit: 10, after: INT64_MAX }), []);
-        assert.deepEqual((await store.listPlants({ limit: 1, after: INT64_MIN })).map((row) => row.id), [-BEYOND_DOUBLE]);
+        assert.deepEqual(await store.plants.create([plant(INT64_MAX, 'x')]), [{ kind: 'conflict', stored: plant(INT64_MAX, `n${INT64_MAX}`) }]);
+        assert.deepEqual(await store.plants.list({ limit: 10, after: INT64_MAX }), []);
+        assert.deepEqual((await store.plants.list({ limit: 1, after: INT64_MIN })).map((row) => row.id), [-BEYOND_DOUBLE]);
       }));
 
     it('tells a null tag from an empty one', () =>
       withStore(async (store) => {
-        await store.createPlants([plant(1n, 'untagged', null), plant(2n, 'empty', ''), plant(3n, 'tagged', 'a')]);
-        assert.equal((await store.getPlant(1n))?.tag, null);
-        assert.equal((await store.getPlant(2n))?.tag, '');
-        assert.deepEqual(await store.listPlants({ limit: 10, tag: '' }), [plant(2n, 'empty', '')]);
+        await store.plants.create([plant(1n, 'untagged', null), plant(2n, 'empty', ''), plant(3n, 'tagged', 'a')]);
+        assert.equal((await store.plants.get(1n))?.tag, null);
+        assert.equal((await store.plants.get(2n))?.tag, '');
+        assert.deepEqual(await store.plants.list({ limit: 10, tag: '' }), [plant(2n, 'empty', '')]);
         // A replay with '' where null is stored reports the stored null, so the service can call it different.
-        assert.deepEqual(await store.createPlants([plant(1n, 'untagged', '')]), [{ status: 'exists', stored: plant(1n, 'untagged', null) }]);
+        assert.deepEqual(await store.plants.create([plant(1n, 'untagged', '')]), [{ kind: 'conflict', stored: plant(1n, 'untagged', null) }]);
       }));
 
     it('lists by keyset: ascending ids, strictly after the cursor, only the tag asked, at most the limit', () =>
       withStore(async (store) => {
-        const rows: StoredPlant[] = [];
+        const rows: Plant[] = [];
         for (let i = -5n; i <= 14n; i += 1n) rows.push(plant(i * 1000n, `p${i}`, i % 2n === 0n ? 'even' : i % 3n === 0n ? 'EVEN' : null));
         // Shuffled across two batches: order must come from the store, not from insertion.
-        await store.createPlants(rows.filter((_, index) => index % 2 === 1).reverse());
-        await store.createPlants(rows.filter((_, index) => index % 2 === 0));
-        assert.deepEqual(await store.listPlants({ limit: 100 }), rows);
-        assert.deepEqual(await store.listPlants({ limit: 3 }), rows.slice(0, 3));
-        assert.deepEqual(await store.listPlants({ limit: 3, after: -5000n }), rows.slice(1, 4));
-        assert.deepEqual(await store.listPlants({ limit: 3, after: -4999n }), rows.slice(1, 4));
-        assert.deepEqual(await store.listPlants({ limit: 100, after: 14_000n }), []);
+        await store.plants.create(rows.filter((_, index) => index % 2 === 1).reverse());
+        await store.plants.create(rows.filter((_, index) => index % 2 === 0));
+        assert.deepEqual(await store.plants.list({ limit: 100 }), rows);
+        assert.deepEqual(await store.plants.list({ limit: 3 }), rows.slice(0, 3));
+        assert.deepEqual(await store.plants.list({ limit: 3, after: -5000n }), rows.slice(1, 4));
+        assert.deepEqual(await store.plants.list({ limit: 3, after: -4999n }), rows.slice(1, 4));
+        assert.deepEqual(await store.plants.list({ limit: 100, after: 14_000n }), []);
         const even = rows.filter((row) => row.tag === 'even');
-        assert.deepEqual(await store.listPlants({ limit: 100, tag: 'even' }), even);
-        assert.deepEqual(await store.listPlants({ limit: 2, tag: 'even', after: (even[1] as StoredPlant).id }), even.slice(2, 4));
-        assert.deepEqual(await store.listPlants({ limit: 100, tag: 'EVEN' }), rows.filter((row) => row.tag === 'EVEN'));
-        assert.deepEqual(await store.listPlants({ limit: 100, tag: 'none' }), []);
+        assert.deepEqual(await store.plants.list({ limit: 100, tag: 'even' }), even);
+        assert.deepEqual(await store.plants.list({ limit: 2, tag: 'even', after: (even[1] as Plant).id }), even.slice(2, 4));
+        assert.deepEqual(await store.plants.list({ limit: 100, tag: 'EVEN' }), rows.filter((row) => row.tag === 'EVEN'));
+        assert.deepEqual(await store.plants.list({ limit: 100, tag: 'none' }), []);
         // Paging through the whole table, page by page, visits every row once.
-        const seen: StoredPlant[] = [];
+        const seen: Plant[] = [];
         let after: bigint | undefined;
         for (;;) {
-          const page = await store.listPlants({ limit: 7, ...(after === undefined ? {} : { after }) });
+          const page = await store.plants.list({ limit: 7, ...(after === undefined ? {} : { after }) });
           seen.push(...page);
           if (page.length < 7) break;
           after = page.at(-1)?.id;
@@ -184,14 +185,14 @@ for (const database of DATABASES) {
 
     it('deletes a plant once, and the id can be created again afterwards', () =>
       withStore(async (store) => {
-        await store.createPlants([plant(42n, 'old', 'x'), plant(43n, 'kept')]);
-        assert.equal(await store.deletePlant(42n), true);
-        assert.equal(await store.deletePlant(42n), false);
-        assert.equal(await store.deletePlant(44n), false);
-        assert.equal(await store.getPlant(42n), undefined);
-        assert.deepEqual(await store.listPlants({ limit: 10 }), [plant(43n, 'kept')]);
-        assert.deepEqual(await store.createPlants([plant(42n, 'new', null)]), [{ status: 'created' }]);
-        assert.deepEqual(await store.getPlant(42n), plant(42n, 'new', null));
+        await store.plants.create([plant(42n, 'old', 'x'), plant(43n, 'kept')]);
+        assert.equal(await store.plants.delete(42n), true);
+        assert.equal(await store.plants.delete(42n), false);
+        assert.equal(await store.plants.delete(44n), false);
+        assert.equal(await store.plants.get(42n), undefined);
+        assert.deepEqual(await store.plants.list({ limit: 10 }), [plant(43n, 'kept')]);
+        assert.deepEqual(await store.plants.create([plant(42n, 'new', null)]), [{ kind: 'created' }]);
+        assert.deepEqual(await store.plants.get(42n), plant(42n, 'new', null));
       }));
 
     it('keeps tokens: add, find by hash, all, list, duplicate names, last use, revoke', () =>
@@ -423,13 +424,13 @@ for (const database of DATABASES) {
           record('other', { createdAt: new Date(0) }),
         ]);
         assert.deepEqual(outcomes, [
-          { status: 'created' },
-          { status: 'created' },
-          { status: 'exists' },
-          { status: 'conflict' },
-          { status: 'conflict' },
-          { status: 'conflict' },
-          { status: 'conflict' },
+          { kind: 'created' },
+          { kind: 'created' },
+          { kind: 'replayed' },
+          { kind: 'conflict' },
+          { kind: 'conflict' },
+          { kind: 'conflict' },
+          { kind: 'conflict' },
         ]);
         assert.deepEqual(await store.webhooks.exportAll(), [
           record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
@@ -467,7 +468,7 @@ for (const database of DATABASES) {
       /** Two subscriptions and their events for plants 1 and 2, claimed (in plant order). */
       async function twoSubscriptionsClaimed(store: Store, ...names: [string, string]) {
         const [a, b] = [await subscribe(store, names[0]), await subscribe(store, names[1])];
-        await store.createPlants([plant(1n), plant(2n)]);
+        await store.plants.create([plant(1n), plant(2n)]);
         const events = await claim(store, [a, b]);
         const of = (id: bigint) => ({ id, events: events.filter((event) => event.subscriptionId === id) as [ClaimedWebhookEvent, ClaimedWebhookEvent] });
         return [of(a), of(b)] as const;
@@ -505,9 +506,9 @@ for (const database of DATABASES) {
           const second = await subscribe(store, 'second');
           const plants = [plant(INT64_MIN, 'min'), plant(BEYOND_DOUBLE, 'beyond', 't'), plant(INT64_MAX, 'max')];
           const before = Date.now();
-          await store.createPlants(plants);
+          await store.plants.create(plants);
           // A replay writes no event.
-          await store.createPlants([plants[0] as PlantToCreate]);
+          await store.plants.create([plants[0] as Plant]);
           assert.equal(await store.webhooks.countWaiting(), 6);
 
           const some = await claim(store, [first], 2);
@@ -529,9 +530,9 @@ for (const database of DATABASES) {
 
           // A disabled subscription's events are neither claimed nor counted, and creates write none for it.
           const third = await subscribe(store, 'third');
-          await store.createPlants([plant(1n)]);
+          await store.plants.create([plant(1n)]);
           assert.equal(await store.webhooks.setEnabled('third', false, 'paused'), true);
-          await store.createPlants([plant(2n)]);
+          await store.plants.create([plant(2n)]);
           assert.deepEqual(await claim(store, [third]), []);
           assert.equal(await store.webhooks.countWaiting(), 10);
           assert.equal(await store.webhooks.setEnabled('third', true, ''), true);
@@ -541,7 +542,7 @@ for (const database of DATABASES) {
       it('settles deliveries, retries and failures: the attempt log, the events, the totals, the latest success and failure', () =>
         withStore(async (store) => {
           const hook = await subscribe(store, 'hook');
-          await store.createPlants([plant(1n), plant(2n), plant(3n), plant(4n)]);
+          await store.plants.create([plant(1n), plant(2n), plant(3n), plant(4n)]);
           const [e1, e2, e3, e4] = (await claim(store, [hook])) as [ClaimedWebhookEvent, ClaimedWebhookEvent, ClaimedWebhookEvent, ClaimedWebhookEvent];
           const t = await pastMoment();
           // Out of time order on purpose: the latest attempt sets the last success, the last failure and its error.
@@ -587,7 +588,7 @@ for (const database of DATABASES) {
           const [again] = round.claimed as [ClaimedWebhookEvent];
           assert.deepEqual((await settleAndClaim(store, [spent(again, t + 5, 'spent')], [hook])).disabled, []);
           // An earlier failure settled later moves neither the last failure nor its error back.
-          await store.createPlants([plant(5n)]);
+          await store.plants.create([plant(5n)]);
           const [e5] = (await claim(store, [hook])) as [ClaimedWebhookEvent];
           await settleAndClaim(store, [retried(e5, t, 'older')], []);
           const info = await subscription(store, 'hook');
@@ -603,7 +604,7 @@ for (const database of DATABASES) {
       it('claims an event again once its lease runs out, and a released one at once, with no attempt counted', () =>
         withStore(async (store) => {
           const hook = await subscribe(store, 'hook');
-          await store.createPlants([plant(1n), plant(2n)]);
+          await store.plants.create([plant(1n), plant(2n)]);
           const [leased] = (await claim(store, [hook], 1, 300)) as [ClaimedWebhookEvent];
           const [other] = (await claim(store, [hook])) as [ClaimedWebhookEvent];
           assert.notEqual(other.id, leased.id);
@@ -668,22 +669,22 @@ for (const database of DATABASES) {
       const db = await database.create();
       try {
         const first = await openStore(configFor(db.url));
-        await first.createPlants([plant(INT64_MAX, 'durable', 'd'), plant(1n, 'one')]);
+        await first.plants.create([plant(INT64_MAX, 'durable', 'd'), plant(1n, 'one')]);
         await first.tokens.add(newToken('kept', hashOf('k'), { createdAt: new Date(0) }));
         await first.close();
         // Opened twice at once and once more after: every open migrates, and none disturbs the data.
         const [second, third] = await Promise.all([openStore(configFor(db.url)), openStore(configFor(db.url))]);
         await third?.close();
         try {
-          assert.deepEqual(await second.getPlant(INT64_MAX), plant(INT64_MAX, 'durable', 'd'));
-          assert.deepEqual(await second.listPlants({ limit: 10 }), [plant(1n, 'one'), plant(INT64_MAX, 'durable', 'd')]);
+          assert.deepEqual(await second.plants.get(INT64_MAX), plant(INT64_MAX, 'durable', 'd'));
+          assert.deepEqual(await second.plants.list({ limit: 10 }), [plant(1n, 'one'), plant(INT64_MAX, 'durable', 'd')]);
           assert.deepEqual(await second.tokens.find(hashOf('k')), { name: 'kept', hash: hashOf('k'), scopes: SCOPES, expiresAt: null });
-          assert.deepEqual(await second.createPlants([plant(1n, 'one')]), [{ status: 'exists', stored: plant(1n, 'one') }]);
+          assert.deepEqual(await second.plants.create([plant(1n, 'one')]), [{ kind: 'replayed', stored: plant(1n, 'one') }]);
         } finally {
           await second.close();
         }
         const fourth = await openStore(configFor(db.url));
-        assert.deepEqual(await fourth.getPlant(1n), plant(1n, 'one'));
+        assert.deepEqual(await fourth.plants.get(1n), plant(1n, 'one'));
         await fourth.close();
       } finally {
         await db.cleanup();
@@ -696,8 +697,8 @@ for (const database of DATABASES) {
         try {
           const stores = await Promise.all(Array.from({ length: 6 }, () => openStore(configFor(db.url))));
           try {
-            const outcomes = await Promise.all(stores.map((store, index) => store.createPlants([plant(BigInt(index), 'x')])));
-            assert.deepEqual(outcomes.flat(), stores.map(() => ({ status: 'created' })));
+            const outcomes = await Promise.all(stores.map((store, index) => store.plants.create([plant(BigInt(index), 'x')])));
+            assert.deepEqual(outcomes.flat(), stores.map(() => ({ kind: 'created' })));
           } finally {
             await Promise.all(stores.map((store) => store.close()));
           }
@@ -720,7 +721,7 @@ for (const database of DATABASES) {
               ids.push(...roundIds);
               // Each instance commits several overlapping batches at once, in opposite orders: a store that
               // locked ids in arrival order would deadlock here and fail some batches.
-              const batches: Array<{ store: Store; rows: PlantToCreate[] }> = [];
+              const batches: Array<{ store: Store; rows: Plant[] }> = [];
               for (const [store, shift] of [
                 [a, 0],
                 [b, 1],
@@ -730,20 +731,20 @@ for (const database of DATABASES) {
                   batches.push({ store, rows: (k + shift) % 2 === 0 ? rows.reverse() : rows });
                 }
               }
-              const results = await Promise.all(batches.map(({ store, rows }) => store.createPlants(rows)));
+              const results = await Promise.all(batches.map(({ store, rows }) => store.plants.create(rows)));
               const created = new Map<bigint, number>();
               results.forEach((outcomes, index) => {
-                const rows = (batches[index] as { rows: PlantToCreate[] }).rows;
+                const rows = (batches[index] as { rows: Plant[] }).rows;
                 outcomes.forEach((outcome, row) => {
-                  const id = (rows[row] as PlantToCreate).id;
-                  if (outcome.status === 'created') created.set(id, (created.get(id) ?? 0) + 1);
-                  else assert.deepEqual(outcome, { status: 'exists', stored: plant(id, 'same') });
+                  const id = (rows[row] as Plant).id;
+                  if (outcome.kind === 'created') created.set(id, (created.get(id) ?? 0) + 1);
+                  else assert.deepEqual(outcome, { kind: 'replayed', stored: plant(id, 'same') });
                 });
               });
               assert.equal(created.size, roundIds.length);
               assert.ok([...created.values()].every((count) => count === 1));
             }
-            assert.equal((await b.listPlants({ limit: 10_000 })).length, ids.length);
+            assert.equal((await b.plants.list({ limit: 10_000 })).length, ids.length);
           } finally {
             await a.close();
             await b.close();

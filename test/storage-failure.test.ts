@@ -12,8 +12,8 @@ import path from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import type { LightMyRequestResponse } from 'fastify';
+import { REFUSAL_MEMORY_MS } from '../src/plants/write-queue.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
-import { REFUSAL_MEMORY_MS } from '../src/storage/write-queue.js';
 import { openStore } from '../src/storage/open.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
@@ -241,7 +241,7 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     fs.rmSync(filler);
     const recovered = await create(app, 'After the disk was freed');
     assert.equal(recovered.statusCode, 200, recovered.body);
-    assert.equal((await app.store.getPlant(BigInt(nextId - 1)))?.name, 'After the disk was freed');
+    assert.equal((await app.store.plants.get(BigInt(nextId - 1)))?.name, 'After the disk was freed');
     const deletedAfter = await request(app, 'DELETE', `/plants/${remaining[0]}`);
     assert.equal(deletedAfter.statusCode, 204, deletedAfter.body);
     assertErrorRecord(await request(app, 'GET', `/plants/${remaining[0]}`), 404);
@@ -418,18 +418,74 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     t.diagnostic(`SIGTERM with the database locked: exit ${code} after ${elapsed} ms (last-use write gave up after the busy timeout)`);
   });
 
-  it('a database file deleted from under the server → the process stays up and answers Error records, never 500', async () => {
-    const db = await sqliteDatabase();
-    cleanups.push(() => db.cleanup());
-    const app = await startTestApp(db.url);
-    cleanups.push(() => app.close().catch(() => undefined));
-    assert.equal((await create(app)).statusCode, 200);
-    const file = db.url.slice('sqlite:'.length);
-    for (const suffix of ['', '-wal', '-shm']) fs.rmSync(file + suffix, { force: true });
-    // SQLite keeps the open (now unlinked) files: creates may still succeed into them, or fail with a 503.
-    const response = await create(app);
-    assert.ok(response.statusCode === 200 || response.statusCode === 503, response.body);
-    if (response.statusCode === 503) assertUnavailable(response);
-    assert.equal((await app.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
-  });
+  /**
+   * The database file removed, or replaced by another, under a running server: SQLite would keep committing into the
+   * file it has open, which no restart opens again, so every 200 would be lost. Within 2 s /readyz is 503, creates and
+   * deletes are 503 (never 200), an error line names the file, and nothing is acknowledged until a restart.
+   */
+  for (const how of ['removed', 'replaced'] as const) {
+    it(`a database file ${how} under the running server → /readyz 503 within 2 s, creates and deletes 503 until restarted, an error line naming the file`, async (t) => {
+      const db = await sqliteDatabase();
+      cleanups.push(() => db.cleanup());
+      const file = db.url.slice('sqlite:'.length);
+      const env = { DATABASE_URL: db.url };
+      const token = createToken('vanishing', env);
+      const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+      // Another healthy plantstore database, to put at the path in place of the open one.
+      const other = path.join(path.dirname(file), 'other.db');
+      createToken('other', { DATABASE_URL: `sqlite:${other}` });
+      const server = await startServer(env);
+      cleanups.push(() => server.kill());
+      const post = (id: number) => fetch(`${server.base}/plants`, { method: 'POST', headers, body: JSON.stringify({ id, name: `Plant ${id}` }) });
+      assert.equal((await post(1)).status, 200);
+
+      if (how === 'removed') for (const suffix of ['', '-wal', '-shm']) fs.rmSync(file + suffix, { force: true });
+      else fs.renameSync(other, file);
+      const since = performance.now();
+      for (;;) {
+        const ready = await fetch(`${server.base}/readyz`);
+        const body = await ready.text();
+        if (ready.status === 503) {
+          assert.equal(errorRecordProblem(503, ready.headers.get('content-type') ?? undefined, body), undefined);
+          break;
+        }
+        assert.ok(performance.now() - since < 2000, `/readyz still ${ready.status} 2 s after the file was ${how}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      t.diagnostic(`/readyz 503 ${Math.round(performance.now() - since)} ms after the database file was ${how}`);
+      for (const id of [2, 3, 4]) {
+        const response = await post(id);
+        assert.equal(response.status, 503, `create ${id} after the file was ${how}`);
+        assert.equal(errorRecordProblem(503, response.headers.get('content-type') ?? undefined, await response.text()), undefined);
+      }
+      const deleted = await fetch(`${server.base}/plants/1`, { method: 'DELETE', headers: { authorization: headers.authorization } });
+      assert.equal(deleted.status, 503, 'a delete is refused too');
+      // A real file appearing at the path later is not the one SQLite has open: still nothing is acknowledged.
+      if (how === 'removed') createToken('late', env);
+      assert.equal((await post(5)).status, 503, 'still refused with a new file at the path');
+      assert.equal((await fetch(`${server.base}/readyz`)).status, 503);
+      assert.equal((await fetch(`${server.base}/healthz`)).status, 200, 'the process is up');
+
+      await server.stop();
+      const line = server
+        .output()
+        .stdout.split('\n')
+        .find((logged) => logged.includes(`the SQLite database file ${file} was ${how}`));
+      assert.ok(line, `an error line names the file: ${server.output().stdout}`);
+      assert.equal((JSON.parse(line) as { level: number }).level, 50, 'at error level');
+
+      // Restarted against the file now at the path, the server serves it.
+      const tokenThere = createToken('after-restart', env);
+      const restarted = await startServer(env);
+      cleanups.push(() => restarted.kill());
+      const created = await fetch(`${restarted.base}/plants`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokenThere}`, 'content-type': 'application/json' },
+        body: '{"id":6,"name":"After"}',
+      });
+      assert.equal(created.status, 200);
+      assert.equal((await fetch(`${restarted.base}/readyz`)).status, 200);
+      await restarted.stop();
+    });
+  }
 });

@@ -24,14 +24,14 @@ const EXPIRED_CHALLENGE = 'Bearer realm="plantstore", error="invalid_token", err
 const insufficient = (scope: Scope) => `Bearer realm="plantstore", error="insufficient_scope", scope="${scope}"`;
 const lacking = (scope: Scope) => `this token may not ${SCOPE_ACTIONS[scope]}: it lacks the ${scope} scope`;
 
-/** The store's plant methods, each counting its calls: a refused request must make none. */
-type PlantCall = 'createPlants' | 'getPlant' | 'listPlants' | 'deletePlant';
+/** The plant sub-store's methods, each counting its calls: a refused request must make none. */
+type PlantCall = 'create' | 'get' | 'list' | 'delete';
 
 function countPlantCalls(store: Store): Record<PlantCall, number> {
-  const counts: Record<PlantCall, number> = { createPlants: 0, getPlant: 0, listPlants: 0, deletePlant: 0 };
-  const methods = store as unknown as Record<PlantCall, (...args: unknown[]) => Promise<unknown>>;
+  const counts: Record<PlantCall, number> = { create: 0, get: 0, list: 0, delete: 0 };
+  const methods = store.plants as unknown as Record<PlantCall, (...args: unknown[]) => Promise<unknown>>;
   for (const name of Object.keys(counts) as PlantCall[]) {
-    const original = methods[name].bind(store);
+    const original = methods[name].bind(store.plants);
     methods[name] = (...args: unknown[]) => {
       counts[name] += 1;
       return original(...args);
@@ -51,11 +51,11 @@ interface Operation {
 }
 
 const OPERATIONS: readonly Operation[] = [
-  { name: 'POST /plants', scope: 'plants:create', request: (id) => ({ method: 'POST', url: '/plants', payload: `{"id":${id},"name":"new"}` }), success: 200, call: 'createPlants' },
-  { name: 'GET /plants', scope: 'plants:read', request: () => ({ method: 'GET', url: '/plants?limit=1' }), success: 200, call: 'listPlants' },
-  { name: 'HEAD /plants', scope: 'plants:read', request: () => ({ method: 'HEAD', url: '/plants?limit=1' }), success: 200, call: 'listPlants' },
-  { name: 'GET /plants/{id}', scope: 'plants:read', request: (id) => ({ method: 'GET', url: `/plants/${id}` }), success: 200, call: 'getPlant' },
-  { name: 'DELETE /plants/{id}', scope: 'plants:delete', request: (id) => ({ method: 'DELETE', url: `/plants/${id}` }), success: 204, call: 'deletePlant' },
+  { name: 'POST /plants', scope: 'plants:create', request: (id) => ({ method: 'POST', url: '/plants', payload: `{"id":${id},"name":"new"}` }), success: 200, call: 'create' },
+  { name: 'GET /plants', scope: 'plants:read', request: () => ({ method: 'GET', url: '/plants?limit=1' }), success: 200, call: 'list' },
+  { name: 'HEAD /plants', scope: 'plants:read', request: () => ({ method: 'HEAD', url: '/plants?limit=1' }), success: 200, call: 'list' },
+  { name: 'GET /plants/{id}', scope: 'plants:read', request: (id) => ({ method: 'GET', url: `/plants/${id}` }), success: 200, call: 'get' },
+  { name: 'DELETE /plants/{id}', scope: 'plants:delete', request: (id) => ({ method: 'DELETE', url: `/plants/${id}` }), success: 204, call: 'delete' },
 ];
 
 /** The combinations that matter: each scope alone, all of them, and every set lacking exactly one. */
@@ -96,10 +96,10 @@ for (const database of DATABASES) {
         const allowed = scopes.includes(operation.scope);
         it(`${operation.name} with ${grant}: ${allowed ? operation.success : `403, nothing read or written`}`, async () => {
           const id = nextId++;
-          await t.store.createPlants([{ id, name: 'stored', tag: null }]);
+          await t.store.plants.create([{ id, name: 'stored', tag: null }]);
           const newId = 1_000_000n + id;
           const calls = countPlantCalls(t.store);
-          const { method, url, payload } = operation.request(operation.call === 'createPlants' ? newId : id);
+          const { method, url, payload } = operation.request(operation.call === 'create' ? newId : id);
           const response = await t.app.inject({
             method,
             url,
@@ -115,10 +115,10 @@ for (const database of DATABASES) {
           if (method === 'HEAD') assert.equal(response.statusCode, 403);
           else assertErrorRecord(response, 403, lacking(operation.scope));
           assert.equal(response.headers['www-authenticate'], insufficient(operation.scope));
-          assert.deepEqual(calls, { createPlants: 0, getPlant: 0, listPlants: 0, deletePlant: 0 });
+          assert.deepEqual(calls, { create: 0, get: 0, list: 0, delete: 0 });
           // Nothing written: the stored plant is still there, the new one was not created (nor any event for it).
-          assert.deepEqual(await t.store.getPlant(id), { id, name: 'stored', tag: null });
-          assert.equal(await t.store.getPlant(newId), undefined);
+          assert.deepEqual(await t.store.plants.get(id), { id, name: 'stored', tag: null });
+          assert.equal(await t.store.plants.get(newId), undefined);
         });
       }
     }
@@ -241,6 +241,6 @@ describe('token scopes and expiry across two instances on one PostgreSQL', () =>
       assertErrorRecord(response, 401, 'the token has expired');
       assert.equal(response.headers['www-authenticate'], EXPIRED_CHALLENGE);
     }
-    assert.deepEqual(await second.store.getPlant(77n), { id: 77n, name: 'shared', tag: null });
+    assert.deepEqual(await second.store.plants.get(77n), { id: 77n, name: 'shared', tag: null });
   });
 });

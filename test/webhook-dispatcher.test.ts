@@ -53,7 +53,7 @@ describe('the webhook dispatcher', () => {
     cleanups.push(() => receiver.close());
     await store.webhooks.add({ name: 'hook', url: receiver.url(), secret: generateWebhookSecret(), idPrefix: 'p1', createdAt: new Date() });
     const ids = Array.from({ length: backlog }, (_, index) => 9007199254740993n + BigInt(index));
-    await store.createPlants(ids.map((id) => ({ id, name: 'p', tag: null })));
+    await store.plants.create(ids.map((id) => ({ id, name: 'p', tag: null })));
     const { spy, claims, settled } = recorded(store);
     const dispatcher = new WebhookDispatcher(spy, {
       config: {

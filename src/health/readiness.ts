@@ -1,6 +1,6 @@
+import type { WriteQueue } from '../plants/write-queue.js';
 import { StorageUnavailableError } from '../storage/errors.js';
 import type { WritableCheck } from '../storage/store.js';
-import type { WriteQueue } from '../storage/write-queue.js';
 
 /**
  * A successful heartbeat answers every readiness check for this long. Readiness is public (/readyz needs no token)

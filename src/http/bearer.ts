@@ -26,3 +26,18 @@ export function readBearerToken(header: string | undefined): string {
   }
   return token;
 }
+
+/**
+ * The value of the request's one Authorization field, from Node's raw header list (Node keeps only the first of
+ * several). RFC 9110 §11.6.2 allows one credentials value; with two, a proxy that keeps the last would see other
+ * credentials than we do, so the request is refused rather than either one chosen.
+ */
+export function singleAuthorization(rawHeaders: readonly string[]): string | undefined {
+  let value: string | undefined;
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    if ((rawHeaders[index] as string).toLowerCase() !== 'authorization') continue;
+    if (value !== undefined) throw new MalformedCredentialsError('more than one Authorization header: send exactly one');
+    value = rawHeaders[index + 1] as string;
+  }
+  return value;
+}

@@ -3,9 +3,9 @@ import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
 import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from '../auth/errors.js';
 import { PlantConflictError, PlantNotFoundError } from '../plants/errors.js';
-import { NO_NUL, type ErrorRecord } from '../schemas.js';
+import { WriteQueueFullError } from '../plants/write-queue.js';
+import { NO_NUL, type ErrorBody } from '../schemas.js';
 import { StorageUnavailableError } from '../storage/errors.js';
-import { WriteQueueFullError } from '../storage/write-queue.js';
 import {
   ApiError,
   BadRequestError,
@@ -21,7 +21,7 @@ import {
 export interface ErrorReply {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
-  readonly body: ErrorRecord;
+  readonly body: ErrorBody;
 }
 
 /** Fastify's own errors, by code, in the service's words. */
@@ -70,7 +70,8 @@ export function toErrorReply(error: unknown, log: FastifyBaseLogger, bodyLimit: 
         ? (fromServiceError(error) ?? fromFrameworkError(error as Error & { code?: string; statusCode?: number }, bodyLimit))
         : undefined;
   if (known) {
-    if (known.status >= 500) log.error({ err: error }, known.message);
+    // 501 is the client's request asking for what is not implemented, not a failure of the server.
+    if (known.status >= 500 && known.status !== 501) log.error({ err: error }, known.message);
     return { status: known.status, headers: known.headers, body: { error: known.status, message: known.message } };
   }
   log.error({ err: error }, 'unhandled error');
@@ -117,7 +118,7 @@ export function writeClientError(error: Error & { code?: string }, socket: Socke
     error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const message =
     status === 431 ? 'request headers are too large' : status === 408 ? 'request timed out' : 'malformed HTTP request';
-  const body = JSON.stringify({ error: status, message } satisfies ErrorRecord);
+  const body = JSON.stringify({ error: status, message } satisfies ErrorBody);
   const answer = `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
   const writeWhenIdle = () => {
     if (!socket.writable) {

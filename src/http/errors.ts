@@ -1,6 +1,6 @@
 /**
  * The HTTP edge's errors: what a client is told. The HTTP status doubles as the stable numeric `error` code of the
- * Error record (see README, "Errors"). The edge raises these itself (parsing, authentication headers, routing);
+ * Error record (see docs/api.md, "Errors"). The edge raises these itself (parsing, authentication headers, routing);
  * the domain, auth and storage raise their own errors, and src/http/error-reply.ts, the one place that builds
  * Error records, maps those to these.
  */
@@ -78,9 +78,23 @@ export class UnsupportedMediaTypeError extends ApiError {
   }
 }
 
+/** RFC 9110 §10.1.1: an Expect header with any expectation but 100-continue. */
+export class ExpectationFailedError extends ApiError {
+  constructor(expectation: string) {
+    super(417, `Expect: ${JSON.stringify(expectation)} cannot be met; only 100-continue is supported`);
+  }
+}
+
 export class TooManyRequestsError extends ApiError {
   constructor(retryAfterSeconds: number) {
     super(429, `rate limit exceeded; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) });
+  }
+}
+
+/** The request asks for something this server does not implement (RFC 9110 §15.6.2): a transfer coding but chunked. */
+export class NotImplementedError extends ApiError {
+  constructor(message: string) {
+    super(501, message);
   }
 }
 

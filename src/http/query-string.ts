@@ -40,7 +40,10 @@ export function parseQueryString(query: string): ParsedQuery {
       continue;
     }
     const previous = result[name];
-    result[name] = previous === undefined ? value : Array.isArray(previous) ? [...previous, value] : [previous, value];
+    // Appended in place: copying the array for every repeat would make `a&a&a&…` quadratic in the query's length.
+    if (previous === undefined) result[name] = value;
+    else if (Array.isArray(previous)) previous.push(value);
+    else result[name] = [previous, value];
   }
   return result;
 }

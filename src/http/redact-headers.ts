@@ -28,3 +28,38 @@ export function redactCredentialHeaders(headers: IncomingHttpHeaders): Record<st
   for (const [name, value] of Object.entries(headers)) copy[name] = isCredentialHeader(name) ? REDACTED : value;
   return copy;
 }
+
+/**
+ * Query parameter names that carry credentials: every name a header would be redacted for (access_token, api_key,
+ * apikey, secret, password, passwd, auth, session, signature, X-Amz-Signature, X-Amz-Credential, ...) and the short
+ * ones URLs use for signed links and OAuth (sig, key, code, otp).
+ */
+const CREDENTIAL_PARAMETER = /^(?:sig|code|otp)$/i;
+
+/**
+ * `url` for a log line: the value of every query parameter named like a credential replaced by `[redacted]`, the
+ * name kept. A client that sends `?access_token=…` is refused (tokens go in Authorization), but the URL it sent
+ * still reaches the debug request line. Names are compared decoded (`access%5Ftoken` is `access_token`).
+ */
+export function redactCredentialQuery(url: string): string {
+  const question = url.indexOf('?');
+  if (question === -1) return url;
+  const pairs = url.slice(question + 1).split('&');
+  let changed = false;
+  for (let index = 0; index < pairs.length; index += 1) {
+    const pair = pairs[index] as string;
+    const equals = pair.indexOf('=');
+    if (equals === -1) continue;
+    let name = pair.slice(0, equals);
+    try {
+      name = decodeURIComponent(name.replaceAll('+', ' '));
+    } catch {
+      // A malformed escape: judged as written.
+    }
+    if (isCredentialHeader(name) || CREDENTIAL_PARAMETER.test(name)) {
+      pairs[index] = `${pair.slice(0, equals)}=${REDACTED}`;
+      changed = true;
+    }
+  }
+  return changed ? `${url.slice(0, question)}?${pairs.join('&')}` : url;
+}

@@ -1,18 +1,6 @@
-import type { CreateOutcome, PlantStore, StoredPlant } from '../storage/store.js';
-import type { WriteQueue } from '../storage/write-queue.js';
+import type { CreateOutcome, Plant, PlantListQuery, PlantStore } from '../storage/plant-store.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
-
-/** A plant as the domain handles it: the exact int64 id, the name, and the tag or null when it has none. */
-export type Plant = StoredPlant;
-
-export interface PlantListQuery {
-  /** Plants per page, already validated by the caller. */
-  readonly limit: number;
-  /** Only plants whose id is greater (the keyset cursor). */
-  readonly after?: bigint;
-  /** Only plants whose tag is exactly this. */
-  readonly tag?: string;
-}
+import type { WriteQueue } from './write-queue.js';
 
 export interface PlantPage {
   readonly plants: Plant[];
@@ -30,36 +18,28 @@ export interface PlantObserver {
 
 const UNOBSERVED: PlantObserver = { createAnswered: () => undefined };
 
-/**
- * Whether a create of `wanted` where `stored` has its id is a replay (the same name and tag) rather than a conflict.
- * One rule for every way in: POST /plants, `plantstore import`, `plantstore copy`.
- */
-export function isSamePlant(stored: Plant, wanted: Plant): boolean {
-  return stored.id === wanted.id && stored.name === wanted.name && stored.tag === wanted.tag;
-}
-
 /** What plants may do: create (idempotently), read, list by keyset, delete. It knows no transport. */
 export class PlantService {
   readonly #writes: WriteQueue;
-  readonly #plants: Pick<PlantStore, 'getPlant' | 'listPlants'>;
+  readonly #plants: Pick<PlantStore, 'get' | 'list'>;
   readonly #observer: PlantObserver;
 
   /** Every write goes through the queue, which admits and batches it; reads go straight to the store. */
-  constructor(writes: WriteQueue, plants: Pick<PlantStore, 'getPlant' | 'listPlants'>, observer: PlantObserver = UNOBSERVED) {
+  constructor(writes: WriteQueue, plants: Pick<PlantStore, 'get' | 'list'>, observer: PlantObserver = UNOBSERVED) {
     this.#writes = writes;
     this.#plants = plants;
     this.#observer = observer;
   }
 
   async get(id: bigint): Promise<Plant> {
-    const stored = await this.#plants.getPlant(id);
+    const stored = await this.#plants.get(id);
     if (!stored) throw new PlantNotFoundError(id);
     return stored;
   }
 
   /** One keyset page: one row more than asked for tells whether another page follows, without counting. */
   async list(query: PlantListQuery): Promise<PlantPage> {
-    const rows = await this.#plants.listPlants({
+    const rows = await this.#plants.list({
       limit: query.limit + 1,
       ...(query.after === undefined ? {} : { after: query.after }),
       ...(query.tag === undefined ? {} : { tag: query.tag }),
@@ -89,15 +69,14 @@ export class PlantService {
       this.#observer.createAnswered('refused');
       throw error;
     }
-    switch (outcome.status) {
+    switch (outcome.kind) {
       case 'created':
         this.#observer.createAnswered('created');
         return plant;
-      case 'exists':
-        if (isSamePlant(outcome.stored, plant)) {
-          this.#observer.createAnswered('replayed');
-          return outcome.stored;
-        }
+      case 'replayed':
+        this.#observer.createAnswered('replayed');
+        return outcome.stored;
+      case 'conflict':
         this.#observer.createAnswered('conflict');
         throw new PlantConflictError(plant.id);
       case 'failed':

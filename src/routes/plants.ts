@@ -2,16 +2,17 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { plantFromBody } from '../http/json-body.js';
 import { parseInt64Parameter, parseLimitParameter } from '../http/params.js';
 import type { RouteSpec } from '../http/route-spec.js';
-import type { Plant, PlantService } from '../plants/service.js';
+import type { PlantService } from '../plants/service.js';
 import {
   ErrorRecord,
   type NewPlantBody,
   type PlantBody,
   type PlantIdParams,
-  type PlantListQuery,
+  type PlantListQueryString,
   type PlantSchemas,
   type StoredPlantBody,
 } from '../schemas.js';
+import type { Plant } from '../storage/plant-store.js';
 
 /** The API's Plant: `tag` only when the plant has one, and never the id. */
 export function toPlantBody(plant: Plant): PlantBody {
@@ -73,7 +74,7 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
         'A plant stored for the whole walk is answered exactly once, whatever is created or deleted between pages.',
       scope: 'plants:read',
       schema: {
-        querystring: schemas.PlantListQuery,
+        querystring: schemas.PlantListQueryString,
         response: { 200: schemas.PlantList, 400: ErrorRecord, 401: ErrorRecord, 403: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
       },
       responseHeaders: {
@@ -86,7 +87,7 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
         },
       },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const query = request.query as PlantListQuery;
+        const query = request.query as PlantListQueryString;
         const limit = parseLimitParameter(query.limit, 'querystring.limit');
         const after = query.after === undefined ? undefined : parseInt64Parameter(query.after, 'querystring.after');
         const page = await plants.list({

@@ -14,7 +14,7 @@ const Links = Type.Object(
   { additionalProperties: false },
 );
 
-export function systemRoutes(readiness: Readiness, openApiDocument: () => unknown, metrics: Metrics | null): RouteSpec[] {
+export function systemRoutes(readiness: Readiness, openApiJson: () => string, metrics: Metrics | null): RouteSpec[] {
   return [
     {
       method: 'GET',
@@ -59,7 +59,10 @@ export function systemRoutes(readiness: Readiness, openApiDocument: () => unknow
       summary: 'This OpenAPI 3.1 document',
       scope: null,
       schema: { response: { 200: null } },
-      handler: async () => openApiDocument(),
+      handler: async (_request, reply) => {
+        reply.type('application/json; charset=utf-8');
+        return openApiJson();
+      },
     },
     ...(metrics ? [metricsRoute(metrics)] : []),
   ];

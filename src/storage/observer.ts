@@ -9,13 +9,7 @@ export interface StorageObserver {
   storageFailed(kind: StorageErrorKind): void;
 }
 
-export interface WriteQueueObserver {
-  /** The store answered a batch of creates (committed, though single rows may have failed alone) and how long it took. */
-  batchCommitted(rows: number, seconds: number): void;
-}
-
-/** For a store or queue nobody watches. */
-export const UNOBSERVED: StorageObserver & WriteQueueObserver = {
+/** For a store nobody watches. */
+export const UNOBSERVED: StorageObserver = {
   storageFailed: () => undefined,
-  batchCommitted: () => undefined,
 };

@@ -1,5 +1,5 @@
 import { INT64_MAX, INT64_MIN } from '../int64.js';
-import type { StoredPlant } from './store.js';
+import type { Plant } from './plant-store.js';
 
 /** A plants row as both databases' drivers return it (ids as bigint on both). */
 export interface PlantRow {
@@ -8,7 +8,7 @@ export interface PlantRow {
   readonly tag: string | null;
 }
 
-export function toStoredPlant(row: PlantRow): StoredPlant {
+export function toPlant(row: PlantRow): Plant {
   return { id: row.id, name: row.name, tag: row.tag };
 }
 

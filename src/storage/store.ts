@@ -1,50 +1,15 @@
 import type { StorageObserver } from './observer.js';
+import type { PlantStore } from './plant-store.js';
 import type { TokenStore } from './token-store.js';
 import type { WebhookStore } from './webhook-store.js';
 
 /**
  * The storage interfaces. Each consumer sees only what it needs: the write queue and the plant service a
- * PlantStore, readiness a WritableCheck, the token cache a TokenLookup (./token-store.ts), the webhook dispatcher a
- * WebhookOutbox (./webhook-store.ts). Both databases implement all of them as one Store;
+ * PlantStore (./plant-store.ts), the token cache a TokenLookup (./token-store.ts), readiness a WritableCheck, the
+ * webhook dispatcher a WebhookOutbox (./webhook-store.ts). Both databases implement all of them as one Store;
  * test/storage-contract.test.ts holds the two to the same rules. Rows of either database are mapped to these types
  * before they leave storage, and failures are storage's own errors (./errors.ts), never HTTP ones.
  */
-export interface StoredPlant {
-  readonly id: bigint;
-  readonly name: string;
-  readonly tag: string | null;
-}
-
-export type PlantToCreate = StoredPlant;
-
-export interface PlantQuery {
-  readonly limit: number;
-  readonly after?: bigint;
-  readonly tag?: string;
-}
-
-export type CreateOutcome =
-  | { readonly status: 'created' }
-  | { readonly status: 'exists'; readonly stored: StoredPlant }
-  /** This row alone could not be stored; the rest of its batch is unaffected. */
-  | { readonly status: 'failed'; readonly error: Error };
-
-export interface PlantStore {
-  /**
-   * Stores new plants, each committed durably before the promise resolves. SQLite commits the call as one
-   * transaction; PostgreSQL as one insert statement, plus a read of ids already stored and a retry for any deleted
-   * in between, each committing on its own. The promise rejects only when nothing was stored; a failure after some
-   * rows committed fails the rest row by row. A repeated id is created once and its later copies are answered as
-   * the first left it. An id already stored is left as it is and reported with its stored content.
-   */
-  createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]>;
-  getPlant(id: bigint): Promise<StoredPlant | undefined>;
-  /** Plants in ascending id order, strictly after `after` when given (keyset paging), only with `tag` when given. */
-  listPlants(query: PlantQuery): Promise<StoredPlant[]>;
-  /** Resolves false when no plant has that id; committed durably before it resolves. */
-  deletePlant(id: bigint): Promise<boolean>;
-}
-
 export interface WritableCheck {
   /**
    * Resolves once a one-row heartbeat write has been committed durably, proving the store can take writes now (a
@@ -71,11 +36,13 @@ export interface ConnectionPoolState {
 }
 
 /**
- * One open database: every interface above, its tokens and its webhooks as sub-stores of their own, what it can do,
- * what it notices by itself, and how to let it go.
+ * One open database: its sub-stores (plants, tokens, webhooks), and what belongs to the whole: which database it is,
+ * how many batches it commits at once, whether it can take writes now, what it notices by itself, and how to let it
+ * go.
  */
-export interface Store extends PlantStore, WritableCheck {
+export interface Store extends WritableCheck {
   readonly kind: 'sqlite' | 'postgres';
+  readonly plants: PlantStore;
   readonly tokens: TokenStore;
   readonly webhooks: WebhookStore;
   /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */

@@ -1,4 +1,4 @@
-import type { StoredPlant } from './store.js';
+import type { Plant } from './plant-store.js';
 
 /**
  * The webhook sub-store (`Store.webhooks`): subscriptions, their outbox and moving them between databases. Each
@@ -6,8 +6,8 @@ import type { StoredPlant } from './store.js';
  * WebhookTransfer. Each database implements it in one module (src/storage/sqlite/webhooks.ts,
  * src/storage/postgres/webhooks.ts); what a round of attempts changes is decided once, in ./webhook-settlement.ts.
  *
- * Events are written by createPlants itself, in the transaction (SQLite) or statement (PostgreSQL) that stores the
- * plants: one per created plant and active subscription, so a plant answered 200 is never without its events.
+ * Events are written by the plant store's create itself, in the transaction (SQLite) or statement (PostgreSQL) that
+ * stores the plants: one per created plant and active subscription, so a plant answered 200 is never without its events.
  */
 
 /** A webhook subscription as stored, with everything another database needs to go on signing as it did. */
@@ -26,11 +26,11 @@ export interface WebhookRecord {
 }
 
 export type WebhookImportOutcome =
-  | { readonly status: 'created' }
+  | { readonly kind: 'created' }
   /** A subscription of that name was stored already with the same content (the id prefix aside): nothing was changed. */
-  | { readonly status: 'exists' }
+  | { readonly kind: 'replayed' }
   /** A subscription of that name differs: nothing was changed. */
-  | { readonly status: 'conflict' };
+  | { readonly kind: 'conflict' };
 
 /** Moving webhook subscriptions between databases (`plantstore copy`); their events and deliveries stay behind. */
 export interface WebhookTransfer {
@@ -103,7 +103,7 @@ export interface ActiveWebhookSubscription {
 export interface ClaimedWebhookEvent {
   readonly id: bigint;
   readonly subscriptionId: bigint;
-  readonly plant: StoredPlant;
+  readonly plant: Plant;
   readonly createdAt: Date;
   /** Attempts made before this one. */
   readonly attempts: number;

@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import { plantJson } from '../plant-json.js';
-import { isSamePlant } from '../plants/service.js';
+import { isSamePlant } from '../storage/plant-store.js';
 import type { Store } from '../storage/store.js';
 import { isSameToken, type TokenRecord } from '../storage/token-store.js';
 import { isSameWebhook, type WebhookRecord } from '../storage/webhook-store.js';
@@ -94,8 +94,8 @@ function webhooksSection(source: Store, target: Store): Section {
       const outcomes = await target.webhooks.importAll(subscriptions);
       let created = 0;
       outcomes.forEach((outcome, index) => {
-        if (outcome.status === 'created') created += 1;
-        else if (outcome.status === 'conflict') {
+        if (outcome.kind === 'created') created += 1;
+        else if (outcome.kind === 'conflict') {
           throw new TargetHoldsOtherDataError(
             `webhook subscription "${(subscriptions[index] as WebhookRecord).name}", which was written there while the copy ran`,
           );
@@ -117,9 +117,9 @@ function plantsSection(source: Store, target: Store, batchSize: number): Section
     name: 'plants',
     async checkTarget() {
       // The usual target is empty: one query says so. Otherwise both sides are walked side by side in id order.
-      if ((await target.listPlants({ limit: 1 })).length === 0) return;
-      const ours = new PlantCursor(source);
-      const theirs = new PlantCursor(target);
+      if ((await target.plants.list({ limit: 1 })).length === 0) return;
+      const ours = new PlantCursor(source.plants);
+      const theirs = new PlantCursor(target.plants);
       for (let there = await theirs.current(); there !== undefined; there = await theirs.current()) {
         let here = await ours.current();
         while (here !== undefined && here.id < there.id) {
@@ -133,15 +133,15 @@ function plantsSection(source: Store, target: Store, batchSize: number): Section
     },
     async copy(onRows) {
       let created = 0;
-      for await (const page of plantPages(source)) {
+      for await (const page of plantPages(source.plants)) {
         for (let start = 0; start < page.length; start += batchSize) {
           const batch = page.slice(start, start + batchSize);
-          const outcomes = await target.createPlants(batch);
+          const outcomes = await target.plants.create(batch);
           outcomes.forEach((outcome, index) => {
             const plant = batch[index] as (typeof batch)[number];
-            if (outcome.status === 'created') created += 1;
-            else if (outcome.status === 'failed') throw outcome.error;
-            else if (!isSamePlant(outcome.stored, plant)) {
+            if (outcome.kind === 'created') created += 1;
+            else if (outcome.kind === 'failed') throw outcome.error;
+            else if (outcome.kind === 'conflict') {
               throw new TargetHoldsOtherDataError(`plant ${plant.id}, which was written there with other content while the copy ran`);
             }
           });
@@ -152,7 +152,7 @@ function plantsSection(source: Store, target: Store, batchSize: number): Section
     },
     async digest(store) {
       const digest = new SetDigest();
-      for await (const page of plantPages(store)) for (const plant of page) digest.add(plantJson(plant));
+      for await (const page of plantPages(store.plants)) for (const plant of page) digest.add(plantJson(plant));
       return digest;
     },
   };

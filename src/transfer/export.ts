@@ -1,5 +1,5 @@
 import { plantJson } from '../plant-json.js';
-import type { PlantStore } from '../storage/store.js';
+import type { PlantStore } from '../storage/plant-store.js';
 import { plantPages } from './pages.js';
 
 export interface ExportOptions {
@@ -17,7 +17,7 @@ export interface ExportOptions {
  * written and waited for at a time, so memory stays flat whatever the table's size. Resolves with the number of
  * plants written.
  */
-export async function exportPlants(store: Pick<PlantStore, 'listPlants'>, options: ExportOptions): Promise<number> {
+export async function exportPlants(store: Pick<PlantStore, 'list'>, options: ExportOptions): Promise<number> {
   let written = 0;
   for await (const page of plantPages(store, options.tag === undefined ? {} : { tag: options.tag })) {
     let text = '';

@@ -1,6 +1,5 @@
 import { PlantConflictError } from '../plants/errors.js';
-import { isSamePlant, type Plant } from '../plants/service.js';
-import type { CreateOutcome, PlantStore } from '../storage/store.js';
+import { alreadyStored, type CreateOutcome, type Plant, type PlantStore } from '../storage/plant-store.js';
 import { isBlank, type InputLine } from './lines.js';
 
 export interface ImportCounts {
@@ -19,13 +18,13 @@ export interface ImportCounts {
 }
 
 export interface ImportOptions {
-  readonly store: Pick<PlantStore, 'createPlants' | 'getPlant'>;
+  readonly store: Pick<PlantStore, 'create' | 'get'>;
   readonly lines: AsyncIterable<InputLine[]>;
   /** One line's text to the plant it asks for, validated exactly as POST /plants validates a body; throws naming the problem. */
   readonly readPlant: (text: Buffer) => Plant;
   /** BODY_LIMIT_BYTES: the longest line, named when one is longer. */
   readonly maxLineBytes: number;
-  /** Lines per batch: valid ones are committed together, in one durable call to createPlants. */
+  /** Lines per batch: valid ones are committed together, in one durable call to the plant store's create. */
   readonly batchSize: number;
   /** Read and compare with what is stored, write nothing. */
   readonly dryRun: boolean;
@@ -54,7 +53,7 @@ type Entry = { readonly line: number; readonly plant: Plant } | { readonly line:
 
 /**
  * Imports JSON lines of NewPlant. Each line is validated alone (an invalid line is reported and never reaches storage,
- * so it cannot be partly written); valid ones are committed in batches through createPlants, which is durable and
+ * so it cannot be partly written); valid ones are committed in batches through the plant store's create, which is durable and
  * answers each row: created, or already there (identical: skipped; different: a conflict, reported). Reports and
  * counts come in line order. Memory holds one batch, whatever the input's size.
  */
@@ -70,7 +69,7 @@ export async function importPlants(options: ImportOptions): Promise<ImportCounts
     let outcomes: CreateOutcome[] = [];
     if (plants.length > 0) {
       try {
-        outcomes = dryRun ? await compareWithStored(store, plants) : await store.createPlants(plants);
+        outcomes = dryRun ? await compareWithStored(store, plants) : await store.create(plants);
       } catch (error) {
         throw new ImportStoppedError((entries.find((entry) => 'plant' in entry) as Entry).line, error);
       }
@@ -84,16 +83,16 @@ export async function importPlants(options: ImportOptions): Promise<ImportCounts
       }
       const outcome = outcomes[next] as CreateOutcome;
       next += 1;
-      switch (outcome.status) {
+      switch (outcome.kind) {
         case 'created':
           counts.created += 1;
           break;
-        case 'exists':
-          if (isSamePlant(outcome.stored, entry.plant)) counts.identical += 1;
-          else {
-            counts.conflicting += 1;
-            onProblem(entry.line, new PlantConflictError(entry.plant.id).message);
-          }
+        case 'replayed':
+          counts.identical += 1;
+          break;
+        case 'conflict':
+          counts.conflicting += 1;
+          onProblem(entry.line, new PlantConflictError(entry.plant.id).message);
           break;
         case 'failed':
           counts.invalid += 1;
@@ -127,10 +126,10 @@ export async function importPlants(options: ImportOptions): Promise<ImportCounts
 }
 
 /**
- * What createPlants would answer, read without writing: each plant's id looked up. It cannot see a line that repeats
- * an id of an earlier line of the same input, which a real import would compare with that earlier line.
+ * What the plant store's create would answer, read without writing: each plant's id looked up. It cannot see a line
+ * that repeats an id of an earlier line of the same input, which a real import would compare with that earlier line.
  */
-async function compareWithStored(store: Pick<PlantStore, 'getPlant'>, plants: readonly Plant[]): Promise<CreateOutcome[]> {
-  const stored = await Promise.all(plants.map((plant) => store.getPlant(plant.id)));
-  return stored.map((row): CreateOutcome => (row === undefined ? { status: 'created' } : { status: 'exists', stored: row }));
+async function compareWithStored(store: Pick<PlantStore, 'get'>, plants: readonly Plant[]): Promise<CreateOutcome[]> {
+  const stored = await Promise.all(plants.map((plant) => store.get(plant.id)));
+  return stored.map((row, index): CreateOutcome => (row === undefined ? { kind: 'created' } : alreadyStored(row, plants[index] as Plant)));
 }

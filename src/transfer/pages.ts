@@ -1,4 +1,4 @@
-import type { PlantStore, StoredPlant } from '../storage/store.js';
+import type { Plant, PlantStore } from '../storage/plant-store.js';
 
 /** Plants read per keyset query: memory holds a page or two, whatever the table's size. */
 export const READ_PAGE_SIZE = 1000;
@@ -9,13 +9,13 @@ export const READ_PAGE_SIZE = 1000;
  * while the walk goes on may or may not be seen; a plant present throughout is seen exactly once.
  */
 export async function* plantPages(
-  store: Pick<PlantStore, 'listPlants'>,
+  store: Pick<PlantStore, 'list'>,
   options: { readonly tag?: string; readonly pageSize?: number } = {},
-): AsyncGenerator<StoredPlant[]> {
+): AsyncGenerator<Plant[]> {
   const limit = options.pageSize ?? READ_PAGE_SIZE;
   let after: bigint | undefined;
   for (;;) {
-    const page = await store.listPlants({
+    const page = await store.list({
       limit,
       ...(after === undefined ? {} : { after }),
       ...(options.tag === undefined ? {} : { tag: options.tag }),
@@ -29,17 +29,17 @@ export async function* plantPages(
 
 /** Walks plantPages one plant at a time, for comparing two stores side by side. */
 export class PlantCursor {
-  readonly #pages: AsyncGenerator<StoredPlant[]>;
-  #page: StoredPlant[] = [];
+  readonly #pages: AsyncGenerator<Plant[]>;
+  #page: Plant[] = [];
   #index = 0;
   #done = false;
 
-  constructor(store: Pick<PlantStore, 'listPlants'>) {
+  constructor(store: Pick<PlantStore, 'list'>) {
     this.#pages = plantPages(store);
   }
 
   /** The plant at the cursor; undefined once every plant has been passed. */
-  async current(): Promise<StoredPlant | undefined> {
+  async current(): Promise<Plant | undefined> {
     while (this.#index >= this.#page.length && !this.#done) {
       const next = await this.#pages.next();
       if (next.done) this.#done = true;

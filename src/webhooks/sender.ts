@@ -138,9 +138,9 @@ class Attempt implements Dispatcher.DispatchHandler {
  * Sends webhook attempts with undici: keep-alive connections per subscriber (an Agent pools them per origin), the
  * address check at connect time (guardedConnector), no redirects (a dispatch follows none), one time limit over the
  * whole attempt, and an answer read only up to ANSWER_BODY_LIMIT_BYTES and never trusted. It uses undici's dispatch
- * API rather than `request()`, which would make a body stream and a promise chain per answer that is thrown away:
- * 3–5 µs of CPU per attempt in a microbenchmark, though too little for the whole-server bench to tell apart
- * (BENCHMARKS.md, "Webhook"); an attempt is made for every create.
+ * API rather than `request()`, which would make a body stream and a promise chain per answer only to throw them
+ * away; an attempt is made for every create and subscription, so that cost is paid per create (BENCHMARKS.md,
+ * "Webhook").
  */
 export class WebhookSender {
   readonly #agent: Agent;

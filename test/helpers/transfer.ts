@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { loadConfig } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
-import type { StoredPlant } from '../../src/storage/store.js';
+import type { Plant } from '../../src/storage/plant-store.js';
 import { CLI } from './process.js';
 
 export interface CliResult {
@@ -44,24 +44,24 @@ export function sqliteFile(url: string): string {
 }
 
 /** Stores `plants` directly through the store (fast, in batches), for tests that need many. */
-export async function storePlants(url: string, plants: Iterable<StoredPlant>): Promise<void> {
+export async function storePlants(url: string, plants: Iterable<Plant>): Promise<void> {
   const store = await openStore(loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' }).database);
   try {
-    let batch: StoredPlant[] = [];
+    let batch: Plant[] = [];
     for (const plant of plants) {
       batch.push(plant);
       if (batch.length === 5000) {
-        await store.createPlants(batch);
+        await store.plants.create(batch);
         batch = [];
       }
     }
-    if (batch.length > 0) await store.createPlants(batch);
+    if (batch.length > 0) await store.plants.create(batch);
   } finally {
     await store.close();
   }
 }
 
-export function* numberedPlants(count: number, first = 1n): Generator<StoredPlant> {
+export function* numberedPlants(count: number, first = 1n): Generator<Plant> {
   for (let index = 0n; index < BigInt(count); index += 1n) {
     const id = first + index;
     yield { id, name: `plant ${id}`, tag: index % 3n === 0n ? null : `tag${index % 5n}` };

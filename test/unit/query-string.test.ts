@@ -77,3 +77,26 @@ describe('parseQueryString', () => {
     });
   }
 });
+
+describe('parseQueryString cost', () => {
+  /** Milliseconds to parse `query` `times` times: the median of several rounds, after a warm-up. */
+  function parseTime(query: string, times: number): number {
+    const rounds: number[] = [];
+    for (let round = 0; round < 9; round += 1) {
+      const start = performance.now();
+      for (let time = 0; time < times; time += 1) parseQueryString(query);
+      rounds.push(performance.now() - start);
+    }
+    return rounds.sort((a, b) => a - b)[4] as number;
+  }
+
+  it('is linear in the number of repeats of one name: 8,000 cost about twice 4,000, not four times', () => {
+    const repeated = (count: number) => Array.from({ length: count }, () => 'a').join('&');
+    const [small, large] = [repeated(4000), repeated(8000)];
+    parseTime(large, 5);
+    const ratio = parseTime(large, 20) / parseTime(small, 20);
+    // Linear gives about 2, quadratic about 4; the margin absorbs timer noise on a shared machine.
+    assert.ok(ratio < 3, `8,000 repeats took ${ratio.toFixed(2)} times as long as 4,000`);
+    assert.equal((parseQueryString(large).a as string[]).length, 8000);
+  });
+});

@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import {
   STORED_TOKEN_COLUMNS,
   TOKEN_INFO_COLUMNS,
@@ -10,15 +9,13 @@ import {
   type TokenInfoRowOf,
   type TokenRecordRowOf,
 } from '../token-rows.js';
+import type { Query, Transaction } from './connection.js';
 import { isSameToken, type NewToken, type StoredToken, type TokenImportOutcome, type TokenInfo, type TokenRecord, type TokenStore } from '../token-store.js';
 
 /** pg gives times as Dates and bytea as Buffers: rows map as they come. */
 type TokenRecordRow = TokenRecordRowOf<Date, Buffer>;
 const asIs = <T>(value: T) => value;
 const rows = tokenRows<Date, Buffer>(asIs, asIs);
-
-type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
-type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>;
 
 /** Every token, by name in byte order (COLLATE "C"), the order SQLite gives: the database's collation may differ. */
 const EXPORT_TOKENS = `SELECT ${TOKEN_RECORD_COLUMNS} FROM tokens ORDER BY name COLLATE "C"`;

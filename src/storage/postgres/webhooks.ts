@@ -1,18 +1,16 @@
-import type pg from 'pg';
 import { DuplicateWebhookNameError } from '../errors.js';
 import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
 import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
 import type { ActiveWebhookSubscription, ClaimedWebhookEvent, DeliveriesQuery, NewWebhookSubscription, RedeliverResult, SettledAndClaimed } from '../webhook-store.js';
 import type { WebhookAttemptResult, WebhookClaim, WebhookDelivery, WebhookImportOutcome, WebhookRecord, WebhookSubscriptionInfo } from '../webhook-store.js';
+import type { Query, Transaction } from './connection.js';
 
 /** pg gives times as Dates and int4 as numbers: rows map as they come. */
 type WebhookRecordRow = WebhookRecordRowOf<Date>;
 type EventRow = ClaimedEventRowOf<Date, number>;
 const asIs = <T>(value: T) => value;
 
-type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>;
-type Transaction = <T>(work: (query: Query) => Promise<T>) => Promise<T>;
 
 const EVENT_COLUMNS = 'e.id, e.subscription_id, e.plant_id, e.name, e.tag, e.created_at, e.attempts, e.retry_index';
 
@@ -124,12 +122,12 @@ export class PostgresWebhooks implements WebhookStore {
           ],
         );
         if (inserted.rowCount === 1) {
-          outcomes.push({ status: 'created' });
+          outcomes.push({ kind: 'created' });
           continue;
         }
         const stored = (await query<WebhookRecordRow>(`SELECT ${WEBHOOK_RECORD_COLUMNS} FROM webhook_subscriptions WHERE name = $1`, [record.name]))
           .rows[0] as WebhookRecordRow;
-        outcomes.push(isSameWebhook(toWebhookRecord(stored, asIs), record) ? { status: 'exists' } : { status: 'conflict' });
+        outcomes.push(isSameWebhook(toWebhookRecord(stored, asIs), record) ? { kind: 'replayed' } : { kind: 'conflict' });
       }
       return outcomes;
     });

@@ -16,6 +16,7 @@ import {
   type Connection,
 } from './connection.js';
 import { SQLITE_SCHEMA_VERSION, expectedSchemaObjects, migrate, schemaObjects } from './migrations.js';
+import { prepareDatabaseFiles, prepareDatabaseFolder } from './private-files.js';
 
 /** What a verified database file holds. */
 export interface DatabaseFileSummary {
@@ -155,7 +156,9 @@ export function restoreDatabase(backup: string, database: string): DatabaseFileS
     throw new UnusableDatabaseFileError(`${backup} is the database itself; name a backup file`);
   }
   if (!fs.existsSync(backup)) throw new UnusableDatabaseFileError(`there is no backup at ${backup}`);
-  fs.mkdirSync(path.dirname(database), { recursive: true });
+  // The folders private, like every command's (DIRECTORY_MODE, whatever the umask); the database file is made
+  // private only once the backup is known good, so that a refused one leaves no new file behind.
+  prepareDatabaseFolder(database);
   const copyPath = partialPathBeside(database);
   try {
     const source = openDatabase(backup, { readOnly: true, timeoutMs: BUSY_TIMEOUT_MS });
@@ -175,6 +178,7 @@ export function restoreDatabase(backup: string, database: string): DatabaseFileS
     } finally {
       copy.close();
     }
+    prepareDatabaseFiles(database);
     return replaceContent(database, copyPath);
   } finally {
     removeQuietly(...sideFiles(copyPath));

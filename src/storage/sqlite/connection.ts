@@ -12,6 +12,18 @@ export type { SQLInputValue, SQLOutputValue };
 /** How long a write waits for another connection's lock (a CLI command, another process) before SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 5000;
 
+/**
+ * Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs: the
+ * store's retry on a timer (SqliteStore), which its sub-stores run every statement through.
+ */
+export type Unlocked = <T>(work: () => T) => Promise<T>;
+
+/** How a sub-store runs its work (SqliteStore's): reads, and writes, which commit only into the database file still at its path. */
+export interface Runners {
+  readonly read: Unlocked;
+  readonly write: Unlocked;
+}
+
 export interface OpenOptions {
   /** Opens the file read-only; a file that does not exist is then an error rather than created. */
   readonly readOnly?: boolean;
@@ -141,12 +153,6 @@ export function transaction<T>(db: Connection, work: () => T): T {
     throw error;
   }
 }
-
-/**
- * Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs
- * (SqliteStore's, which the sub-stores share).
- */
-export type Unlocked = <T>(work: () => T) => Promise<T>;
 
 /** A BLOB as read (a Uint8Array) as the Buffer the rest of the service uses, sharing its memory. */
 export function blobToBuffer(blob: Uint8Array): Buffer {

@@ -18,13 +18,12 @@ const SIDE_FILES = ['-wal', '-shm'];
  * first is enough for all three, now and whenever SQLite recreates the others later.
  *
  * The folder is created 0700 when missing; one that exists belongs to the operator, who may have opened it on
- * purpose, and keeps its mode. A database, -wal or -shm that exists with group or other permissions (written by an
- * older version, which left them 0644) has those removed, and the change is said on stderr, since it changes files
- * the operator can see. Files owned by another user are left alone: their access is that user's arrangement.
+ * purpose, and keeps its mode. A database, -wal or -shm that exists with group or other permissions (0644, as SQLite
+ * leaves a file that another program created) has those removed, and the change is said on stderr, since it changes
+ * files the operator can see. Files owned by another user are left alone: their access is that user's arrangement.
  */
 export function prepareDatabaseFiles(file: string): void {
-  // A umask can only take bits away, so no umask makes these more open than DIRECTORY_MODE and FILE_MODE.
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: DIRECTORY_MODE });
+  prepareDatabaseFolder(file);
   try {
     fs.closeSync(fs.openSync(file, 'wx', FILE_MODE));
   } catch (error) {
@@ -33,6 +32,12 @@ export function prepareDatabaseFiles(file: string): void {
     if (errorCode(error) !== 'EEXIST') return;
   }
   for (const existing of [file, ...SIDE_FILES.map((suffix) => file + suffix)]) removeGroupAndOtherAccess(existing);
+}
+
+/** Creates the database's folder, and any missing above it, 0700; folders that exist keep their mode. */
+export function prepareDatabaseFolder(file: string): void {
+  // A umask can only take bits away, so no umask makes these more open than DIRECTORY_MODE and FILE_MODE.
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: DIRECTORY_MODE });
 }
 
 function removeGroupAndOtherAccess(file: string): void {

@@ -1,12 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
-import { keysetFrom, toStoredPlant, type PlantRow } from '../rows.js';
-import type { CreateOutcome, PlantQuery, PlantToCreate, Store, StorageIncident, StoredPlant } from '../store.js';
+import type { Store, StorageIncident } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
-import { BUSY_TIMEOUT_MS, isBusy, openConnection, prepare, unavailableKind, type Connection } from './connection.js';
+import { DatabaseFileIdentity } from './file-identity.js';
+import { BUSY_TIMEOUT_MS, isBusy, openConnection, unavailableKind, type Connection } from './connection.js';
 import { migrate } from './migrations.js';
+import { SqlitePlants } from './plants.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteTokens } from './tokens.js';
 import { SqliteWebhooks } from './webhooks.js';
@@ -25,12 +26,6 @@ const READER_CACHE_MIB = 16;
 const HEARTBEAT_LOCK_WAIT_MS = 1000;
 /** Retries for a lock held elsewhere start 1 ms apart and back off to this. */
 const LOCK_RETRY_MAX_MS = 25;
-
-/** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
-export const SQLITE_LIST_QUERIES = {
-  listAll: 'SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?',
-  listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
-} as const;
 
 function translate(error: unknown): unknown {
   return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
@@ -52,30 +47,28 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   /** One writer: SQLite commits one transaction at a time. */
   readonly writeConcurrency = 1;
-  /** Subscriptions and their outbox, on this store's two connections and its lock retries. */
-  readonly webhooks: SqliteWebhooks;
-  /** Tokens, likewise. */
+  /** Plants, tokens, and subscriptions with their outbox, each on this store's two connections and its lock retries. */
+  readonly plants: SqlitePlants;
   readonly tokens: SqliteTokens;
+  readonly webhooks: SqliteWebhooks;
   readonly #reader: Connection;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
+  readonly #identity: DatabaseFileIdentity;
   readonly #incidents: Incidents;
-  readonly #statements;
   #closed = false;
   #observer: StorageObserver = UNOBSERVED;
 
-  private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents) {
+  private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents, identity: DatabaseFileIdentity) {
+    this.#identity = identity;
     this.#reader = reader;
-    this.webhooks = new SqliteWebhooks(reader, writer, (work) => this.#unlocked(work));
-    this.tokens = new SqliteTokens(reader, writer, (work) => this.#unlocked(work));
-    this.#writer = new SqliteWriter(writer, this.webhooks);
+    const runners = { read: <T>(work: () => T) => this.#unlocked(work), write: <T>(work: () => T) => this.#write(work) };
+    this.webhooks = new SqliteWebhooks(reader, writer, runners);
+    this.plants = new SqlitePlants(reader, writer, this.webhooks, runners);
+    this.tokens = new SqliteTokens(reader, writer, runners);
+    this.#writer = new SqliteWriter(writer);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
-    this.#statements = {
-      getPlant: prepare<[bigint], PlantRow>(reader, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
-      listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
-      listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
-    };
   }
 
   /** `options.checkpointer` exists for tests, which cannot wait the real restart delays out. */
@@ -95,7 +88,8 @@ export class SqliteStore implements Store {
       writer.exec('PRAGMA wal_autocheckpoint = 0');
       const incidents = new Incidents();
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
-      return new SqliteStore(reader, writer, checkpointer, incidents);
+      const identity = new DatabaseFileIdentity(file, (incident) => incidents.report(incident));
+      return new SqliteStore(reader, writer, checkpointer, incidents, identity);
     } catch (error) {
       void checkpointer?.stop();
       writer?.close();
@@ -120,7 +114,7 @@ export class SqliteStore implements Store {
         return work();
       } catch (error) {
         if (!isBusy(error) || performance.now() + delay > deadline) {
-          this.#observer.storageFailed(unavailableKind(error) ?? 'other');
+          this.#observer.storageFailed(error instanceof StorageUnavailableError ? 'io' : (unavailableKind(error) ?? 'other'));
           throw translate(error);
         }
       }
@@ -128,42 +122,28 @@ export class SqliteStore implements Store {
     }
   }
 
+  /**
+   * A write (one durable commit) under #unlocked, made only while the database file at the path is the one open, and
+   * acknowledged only if it still is once committed: a commit into a removed or replaced file would be lost.
+   */
+  #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
+    return this.#unlocked(() => {
+      this.#identity.assertSame();
+      const result = work();
+      this.#identity.assertSame();
+      return result;
+    }, lockWaitMs);
+  }
+
   observe(observer: StorageObserver): void {
     this.#observer = observer;
-  }
-
-  createPlants(plants: readonly PlantToCreate[]): Promise<CreateOutcome[]> {
-    return this.#unlocked(() => this.#writer.createPlants(plants));
-  }
-
-  getPlant(id: bigint): Promise<StoredPlant | undefined> {
-    return this.#unlocked(() => {
-      const row = this.#statements.getPlant.get(id);
-      return row && toStoredPlant(row);
-    });
-  }
-
-  listPlants(query: PlantQuery): Promise<StoredPlant[]> {
-    const from = keysetFrom(query.after);
-    if (from === undefined) return Promise.resolve([]);
-    return this.#unlocked(() => {
-      const rows =
-        query.tag === undefined
-          ? this.#statements.listAll.all(from, query.limit)
-          : this.#statements.listByTag.all(query.tag, from, query.limit);
-      return rows.map(toStoredPlant);
-    });
-  }
-
-  deletePlant(id: bigint): Promise<boolean> {
-    return this.#unlocked(() => this.#writer.deletePlant(id));
   }
 
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
   checkWritable(): Promise<void> {
     const problem = this.#checkpointer.problem;
     if (problem) return Promise.reject(new StorageUnavailableError(undefined, { cause: problem }));
-    return this.#unlocked(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
+    return this.#write(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
   onIncident(listener: (incident: StorageIncident) => void): () => void {
@@ -178,6 +158,7 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#identity.stop();
     await this.#checkpointer.stop();
     this.#writer.close();
     if (this.#reader.isOpen) this.#reader.close();

@@ -6,6 +6,7 @@ import {
   sqliteExtendedCode,
   transaction,
   type Connection,
+  type Runners,
   type Unlocked,
 } from './connection.js';
 import {
@@ -28,18 +29,20 @@ const msOrNull = (date: Date | null) => date?.getTime() ?? null;
 
 /**
  * The token sub-store of SQLite. Reads use the read connection; writes the one write connection, each a durable
- * commit of its own that takes the write lock at once or throws SQLITE_BUSY having changed nothing (which `unlocked`
- * retries).
+ * commit of its own that takes the write lock at once or throws SQLITE_BUSY having changed nothing, which the runners
+ * retry; a write commits only into the database file still at its path (`runners.write`).
  */
 export class SqliteTokens implements TokenStore {
   readonly #db: Connection;
   readonly #unlocked: Unlocked;
+  readonly #write: Unlocked;
   readonly #statements;
 
   /** `db` is the write connection. */
-  constructor(reader: Connection, db: Connection, unlocked: Unlocked) {
+  constructor(reader: Connection, db: Connection, runners: Runners) {
     this.#db = db;
-    this.#unlocked = unlocked;
+    this.#unlocked = runners.read;
+    this.#write = runners.write;
     this.#statements = {
       // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
       list: prepare<[], TokenInfoRowOf<number>>(reader, `SELECT ${TOKEN_INFO_COLUMNS} FROM tokens ORDER BY name`),
@@ -73,7 +76,7 @@ export class SqliteTokens implements TokenStore {
     const scopesText = scopesColumn(scopes);
     await insertTokenOnce(
       name,
-      () => this.#unlocked(() => void this.#statements.add.run(name, hash, scopesText, createdAt.getTime(), msOrNull(expiresAt))),
+      () => this.#write(() => void this.#statements.add.run(name, hash, scopesText, createdAt.getTime(), msOrNull(expiresAt))),
       // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
       (error) => sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_PRIMARYKEY,
     );
@@ -84,7 +87,7 @@ export class SqliteTokens implements TokenStore {
   }
 
   revoke(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#statements.revoke.run(name).changes > 0);
+    return this.#write(() => this.#statements.revoke.run(name).changes > 0);
   }
 
   find(hash: Buffer): Promise<StoredToken | undefined> {
@@ -102,7 +105,7 @@ export class SqliteTokens implements TokenStore {
     if (uses.size === 0) return;
     const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
     const { touch } = this.#statements;
-    await this.#unlocked(() =>
+    await this.#write(() =>
       transaction(this.#db, () => {
         for (const [name, at] of entries) touch.run(at, name, at);
       }),
@@ -115,7 +118,7 @@ export class SqliteTokens implements TokenStore {
 
   importAll(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
     const { touch, import: insert, clashing } = this.#statements;
-    return this.#unlocked(() =>
+    return this.#write(() =>
       transaction(this.#db, () =>
         tokens.map((token): TokenImportOutcome => {
           const lastUsedAt = msOrNull(token.lastUsedAt);

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DuplicateWebhookNameError } from '../errors.js';
-import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Unlocked, type WriteStatement } from './connection.js';
-import type { CreateOutcome, PlantToCreate } from '../store.js';
+import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Runners, type Unlocked, type WriteStatement } from './connection.js';
+import type { CreateOutcome, Plant } from '../plant-store.js';
 import { WEBHOOK_RECORD_COLUMNS, toClaimedEvent, toWebhookRecord, type ClaimedEventRowOf, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
 import { isSameWebhook, webhookEventId, webhookEventRowId, type WebhookStore } from '../webhook-store.js';
@@ -90,7 +90,7 @@ function webhookReads(reader: Connection) {
 }
 
 /**
- * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection (SqliteWriter's).
+ * The webhook sub-store of SQLite. Reads use the read connection; writes the one write connection.
  * `recordEvents` runs inside the transaction that stores a batch of plants, so the outbox shares that batch's commit
  * and fsync; the other writes are durable commits of their own, each taking the write lock at once or throwing
  * SQLITE_BUSY having changed nothing (which `unlocked` retries), except `settleAndClaim`: the dispatcher's own
@@ -98,6 +98,7 @@ function webhookReads(reader: Connection) {
  */
 export class SqliteWebhooks implements WebhookStore {
   readonly #unlocked: Unlocked;
+  readonly #write: Unlocked;
   readonly #reads;
   readonly #statements;
   /** Each of these is one transaction (transaction() in connection.ts). */
@@ -109,8 +110,9 @@ export class SqliteWebhooks implements WebhookStore {
   readonly #import: (subscriptions: readonly WebhookRecord[]) => WebhookImportOutcome[];
 
   /** `db` is the write connection. */
-  constructor(reader: Connection, db: Connection, unlocked: Unlocked) {
-    this.#unlocked = unlocked;
+  constructor(reader: Connection, db: Connection, runners: Runners) {
+    this.#unlocked = runners.read;
+    this.#write = runners.write;
     this.#reads = webhookReads(reader);
     this.#syncNormal = prepareWrite<[]>(db, 'PRAGMA synchronous = NORMAL');
     this.#syncFull = prepareWrite<[]>(db, 'PRAGMA synchronous = FULL');
@@ -280,9 +282,9 @@ export class SqliteWebhooks implements WebhookStore {
           time(record.disabledAt),
           record.disabledReason,
         );
-        if (inserted.changes === 1) return { status: 'created' };
+        if (inserted.changes === 1) return { kind: 'created' };
         const stored = s.storedSubscription.get(record.name) as WebhookRecordRow;
-        return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { status: 'exists' } : { status: 'conflict' };
+        return isSameWebhook(toWebhookRecord(stored, fromMs), record) ? { kind: 'replayed' } : { kind: 'conflict' };
       }),
     );
     this.#prune = (cutoff, now, chunk) => transaction(db, () => {
@@ -297,19 +299,19 @@ export class SqliteWebhooks implements WebhookStore {
    * The outbox rows of a batch of creates: one event per created plant and active subscription. Called inside the
    * batch's transaction; with no active subscription it costs one indexed read per batch.
    */
-  recordEvents(plants: readonly PlantToCreate[], outcomes: readonly CreateOutcome[]): void {
+  recordEvents(plants: readonly Plant[], outcomes: readonly CreateOutcome[]): void {
     if (this.#statements.anyActive.get() !== 1) return;
     const now = Date.now();
     outcomes.forEach((outcome, index) => {
       const plant = plants[index];
-      if (outcome.status === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
+      if (outcome.kind === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
     });
   }
 
   async add(subscription: NewWebhookSubscription): Promise<void> {
     const { name, url, secret, idPrefix, createdAt } = subscription;
     try {
-      await this.#unlocked(() => this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime()));
+      await this.#write(() => this.#statements.add.run(name, url, secret, idPrefix, createdAt.getTime()));
     } catch (error) {
       if (sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_UNIQUE) throw new DuplicateWebhookNameError(name);
       throw error;
@@ -336,15 +338,15 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   remove(name: string): Promise<boolean> {
-    return this.#unlocked(() => this.#remove(name));
+    return this.#write(() => this.#remove(name));
   }
 
   setEnabled(name: string, enabled: boolean, reason: string): Promise<boolean> {
-    return this.#unlocked(() => (enabled ? this.#statements.enable.run(name) : this.#statements.disable.run(Date.now(), reason, name)).changes > 0);
+    return this.#write(() => (enabled ? this.#statements.enable.run(name) : this.#statements.disable.run(Date.now(), reason, name)).changes > 0);
   }
 
   rotateSecret(name: string, secret: string, graceMs: number): Promise<boolean> {
-    return this.#unlocked(() => this.#statements.rotate.run(Date.now() + graceMs, secret, name).changes > 0);
+    return this.#write(() => this.#statements.rotate.run(Date.now() + graceMs, secret, name).changes > 0);
   }
 
   deliveries(query: DeliveriesQuery): Promise<WebhookDelivery[]> {
@@ -364,7 +366,7 @@ export class SqliteWebhooks implements WebhookStore {
   async redeliver(eventId: string): Promise<RedeliverResult> {
     const parsed = webhookEventRowId(eventId);
     if (!parsed) return 'not-found';
-    const row = await this.#unlocked(() => this.#statements.redeliver.get(Date.now(), parsed.rowId, parsed.idPrefix));
+    const row = await this.#write(() => this.#statements.redeliver.get(Date.now(), parsed.rowId, parsed.idPrefix));
     if (!row) return 'not-found';
     return row.disabled === 1 ? 'scheduled-disabled' : 'scheduled';
   }
@@ -390,7 +392,7 @@ export class SqliteWebhooks implements WebhookStore {
     claims: readonly WebhookClaim[],
     leaseMs: number,
   ): Promise<SettledAndClaimed> {
-    return this.#unlocked(() => {
+    return this.#write(() => {
       // Written to the WAL now (a SIGKILL keeps it), synced by the next durable commit or checkpoint: a power loss may
       // forget a settlement, and then the event is sent again with its webhook-id, which at-least-once allows. An fsync
       // here would stop the loop for every round of deliveries, creates included.
@@ -404,7 +406,7 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   releaseLeases(): Promise<void> {
-    return this.#unlocked(() => {
+    return this.#write(() => {
       this.#statements.releaseAll.run();
     });
   }
@@ -417,7 +419,7 @@ export class SqliteWebhooks implements WebhookStore {
     let deleted = 0;
     for (;;) {
       // Short transactions, between which creates and reads go on.
-      const chunk = await this.#unlocked(() => this.#prune(Date.now() - retentionMs, Date.now(), PRUNE_CHUNK));
+      const chunk = await this.#write(() => this.#prune(Date.now() - retentionMs, Date.now(), PRUNE_CHUNK));
       deleted += chunk;
       if (chunk < PRUNE_CHUNK) return deleted;
       await sleep(0);
@@ -429,6 +431,6 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {
-    return this.#unlocked(() => this.#import(subscriptions));
+    return this.#write(() => this.#import(subscriptions));
   }
 }

@@ -1,6 +1,5 @@
-import { StorageUnavailableError } from './errors.js';
-import { UNOBSERVED, type WriteQueueObserver } from './observer.js';
-import type { CreateOutcome, PlantStore, PlantToCreate } from './store.js';
+import { StorageUnavailableError } from '../storage/errors.js';
+import type { CreateOutcome, Plant, PlantStore } from '../storage/plant-store.js';
 
 /** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
 export class WriteQueueFullError extends Error {
@@ -9,6 +8,14 @@ export class WriteQueueFullError extends Error {
     this.name = 'WriteQueueFullError';
   }
 }
+
+/** What the write queue reports (src/metrics.ts implements it); called once per batch, so it must be cheap and never throw. */
+export interface WriteQueueObserver {
+  /** The store answered a batch of creates (committed, though single rows may have failed alone) and how long it took. */
+  batchCommitted(rows: number, seconds: number): void;
+}
+
+const UNOBSERVED: WriteQueueObserver = { batchCommitted: () => undefined };
 
 export interface WriteQueueOptions {
   /** Writes waiting for storage (creates queued, single writes waiting or running) before new ones are refused. */
@@ -31,7 +38,7 @@ export interface WriteQueueOptions {
 export const REFUSAL_MEMORY_MS = 5000;
 
 interface Pending {
-  readonly plant: PlantToCreate;
+  readonly plant: Plant;
   readonly resolve: (outcome: CreateOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -48,7 +55,7 @@ interface Pending {
  * `drain()` waits for both. Whoever creates the queue (src/services.ts) drains it before storage is closed.
  */
 export class WriteQueue {
-  readonly #store: PlantStore;
+  readonly #plants: Pick<PlantStore, 'create' | 'delete'>;
   readonly #options: WriteQueueOptions;
   readonly #observer: WriteQueueObserver;
   #queue: Pending[] = [];
@@ -60,8 +67,8 @@ export class WriteQueue {
   /** When the latest batch to finish was refused by storage, whole or in part; undefined once one commits whole. */
   #refusedAt: number | undefined;
 
-  constructor(store: PlantStore, options: WriteQueueOptions) {
-    this.#store = store;
+  constructor(plants: Pick<PlantStore, 'create' | 'delete'>, options: WriteQueueOptions) {
+    this.#plants = plants;
     this.#options = options;
     this.#observer = options.observer ?? UNOBSERVED;
   }
@@ -80,7 +87,7 @@ export class WriteQueue {
     return this.depth >= this.#options.queueLimit;
   }
 
-  create(plant: PlantToCreate): Promise<CreateOutcome> {
+  create(plant: Plant): Promise<CreateOutcome> {
     if (this.#full) return Promise.reject(new WriteQueueFullError());
     return new Promise((resolve, reject) => {
       this.#queue.push({ plant, resolve, reject });
@@ -97,7 +104,7 @@ export class WriteQueue {
     if (this.#full) throw new WriteQueueFullError();
     this.#operations += 1;
     try {
-      return await this.#store.deletePlant(id);
+      return await this.#plants.delete(id);
     } finally {
       this.#operations -= 1;
       this.#wakeIfIdle();
@@ -150,7 +157,7 @@ export class WriteQueue {
     try {
       // Clients may send one id twice in one turn: every store creates it once and answers the later copies as the
       // first left it (test/storage-contract.test.ts holds both to that).
-      outcomes = await this.#store.createPlants(batch.map((pending) => pending.plant));
+      outcomes = await this.#plants.create(batch.map((pending) => pending.plant));
     } catch (error) {
       if (error instanceof StorageUnavailableError) this.#refusedAt = Date.now();
       for (const pending of batch) pending.reject(error);
@@ -159,9 +166,9 @@ export class WriteQueue {
     this.#observer.batchCommitted(batch.length, (performance.now() - started) / 1000);
     // A batch storage cut short (PostgreSQL: a later statement failed after earlier rows committed, and the rest were
     // answered 503) is refused as much as one refused whole: its committed first part does not make storage healthy.
-    const cutShort = outcomes.some((outcome) => outcome.status === 'failed' && outcome.error instanceof StorageUnavailableError);
+    const cutShort = outcomes.some((outcome) => outcome.kind === 'failed' && outcome.error instanceof StorageUnavailableError);
     this.#refusedAt = cutShort ? Date.now() : undefined;
     batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
-    if (this.#options.onCreated && outcomes.some((outcome) => outcome.status === 'created')) this.#options.onCreated();
+    if (this.#options.onCreated && outcomes.some((outcome) => outcome.kind === 'created')) this.#options.onCreated();
   }
 }

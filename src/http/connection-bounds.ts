@@ -1,0 +1,179 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+/** What one connection may make the server hold. */
+export interface ConnectionLimits {
+  /**
+   * Requests of one connection whose handlers run at once. A pipelined request beyond them waits, parsed but not
+   * handled, until an earlier answer has been handed to the kernel: HTTP/1.1 answers go out in order anyway, so
+   * running more only builds answers that sit in memory behind one the client has not read.
+   */
+  readonly handledAtOnce: number;
+  /**
+   * Requests one connection may have sent and not yet been answered (handled or waiting); one more closes the
+   * connection, and Node parses no further request of that read (http-server.ts). Each one waiting costs its request
+   * and response objects, so this is what a connection that never reads can make the server hold; it leaves room for
+   * a client that pipelines a few hundred requests at once and reads the answers.
+   */
+  readonly unanswered: number;
+  /** Bytes of answers one connection may have waiting for the kernel before no further handler starts. */
+  readonly bufferedBytes: number;
+  /** A connection with answer bytes waiting that takes none of them for this long is closed. */
+  readonly stalledMs: number;
+}
+
+export const CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
+  handledAtOnce: 4,
+  unanswered: 512,
+  bufferedBytes: 1024 * 1024,
+  stalledMs: 10_000,
+});
+
+/** Why a connection was closed by its bounds. */
+export type ConnectionOverrun = 'too many unanswered requests' | 'answers not read';
+
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+interface ConnectionState {
+  /** Handlers started whose answers have not been handed to the kernel: their requests and responses. */
+  readonly handled: Map<IncomingMessage, ServerResponse>;
+  /** Parsed requests waiting for a handler, oldest first from `head` on (shifting an array is linear). */
+  waiting: Array<readonly [IncomingMessage, ServerResponse]>;
+  head: number;
+  /** When an answer last left for the kernel (a response finished, or the socket drained). */
+  progressAt: number;
+}
+
+/**
+ * The server's request handler, wrapped so that what one connection can make the server hold is bounded, however a
+ * client pipelines and however slowly it reads (src/app.ts installs it through Fastify's serverFactory):
+ * at most `handledAtOnce` handlers of a connection run at once, and none starts while its socket has more than
+ * `bufferedBytes` unwritten; more than `unanswered` requests ahead close it; and a connection whose answers wait
+ * unread for `stalledMs` is closed. Node's own back-pressure (it stops reading a socket whose answers exceed its
+ * high-water mark) then keeps further requests in the kernel: it works once answers exist, which handlers that run
+ * at once for every pipelined request would build ahead of it without bound.
+ *
+ * Answers keep the order of their requests: Node queues responses per connection, and waiting handlers start in
+ * the order their requests came.
+ */
+export class ConnectionBounds {
+  readonly #handler: Handler;
+  readonly #limits: ConnectionLimits;
+  readonly #onOverrun: (socket: Socket, why: ConnectionOverrun) => void;
+  readonly #connections = new Map<Socket, ConnectionState>();
+  #sweeper: NodeJS.Timeout | undefined;
+
+  constructor(handler: Handler, limits: ConnectionLimits, onOverrun: (socket: Socket, why: ConnectionOverrun) => void) {
+    this.#handler = handler;
+    this.#limits = limits;
+    this.#onOverrun = onOverrun;
+  }
+
+  /** The server's request listener: the handler, bounded per connection. */
+  readonly handle: Handler = (request, response) => {
+    const { socket } = request;
+    const state = this.#stateOf(socket);
+    const waiting = state.waiting.length - state.head;
+    if (state.handled.size + waiting >= this.#limits.unanswered) {
+      this.#overrun(socket, 'too many unanswered requests');
+      return;
+    }
+    if (waiting === 0 && this.#mayStart(socket, state)) this.#start(socket, state, request, response);
+    else state.waiting.push([request, response]);
+  };
+
+  /** Stops the timer that closes stalled connections; the server calls it when it closes. */
+  stop(): void {
+    clearInterval(this.#sweeper);
+    this.#sweeper = undefined;
+  }
+
+  #stateOf(socket: Socket): ConnectionState {
+    let state = this.#connections.get(socket);
+    if (!state) {
+      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now() };
+      this.#connections.set(socket, state);
+      const progressed = () => {
+        (state as ConnectionState).progressAt = performance.now();
+        this.#release(socket, state as ConnectionState);
+      };
+      socket.on('drain', progressed);
+      socket.once('close', () => {
+        this.#connections.delete(socket);
+        (state as ConnectionState).waiting = [];
+        // Node aborts the requests and responses of a connection that closes, unless it stopped parsing as for an
+        // upgrade (http-server.ts), and then it leaves them be: the handlers that run end here all the same.
+        for (const [request, response] of (state as ConnectionState).handled) {
+          request.destroy();
+          response.destroy();
+        }
+      });
+      this.#sweeper ??= setInterval(() => this.#sweep(), Math.min(1000, this.#limits.stalledMs)).unref();
+    }
+    return state;
+  }
+
+  #mayStart(socket: Socket, state: ConnectionState): boolean {
+    return state.handled.size < this.#limits.handledAtOnce && socket.writableLength <= this.#limits.bufferedBytes;
+  }
+
+  #start(socket: Socket, state: ConnectionState, request: IncomingMessage, response: ServerResponse): void {
+    state.handled.set(request, response);
+    const answered = () => {
+      if (!state.handled.delete(request)) return;
+      state.progressAt = performance.now();
+      this.#release(socket, state);
+    };
+    response.once('finish', answered);
+    response.once('close', answered);
+    this.#handler(request, response);
+  }
+
+  /** Starts waiting handlers while the connection has room for them. */
+  #release(socket: Socket, state: ConnectionState): void {
+    if (socket.destroyed) return;
+    while (state.head < state.waiting.length && this.#mayStart(socket, state)) {
+      const [request, response] = state.waiting[state.head] as readonly [IncomingMessage, ServerResponse];
+      state.head += 1;
+      this.#start(socket, state, request, response);
+    }
+    if (state.head === state.waiting.length) {
+      state.waiting = [];
+      state.head = 0;
+    }
+  }
+
+  /** Closes connections whose answers have waited unread, in the kernel's and Node's buffers, for `stalledMs`. */
+  #sweep(): void {
+    const now = performance.now();
+    for (const [socket, state] of this.#connections) {
+      // Nothing waiting to be written counts as keeping up: the time runs from when answers start to wait.
+      if (socket.writableLength === 0) state.progressAt = now;
+      else if (now - state.progressAt >= this.#limits.stalledMs) this.#overrun(socket, 'answers not read');
+    }
+    if (this.#connections.size === 0) this.stop();
+  }
+
+  #overrun(socket: Socket, why: ConnectionOverrun): void {
+    if (socket.destroyed) return;
+    this.#onOverrun(socket, why);
+    // When the socket closes, Node aborts every request it parsed and did not answer, each with an Error of its own,
+    // and capturing those stack traces cost more CPU and memory than everything else the flood made the server do
+    // (over a thousand requests from one 64 KiB read). Nobody reads them: the client is gone and the requests were
+    // never handed to a handler, so they are made without a stack, around Node's own 'close' listener only.
+    let stackTraceLimit: number | undefined;
+    const restore = () => {
+      if (stackTraceLimit === undefined) return;
+      Error.stackTraceLimit = stackTraceLimit;
+      stackTraceLimit = undefined;
+    };
+    socket.prependOnceListener('close', () => {
+      stackTraceLimit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 0;
+      // Restored after the listeners, and in any case before anything else runs.
+      process.nextTick(restore);
+    });
+    socket.once('close', restore);
+    socket.destroy();
+  }
+}

@@ -1,0 +1,125 @@
+import { createServer, IncomingMessage, Server, ServerResponse, type ServerOptions } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.js';
+import { CONNECTION_LIMITS, ConnectionBounds } from './connection-bounds.js';
+import { ApiError, BadRequestError, ExpectationFailedError, NotImplementedError } from './errors.js';
+
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** Marks a request whose Expect header is not 100-continue; Node hands it over through 'checkExpectation'. */
+const UNMET_EXPECTATION = Symbol('unmetExpectation');
+
+/** Where a request's `upgrade` flag, as the parser found it, is kept (see StoppingIncomingMessage). */
+const PARSED_UPGRADE = Symbol('parsedUpgrade');
+/** Set on a request whose headers were parsed after its socket had been destroyed. */
+const AFTER_CLOSE = Symbol('afterClose');
+
+/**
+ * Node's request object, except that a request parsed on a socket already destroyed claims to be an upgrade. Node
+ * parses a whole socket read (up to 64 KiB, some 1,600 minimal requests) in one go and makes a request and a response
+ * object for each; a 'request' listener cannot stop that, and destroying the socket does not either. An upgrade does:
+ * when shouldUpgradeCallback accepts one, the parser stops right after its headers, the rest of the read is never
+ * parsed, and with no 'upgrade' listener Node destroys the socket. So once ConnectionBounds has closed a connection,
+ * the next request parsed on it ends the parsing of that read, instead of a thousand more objects that die unanswered.
+ * Node then skips its own clean-up of the connection's unanswered requests, which ConnectionBounds does instead.
+ */
+class StoppingIncomingMessage extends IncomingMessage {
+  declare [PARSED_UPGRADE]: boolean | null;
+  readonly [AFTER_CLOSE]: boolean;
+
+  constructor(socket: Socket) {
+    super(socket);
+    this[AFTER_CLOSE] = socket.destroyed;
+  }
+}
+Object.defineProperty(StoppingIncomingMessage.prototype, 'upgrade', {
+  get(this: StoppingIncomingMessage): boolean {
+    return this[AFTER_CLOSE] || (this[PARSED_UPGRADE] ?? false);
+  },
+  set(this: StoppingIncomingMessage, value: boolean | null) {
+    this[PARSED_UPGRADE] = value;
+  },
+});
+
+/** Accepts, as an upgrade, only a request parsed after its socket was destroyed: no real upgrade is served. */
+function stopsParsing(request: IncomingMessage): boolean {
+  return request instanceof StoppingIncomingMessage && request[AFTER_CLOSE];
+}
+
+/**
+ * Node 24.9 and later ask shouldUpgradeCallback; older ones accept an upgrade only when there is an 'upgrade' listener
+ * (there is none), and would treat such a request as an upgrade only after parsing the whole read: no gain, and
+ * Node's own clean-up of the connection's requests skipped. There, the plain request object is used.
+ */
+const PARSING_STOPPABLE = typeof (new Server() as Server & { shouldUpgradeCallback?: unknown }).shouldUpgradeCallback === 'function';
+
+/**
+ * The HTTP/1.1 server the app runs on (Fastify's serverFactory), built so that every request reaches the app and
+ * gets an Error record where Node would answer on its own with an empty body or no answer at all:
+ * - an HTTP/1.1 request without Host (Node: a bare 400): `requireHostHeader` is off and framingProblem answers it;
+ * - an Expect other than 100-continue (Node: a bare 417): the 'checkExpectation' listener hands it over, marked;
+ * - CONNECT (Node: the socket closed unanswered): the 'connect' listener gives it a response and hands it over, and
+ *   the router answers 405 or 404 like any method a path does not take.
+ * Every request goes through ConnectionBounds, which bounds what one connection can make the server hold.
+ */
+export function httpServer(handler: Handler, http: Config['http'], log: FastifyBaseLogger): Server {
+  const bounds = new ConnectionBounds(handler, CONNECTION_LIMITS, (socket, why) =>
+    log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`),
+  );
+  const server = createServer(
+    {
+      headersTimeout: http.headersTimeoutMs,
+      maxHeaderSize: http.maxHeaderBytes,
+      // Node checks the header and request timeouts only this often (default 30 s): a slow-loris client would
+      // hold its connection up to 30 s past HEADERS_TIMEOUT_MS without it.
+      connectionsCheckingInterval: Math.min(1000, http.headersTimeoutMs, http.requestTimeoutMs),
+      requireHostHeader: false,
+      ...(PARSING_STOPPABLE ? { IncomingMessage: StoppingIncomingMessage, shouldUpgradeCallback: stopsParsing } : {}),
+    } as ServerOptions & { shouldUpgradeCallback: (request: IncomingMessage) => boolean },
+    bounds.handle,
+  );
+  server.requestTimeout = http.requestTimeoutMs;
+  server.keepAliveTimeout = http.keepAliveTimeoutMs;
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    (request as IncomingMessage & { [UNMET_EXPECTATION]?: true })[UNMET_EXPECTATION] = true;
+    bounds.handle(request, response);
+  });
+  server.on('connect', (request: IncomingMessage, socket: Socket) => {
+    // Node has let go of the connection: no request follows, so the answer is the last thing on it.
+    const response = new ServerResponse(request);
+    response.shouldKeepAlive = false;
+    response.assignSocket(socket);
+    response.once('finish', () => socket.end());
+    socket.once('error', () => socket.destroy());
+    handler(request, response);
+  });
+  server.on('close', () => bounds.stop());
+  return server;
+}
+
+/** Transfer codings RFC 9112 §7 defines; this server implements chunked only. */
+const CHUNKED = 'chunked';
+
+/**
+ * Why Node would have refused this request's framing itself, or undefined: an HTTP/1.1 request without Host
+ * (RFC 9112 §3.2: 400), an Expect that cannot be met (417), a transfer coding other than chunked (RFC 9112 §6.1:
+ * 501; Node decodes only chunked, so `gzip, chunked` would be read as if it were plain, and `gzip` alone is already
+ * refused by Node's parser as malformed). The connection is closed after these answers: the body, if any, is unread.
+ */
+export function framingProblem(request: IncomingMessage): ApiError | undefined {
+  if (request.httpVersion === '1.1' && request.headers.host === undefined) {
+    return new BadRequestError('the request has no Host header; HTTP/1.1 requires one');
+  }
+  if ((request as IncomingMessage & { [UNMET_EXPECTATION]?: true })[UNMET_EXPECTATION]) {
+    return new ExpectationFailedError(request.headers.expect ?? '');
+  }
+  const codings = request.headers['transfer-encoding'];
+  if (codings !== undefined) {
+    for (const coding of codings.split(',')) {
+      const name = coding.trim().toLowerCase();
+      if (name !== '' && name !== CHUNKED) return new NotImplementedError(`Transfer-Encoding ${JSON.stringify(name)} is not supported; only chunked`);
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,64 @@
+/**
+ * The plant sub-store (`Store.plants`): create a batch, get, list by keyset, delete. The write queue and the plant
+ * service use it, and export, import and copy. Each database implements it in one module (src/storage/sqlite/plants.ts,
+ * src/storage/postgres/plants.ts); test/storage-contract.test.ts holds the two to the same rules.
+ */
+
+/**
+ * A plant: the exact int64 id, the name, and the tag or null when it has none. One shape for a plant to create, a
+ * plant stored and a plant the domain answers with; defined here, at the bottom, since storage may import nothing above it.
+ */
+export interface Plant {
+  readonly id: bigint;
+  readonly name: string;
+  readonly tag: string | null;
+}
+
+/** One keyset page of plants: ascending id order, strictly after `after` when given, only with `tag` when given. */
+export interface PlantListQuery {
+  /** Plants per page, already validated by the caller. */
+  readonly limit: number;
+  /** Only plants whose id is greater (the keyset cursor). */
+  readonly after?: bigint;
+  /** Only plants whose tag is exactly this. */
+  readonly tag?: string;
+}
+
+/** What creating one plant of a batch did. */
+export type CreateOutcome =
+  | { readonly kind: 'created' }
+  /** Its id was stored already with the same name and tag (a client's retry): nothing changed. */
+  | { readonly kind: 'replayed'; readonly stored: Plant }
+  /** Its id was stored already with another name or tag: the stored plant was left as it is. */
+  | { readonly kind: 'conflict'; readonly stored: Plant }
+  /** This row alone could not be stored; the rest of its batch is unaffected. */
+  | { readonly kind: 'failed'; readonly error: Error };
+
+/**
+ * Whether a create of `wanted` where `stored` has its id is a replay (the same name and tag) rather than a conflict.
+ * One rule for every way in: POST /plants, `plantstore import`, `plantstore copy`.
+ */
+export function isSamePlant(stored: Plant, wanted: Plant): boolean {
+  return stored.id === wanted.id && stored.name === wanted.name && stored.tag === wanted.tag;
+}
+
+/** The outcome of creating `wanted` when `stored` holds its id already; both databases answer with it. */
+export function alreadyStored(stored: Plant, wanted: Plant): CreateOutcome {
+  return isSamePlant(stored, wanted) ? { kind: 'replayed', stored } : { kind: 'conflict', stored };
+}
+
+export interface PlantStore {
+  /**
+   * Stores new plants, each committed durably before the promise resolves. SQLite commits the call as one
+   * transaction; PostgreSQL as one insert statement, plus a read of ids already stored and a retry for any deleted
+   * in between, each committing on its own. The promise rejects only when nothing was stored; a failure after some
+   * rows committed fails the rest row by row. A repeated id is created once and its later copies are answered as
+   * if the first had been stored before. An id already stored is left as it is and answered replayed or conflict,
+   * with its stored content.
+   */
+  create(plants: readonly Plant[]): Promise<CreateOutcome[]>;
+  get(id: bigint): Promise<Plant | undefined>;
+  list(query: PlantListQuery): Promise<Plant[]>;
+  /** Resolves false when no plant has that id; committed durably before it resolves. */
+  delete(id: bigint): Promise<boolean>;
+}

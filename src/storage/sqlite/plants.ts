@@ -1,0 +1,91 @@
+import { alreadyStored, type CreateOutcome, type Plant, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
+import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type Unlocked } from './connection.js';
+import type { SqliteWebhooks } from './webhooks.js';
+
+/** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
+export const SQLITE_LIST_QUERIES = {
+  listAll: 'SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?',
+  listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',
+} as const;
+
+const GET_PLANT = 'SELECT id, name, tag FROM plants WHERE id = ?';
+
+/**
+ * The plant sub-store of SQLite. Reads use the read connection; writes the one write connection, each one durable
+ * commit that takes the write lock at once or throws SQLITE_BUSY having changed nothing, which the runners retry;
+ * a write commits only into the database file still at its path (`runners.write`).
+ */
+export class SqlitePlants implements PlantStore {
+  readonly #unlocked: Unlocked;
+  readonly #write: Unlocked;
+  readonly #writer: Connection;
+  readonly #statements;
+  /** The webhook outbox, on the same write connection: its events are written in create's transaction. */
+  readonly #webhooks: Pick<SqliteWebhooks, 'recordEvents'>;
+
+  /** `writer` is the write connection. */
+  constructor(reader: Connection, writer: Connection, webhooks: Pick<SqliteWebhooks, 'recordEvents'>, runners: Runners) {
+    this.#unlocked = runners.read;
+    this.#write = runners.write;
+    this.#writer = writer;
+    this.#webhooks = webhooks;
+    this.#statements = {
+      getPlant: prepare<[bigint], PlantRow>(reader, GET_PLANT, { bigInts: true }),
+      listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
+      listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
+      insertPlant: prepareWrite<[bigint, string, string | null]>(writer, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
+      // In create's transaction, on the write connection: the row as this transaction sees it.
+      storedPlant: prepare<[bigint], PlantRow>(writer, GET_PLANT, { bigInts: true }),
+      deletePlant: prepareWrite<[bigint]>(writer, 'DELETE FROM plants WHERE id = ?'),
+    };
+  }
+
+  create(plants: readonly Plant[]): Promise<CreateOutcome[]> {
+    return this.#write(() => this.#create(plants));
+  }
+
+  /** One transaction and one fsync for the whole batch. */
+  #create(plants: readonly Plant[]): CreateOutcome[] {
+    const { insertPlant, storedPlant } = this.#statements;
+    return transaction(this.#writer, () => {
+      const outcomes = plants.map((plant): CreateOutcome => {
+        try {
+          if (insertPlant.run(plant.id, plant.name, plant.tag).changes === 1) return { kind: 'created' };
+        } catch (error) {
+          // A constraint broken by this row alone fails this row alone; anything else fails the batch.
+          if (isConstraintViolation(error)) return { kind: 'failed', error: error as Error };
+          throw error;
+        }
+        // A later copy of an id this batch created reads the first copy here, as if it had been stored before.
+        return alreadyStored(toPlant(storedPlant.get(plant.id) as PlantRow), plant);
+      });
+      // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
+      this.#webhooks.recordEvents(plants, outcomes);
+      return outcomes;
+    });
+  }
+
+  get(id: bigint): Promise<Plant | undefined> {
+    return this.#unlocked(() => {
+      const row = this.#statements.getPlant.get(id);
+      return row && toPlant(row);
+    });
+  }
+
+  list(query: PlantListQuery): Promise<Plant[]> {
+    const from = keysetFrom(query.after);
+    if (from === undefined) return Promise.resolve([]);
+    return this.#unlocked(() => {
+      const rows =
+        query.tag === undefined
+          ? this.#statements.listAll.all(from, query.limit)
+          : this.#statements.listByTag.all(query.tag, from, query.limit);
+      return rows.map(toPlant);
+    });
+  }
+
+  delete(id: bigint): Promise<boolean> {
+    return this.#write(() => this.#statements.deletePlant.run(id).changes > 0);
+  }
+}
