@@ -114,26 +114,38 @@ export class TokenAuthenticator {
    * unknown or revoked, ExpiredTokenError when its expiry has passed, MissingScopeError when it does not hold `scope`,
    * or with the store's error when that cannot be told (the tokens cannot be read and it is not in the cache).
    */
-  async authenticate(token: string, scope: Scope): Promise<string> {
+  authenticate(token: string, scope: Scope): Promise<string> {
     const key = tokenHashHex(token);
-    const hash = Buffer.from(key, 'hex');
+    const cached = this.#refreshMs === 0 ? undefined : this.#byHash.get(key);
+    if (cached === undefined) return this.#lookUp(key, scope);
+    // The hot path, a cached token, is decided at once: not in an async function, whose frame every call would allocate.
+    try {
+      return Promise.resolve(this.#admit(cached, key, scope));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** A token not in the cache: asked of the store when caching is off, otherwise looked for again after a reload. */
+  async #lookUp(key: string, scope: Scope): Promise<string> {
     let cached: CachedToken | undefined;
     if (this.#refreshMs === 0) {
-      const stored = await this.#tokens.find(hash);
+      const stored = await this.#tokens.find(Buffer.from(key, 'hex'));
       cached = stored && toCached(stored);
     } else {
+      // Created since the last reload, or not a token at all: one shared, rate-limited reload decides.
+      const outcome = await this.#reload();
       cached = this.#byHash.get(key);
-      if (cached === undefined) {
-        // Created since the last reload, or not a token at all: one shared, rate-limited reload decides.
-        const outcome = await this.#reload();
-        cached = this.#byHash.get(key);
-        // Unverifiable, not invalid, while the store cannot be read: its error is the answer.
-        if (cached === undefined && !outcome.ok) throw outcome.error;
-      }
+      // Unverifiable, not invalid, while the store cannot be read: its error is the answer.
+      if (cached === undefined && !outcome.ok) throw outcome.error;
     }
-    if (cached === undefined || !timingSafeEqual(cached.hash, hash)) {
-      throw new InvalidTokenError();
-    }
+    if (cached === undefined) throw new InvalidTokenError();
+    return this.#admit(cached, key, scope);
+  }
+
+  /** The name of `cached`, found under the hash `key`, if it may do what `scope` allows now; throws why not otherwise. */
+  #admit(cached: CachedToken, key: string, scope: Scope): string {
+    if (!timingSafeEqual(cached.hash, Buffer.from(key, 'hex'))) throw new InvalidTokenError();
     const now = this.#now();
     if (now >= cached.expiresAtMs) throw new ExpiredTokenError();
     // A valid token refused for its scope was still used: the operator deciding whether to revoke it should know.
