@@ -19,9 +19,10 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { createDatabase, TestPostgres } from '../test/helpers/postgres.js';
+import { cliOf } from './layout.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const cli = path.join(root, 'dist/src/cli.js');
+const cli = cliOf(root);
 const { values } = parseArgs({ options: { rows: { type: 'string', default: '1000000' }, ids: { type: 'string', default: 'spread' } } });
 const rows = Number(values.rows);
 const ids = values.ids;

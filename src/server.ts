@@ -3,7 +3,7 @@ import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { createLogger } from './log.js';
 import { startServices, type Services } from './services.js';
-import { openStore } from './storage/open.js';
+import { openStore, type OpenOptions } from './storage/open.js';
 import type { Store } from './storage/store.js';
 
 export interface RunningServer {
@@ -14,10 +14,13 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Opens storage, starts the services on it, builds the app on them and listens: the order a process comes up in. */
-export async function startServer(config: Config): Promise<RunningServer> {
+/**
+ * Opens storage (as `open` says), starts the services on it, builds the app on them and listens: the order a process
+ * comes up in.
+ */
+export async function startServer(config: Config, open: OpenOptions = {}): Promise<RunningServer> {
   const log = createLogger(config);
-  const store = await openStore(config.database);
+  const store = await openStore(config.database, open);
   let services: Services | undefined;
   let app: FastifyInstance | undefined;
   try {
@@ -63,8 +66,8 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
 }
 
 /** Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). */
-export async function serveUntilSignalled(config: Config): Promise<void> {
-  const server = await startServer(config);
+export async function serveUntilSignalled(config: Config, open: OpenOptions = {}): Promise<void> {
+  const server = await startServer(config, open);
   const { log } = server.app;
   const shutdown = (signal: NodeJS.Signals) => {
     log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
