@@ -65,11 +65,22 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
     })());
 }
 
-/** Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). */
+/**
+ * Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). Signals that come
+ * while it shuts down are noted and change nothing: Ctrl-C in a terminal reaches both `npm start` and the server,
+ * and npm passes its copy on, so one keystroke is two SIGINTs. SHUTDOWN_TIMEOUT_MS bounds the shutdown; SIGKILL
+ * ends it at once.
+ */
 export async function serveUntilSignalled(config: Config, open: OpenOptions = {}): Promise<void> {
   const server = await startServer(config, open);
   const { log } = server.app;
+  let stopping = false;
   const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.info({ signal }, 'already shutting down');
+      return;
+    }
+    stopping = true;
     log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
     const timer = setTimeout(() => {
       log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
@@ -87,6 +98,6 @@ export async function serveUntilSignalled(config: Config, open: OpenOptions = {}
       },
     );
   };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
 }
