@@ -1,5 +1,5 @@
 /**
- * The documentation travels with the code: every relative link in README.md and docs/*.md names a file of this
+ * The documentation travels with the code: every relative link in README.md, CHANGELOG.md and docs/ names a file of this
  * repository, so a fresh clone has everything its documents point to (README.md once linked the interface
  * document at ../shared/interface.md, outside the repository).
  */
@@ -15,10 +15,11 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 /** Made by `npm ci` and the build, never committed: a link into them is dead in a fresh clone. */
 const GENERATED = ['node_modules', 'dist'];
 
+/** README.md, CHANGELOG.md, and every Markdown document under docs/, in subfolders too (docs/deploy/). */
 const DOCUMENTS = [
   'README.md',
-  ...fs
-    .readdirSync(path.join(ROOT, 'docs'))
+  'CHANGELOG.md',
+  ...(fs.readdirSync(path.join(ROOT, 'docs'), { recursive: true }) as string[])
     .filter((name) => name.endsWith('.md'))
     .map((name) => path.join('docs', name)),
 ];
@@ -57,7 +58,8 @@ function brokenLinks(root: string, document: string, markdown: string): string[]
 }
 
 describe('documentation links', () => {
-  it('every relative link in README.md and docs/*.md names a file inside the repository', () => {
+  it('every relative link in README.md, CHANGELOG.md and docs/**/*.md names a file inside the repository', () => {
+    assert.ok(DOCUMENTS.includes(path.join('docs', 'deploy', 'README.md')), 'documents in subfolders of docs/ are checked');
     let checked = 0;
     const broken: string[] = [];
     for (const document of DOCUMENTS) {
