@@ -20,9 +20,10 @@ import { parseArgs } from 'node:util';
 import { DatabaseSync } from 'node:sqlite';
 import { prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { createDatabase, TestPostgres } from '../test/helpers/postgres.js';
+import { cliOf } from './layout.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const cli = path.join(root, 'dist/src/cli.js');
+const cli = cliOf(root);
 const { values } = parseArgs({ options: { rows: { type: 'string', default: '1000000' }, ids: { type: 'string', default: 'spread' } } });
 const rows = Number(values.rows);
 const ids = values.ids;

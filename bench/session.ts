@@ -4,6 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { cliOf } from './layout.js';
 import { runLoad, type LoadMeasurement, type LoadPlace, type LoadRun } from './measure.js';
 import type { RunConditions } from './report.js';
 import type { EnvOverrides } from '../test/helpers/process.js';
@@ -64,7 +65,7 @@ export class BenchSession {
         pinning: this.setup.pinning,
         databaseUrl: `sqlite:${file}`,
         logFile: path.join(this.dir, 'baseline.log'),
-        cli: path.join(baseline.root, 'dist/src/cli.js'),
+        cli: cliOf(baseline.root),
         env: baseline.env,
         name: 'baseline',
       }),
@@ -73,7 +74,7 @@ export class BenchSession {
 
   /** The CLI of the checkout being measured: this one, or the one --plantstore names. */
   get plantstoreCli(): string {
-    return path.join(this.setup.options.plantstoreRoot, 'dist/src/cli.js');
+    return cliOf(this.setup.options.plantstoreRoot);
   }
 
   /** Where plantstore's stdout and stderr go. */

@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 import { certificateReloader, logTransportSecurity, readTlsCredentials } from './http/tls.js';
 import { createLogger } from './log.js';
 import { startServices, type Services } from './services.js';
-import { openStore } from './storage/open.js';
+import { openStore, type OpenOptions } from './storage/open.js';
 import type { Store } from './storage/store.js';
 
 export interface RunningServer {
@@ -15,12 +15,15 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Opens storage, starts the services on it, builds the app on them and listens: the order a process comes up in. */
-export async function startServer(config: Config): Promise<RunningServer> {
+/**
+ * Opens storage (as `open` says), starts the services on it, builds the app on them and listens: the order a process
+ * comes up in.
+ */
+export async function startServer(config: Config, open: OpenOptions = {}): Promise<RunningServer> {
   const log = createLogger(config);
   // Before storage is opened: a certificate or key that cannot be used fails the start with nothing to close.
   const tls = config.tls ? await readTlsCredentials(config.tls) : undefined;
-  const store = await openStore(config.database);
+  const store = await openStore(config.database, open);
   let services: Services | undefined;
   let app: FastifyInstance | undefined;
   try {
@@ -67,13 +70,21 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
 }
 
 /**
- * Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). SIGHUP reloads
- * the TLS certificate and key.
+ * Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). Signals that come
+ * while it shuts down are noted and change nothing: Ctrl-C in a terminal reaches both `npm start` and the server,
+ * and npm passes its copy on, so one keystroke is two SIGINTs. SHUTDOWN_TIMEOUT_MS bounds the shutdown; SIGKILL
+ * ends it at once. SIGHUP reloads the TLS certificate and key.
  */
-export async function serveUntilSignalled(config: Config): Promise<void> {
-  const server = await startServer(config);
+export async function serveUntilSignalled(config: Config, open: OpenOptions = {}): Promise<void> {
+  const server = await startServer(config, open);
   const { log } = server.app;
+  let stopping = false;
   const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.info({ signal }, 'already shutting down');
+      return;
+    }
+    stopping = true;
     log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
     const timer = setTimeout(() => {
       log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
@@ -91,8 +102,8 @@ export async function serveUntilSignalled(config: Config): Promise<void> {
       },
     );
   };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
   const reloadCertificate = certificateReloader(server.app, config.tls);
   process.on('SIGHUP', () => void reloadCertificate());
 }

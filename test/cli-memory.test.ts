@@ -127,10 +127,10 @@ for (const [index, signal] of (['SIGTERM', 'SIGINT'] as const).entries()) {
     let child: { pid: number; cmdline: string } | undefined;
     try {
       await waitFor('the bounded child Node', () => {
-        child = childrenOf(launcher.pid as number).find((candidate) => candidate.cmdline.includes('commands.js'));
+        child = childrenOf(launcher.pid as number).find((candidate) => candidate.cmdline.includes('dispatch.js'));
         return child !== undefined;
       });
-      assert.match(child?.cmdline ?? '', /--max-old-space-size=128 .*commands\.js import/);
+      assert.match(child?.cmdline ?? '', /--max-old-space-size=128 .*dispatch\.js import/);
       launcher.kill(signal);
       const result = await exited;
       assert.deepEqual(result, { code: null, signal }, stderr);

@@ -67,7 +67,9 @@ describe('plantstore export and import', () => {
     const imported = plantstore(['import'], { DATABASE_URL: target.url }, text);
     assert.equal(imported.status, 0, imported.stderr);
     assert.equal(imported.stdout, '');
-    assert.match(imported.stderr, new RegExp(`^import: ${TRICKY.length} lines: ${TRICKY.length} created, 0 identical \\(skipped\\), 0 conflicting, 0 invalid, 0 blank \\(skipped\\)\\n$`));
+    // The target did not exist: import says it made it, before its summary.
+    assert.ok(imported.stderr.startsWith(`created a new database at ${target.url.slice('sqlite:'.length)}\n`), imported.stderr);
+    assert.match(imported.stderr, new RegExp(`\\nimport: ${TRICKY.length} lines: ${TRICKY.length} created, 0 identical \\(skipped\\), 0 conflicting, 0 invalid, 0 blank \\(skipped\\)\\n$`));
     assert.equal(exportOf({ DATABASE_URL: target.url }), text);
 
     // The same again: every plant is there identically, so nothing is written and nothing is wrong.
@@ -334,7 +336,7 @@ describe('plantstore export and import', () => {
     fs.writeFileSync(input, '{"id":1,"name":"one"}\n{"id":2}\n');
     const plain = plantstore(['import', input], { DATABASE_URL: `sqlite:${db}` });
     assert.ok(!plain.stderr.includes('\r') && !plain.stderr.includes(ESC), 'no terminal control characters in a file or pipe');
-    assert.match(plain.stderr, /^line 2: .*\nimport: 2 lines: 1 created/);
+    assert.match(plain.stderr, /^created a new database at .*\nline 2: .*\nimport: 2 lines: 1 created/);
     // `script` runs the command on a pseudo-terminal.
     if (spawnSync('script', ['--version']).error) {
       context.skip('no `script` command to give the import a terminal');

@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
@@ -9,11 +7,11 @@ import { startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord, idsOf } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { CLI } from './helpers/process.js';
 
 stopPostgresAfterAll();
 
 const run = promisify(execFile);
-const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli.js');
 
 const INT64_MAX = '9223372036854775807';
 const INT64_MIN = '-9223372036854775808';

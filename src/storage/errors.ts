@@ -71,3 +71,14 @@ export class DuplicateWebhookNameError extends Error {
     this.name = 'DuplicateWebhookNameError';
   }
 }
+
+/**
+ * A command that only reads or copies out was pointed at a SQLite database file that does not exist: a mistyped
+ * DATABASE_URL or another working directory, which must not quietly become a new, empty database.
+ */
+export class DatabaseMissingError extends Error {
+  constructor(file: string) {
+    super(`no SQLite database at ${file}: check DATABASE_URL (a relative sqlite: path is read from the working directory)`);
+    this.name = 'DatabaseMissingError';
+  }
+}

@@ -5,8 +5,8 @@ import { connect, createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The compiled CLI, dist/src/cli.js, next to this file's dist/test/helpers. */
-export const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli.js');
+/** The compiled CLI, dist/src/cli/plantstore.js (the package's `bin`), beside this file's dist/test/helpers. */
+export const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'plantstore.js');
 
 export async function freePort(): Promise<number> {
   const server = createServer().listen(0, '127.0.0.1');

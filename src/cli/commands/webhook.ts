@@ -1,18 +1,16 @@
 import { parseArgs } from 'node:util';
-import type { Config } from '../config.js';
-import { DuplicateWebhookNameError } from '../storage/errors.js';
-import type { Store } from '../storage/store.js';
-import type { WebhookSubscriptionInfo } from '../storage/webhook-store.js';
-import { subscriptionUrlProblem } from '../webhooks/address-policy.js';
-import { generateEventIdPrefix, generateWebhookSecret } from '../webhooks/signature.js';
+import type { Config } from '../../config.js';
+import type { OpenOptions } from '../../storage/open.js';
+import { DuplicateWebhookNameError } from '../../storage/errors.js';
+import type { Store } from '../../storage/store.js';
+import type { WebhookSubscriptionInfo } from '../../storage/webhook-store.js';
+import { subscriptionUrlProblem } from '../../webhooks/address-policy.js';
+import { generateEventIdPrefix, generateWebhookSecret } from '../../webhooks/signature.js';
+import type { CommandContext } from '../command.js';
+import { EXISTING_DATABASE, NEW_OR_EXISTING_DATABASE, withStore as withConfiguredStore } from '../database.js';
+import { UsageError } from '../errors.js';
 
-/** What src/cli.ts lends this command: its usage error (exit 2) and its way of opening and closing the store. */
-export interface CommandContext {
-  readonly usage: (message: string) => Error;
-  readonly withStore: <T>(work: (store: Store) => Promise<T>) => Promise<T>;
-}
-
-export const WEBHOOK_USAGE = `  webhook add --url URL [--name NAME]
+export const usage = `  webhook add --url URL [--name NAME]
                               subscribe URL to new plants; prints the signing secret alone on stdout, once
   webhook list                subscriptions: name, URL, state, created, last success and failure, counts
   webhook remove NAME         delete a subscription and its events
@@ -55,10 +53,10 @@ export function describeSubscription(info: WebhookSubscriptionInfo): string {
   ].join('\t');
 }
 
-function oneName(rest: string[], action: string, context: CommandContext): string {
+function oneName(rest: string[], action: string): string {
   const { positionals } = parseArgs({ args: rest, options: {}, allowPositionals: true, strict: true });
   const [name] = positionals;
-  if (!name || positionals.length !== 1) throw context.usage(`webhook ${action} needs exactly one NAME`);
+  if (!name || positionals.length !== 1) throw new UsageError(`webhook ${action} needs exactly one NAME`);
   return name;
 }
 
@@ -67,22 +65,29 @@ function noSuch(name: string): void {
   process.exitCode = 1;
 }
 
-/** `plantstore webhook …`: the operator's management of subscriptions, on the same database as the servers. */
-export async function webhookCommand(config: Config, args: string[], context: CommandContext): Promise<void> {
+/**
+ * `plantstore webhook …`: the operator's management of subscriptions, on the same database as the servers. Only
+ * `add` may start a new database; every other action works on subscriptions that must already be there.
+ */
+export async function run(args: string[], context: CommandContext): Promise<void> {
   const [action, ...rest] = args;
-  const { withStore } = context;
+  const config: Config = context.config();
+  const withStore = <T>(work: (store: Store) => Promise<T>, options: OpenOptions = EXISTING_DATABASE) => withConfiguredStore(config, options, work);
   switch (action) {
     case 'add': {
       const { values } = parseArgs({ args: rest, options: { url: { type: 'string' }, name: { type: 'string' } }, strict: true });
       const url = values.url;
-      if (!url) throw context.usage('webhook add needs --url URL');
+      if (!url) throw new UsageError('webhook add needs --url URL');
       const problem = subscriptionUrlProblem(url, config.webhooks.allowPrivateNetworks);
-      if (problem) throw context.usage(`webhook add: ${problem}`);
+      if (problem) throw new UsageError(`webhook add: ${problem}`);
       const name = values.name ?? nameFromUrl(url);
-      if (!NAME.test(name)) throw context.usage(`webhook add --name must be ${NAME_RULE}`);
+      if (!NAME.test(name)) throw new UsageError(`webhook add --name must be ${NAME_RULE}`);
       const secret = generateWebhookSecret();
       try {
-        await withStore((store) => store.webhooks.add({ name, url, secret, idPrefix: generateEventIdPrefix(), createdAt: new Date() }));
+        await withStore(
+          (store) => store.webhooks.add({ name, url, secret, idPrefix: generateEventIdPrefix(), createdAt: new Date() }),
+          NEW_OR_EXISTING_DATABASE,
+        );
       } catch (error) {
         if (!(error instanceof DuplicateWebhookNameError)) throw error;
         const hint = values.name === undefined ? " (the name was taken from the URL's host; choose another with --name NAME)" : '';
@@ -105,21 +110,21 @@ export async function webhookCommand(config: Config, args: string[], context: Co
       return;
     }
     case 'remove': {
-      const name = oneName(rest, action, context);
+      const name = oneName(rest, action);
       if (!(await withStore((store) => store.webhooks.remove(name)))) return noSuch(name);
       process.stderr.write(`removed webhook subscription "${name}" and its events\n`);
       return;
     }
     case 'disable':
     case 'enable': {
-      const name = oneName(rest, action, context);
+      const name = oneName(rest, action);
       const enabled = action === 'enable';
       if (!(await withStore((store) => store.webhooks.setEnabled(name, enabled, 'disabled by the operator')))) return noSuch(name);
       process.stderr.write(`${enabled ? 'enabled' : 'disabled'} webhook subscription "${name}"; running servers follow within about a second\n`);
       return;
     }
     case 'rotate-secret': {
-      const name = oneName(rest, action, context);
+      const name = oneName(rest, action);
       const secret = generateWebhookSecret();
       if (!(await withStore((store) => store.webhooks.rotateSecret(name, secret, config.webhooks.secretGraceMs)))) return noSuch(name);
       process.stdout.write(`${secret}\n`);
@@ -136,9 +141,9 @@ export async function webhookCommand(config: Config, args: string[], context: Co
         allowPositionals: true,
         strict: true,
       });
-      if (positionals.length > 1) throw context.usage('webhook deliveries takes at most one NAME');
+      if (positionals.length > 1) throw new UsageError('webhook deliveries takes at most one NAME');
       const limit = values.limit ?? '50';
-      if (!/^[1-9][0-9]{0,5}$/.test(limit)) throw context.usage('webhook deliveries --limit needs a positive integer');
+      if (!/^[1-9][0-9]{0,5}$/.test(limit)) throw new UsageError('webhook deliveries --limit needs a positive integer');
       const [name] = positionals;
       const deliveries = await withStore((store) =>
         store.webhooks.deliveries({ ...(name === undefined ? {} : { name }), failedOnly: values.failed ?? false, limit: Number(limit) }),
@@ -157,7 +162,7 @@ export async function webhookCommand(config: Config, args: string[], context: Co
     case 'redeliver': {
       const { positionals } = parseArgs({ args: rest, options: {}, allowPositionals: true, strict: true });
       const [eventId] = positionals;
-      if (!eventId || positionals.length !== 1) throw context.usage('webhook redeliver needs exactly one EVENT_ID (as webhook deliveries prints it)');
+      if (!eventId || positionals.length !== 1) throw new UsageError('webhook redeliver needs exactly one EVENT_ID (as webhook deliveries prints it)');
       const result = await withStore((store) => store.webhooks.redeliver(eventId));
       if (result === 'not-found') {
         process.stderr.write(`no webhook event ${JSON.stringify(eventId)} (delivered events are pruned after WEBHOOK_RETENTION)\n`);
@@ -172,6 +177,6 @@ export async function webhookCommand(config: Config, args: string[], context: Co
       return;
     }
     default:
-      throw context.usage(`unknown webhook command ${JSON.stringify(action ?? '')}`);
+      throw new UsageError(`unknown webhook command ${JSON.stringify(action ?? '')}`);
   }
 }

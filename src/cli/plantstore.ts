@@ -1,7 +1,13 @@
 #!/usr/bin/env node
 /**
- * The `plantstore` entry. It loads nothing but Node's own modules and one constant before deciding how the command
- * runs, because for the data-movement commands this process stays alive beside the one doing the work.
+ * The `plantstore` command (the package's `bin`, and what `npm start` runs). It checks the Node.js release first,
+ * then decides how the command runs, loading the rest only after both.
+ *
+ * The check comes before any other module of plantstore is loaded: on a release older than `engines.node` the
+ * storage driver and the language features the code relies on fail in ways that name neither (Node 20 crashed in
+ * the native SQLite module with a segmentation fault). Static imports are evaluated before this module's body, so
+ * this file imports only Node's own modules and package-info.js (which does too); everything else is a dynamic import
+ * after the check. It must also parse on those older releases, which TypeScript's ES2022 output does.
  *
  * export, import and copy stream rows through a live heap that does not depend on the table's size, yet V8, left
  * uncapped, lets its young and old generations grow with the bytes allocated, so peak RSS would rise with the row
@@ -9,12 +15,12 @@
  * it, so these commands run in a child Node started with bounded heap flags, unless the operator already chose limits
  * (on the command line or in NODE_OPTIONS), which are kept. The child shares this process's stdin, stdout and
  * stderr (a terminal stays a terminal, a pipe keeps its backpressure), receives the signals this process is sent, and
- * its exit status becomes this process's. Every other command runs in this process; `serve` must, so that a
+ * its exit status becomes this process's. Every other command runs in this process, `serve` included, so a
  * supervisor's signals reach the server itself (docs/memory.md, "Under load").
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { BOUNDED_HEAP_FLAGS } from './cli/heap-limits.js';
+import { readPackageInfo, unsupportedNodeMessage } from './package-info.js';
 
 const BOUNDED_COMMANDS = new Set(['export', 'import', 'copy']);
 
@@ -26,14 +32,14 @@ function heapAlreadyChosen(): boolean {
   return process.execArgv.some(chosen) || chosen(process.env['NODE_OPTIONS'] ?? '');
 }
 
-function runBounded(command: string): void {
-  const script = fileURLToPath(new URL('./commands.js', import.meta.url));
+function runBounded(command: string, heapFlags: readonly string[]): void {
+  const script = fileURLToPath(new URL('./dispatch.js', import.meta.url));
   // The handlers go in before the child exists. spawn() returns only once the child has started its program; a signal
   // that arrived in that time, with no handler yet, would end this process by default and leave the child running on,
   // orphaned. Node runs a signal's handler from the event loop, so when one runs, the child is there to receive it.
   const forward = (signal: NodeJS.Signals) => child.kill(signal);
   for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
-  const child = spawn(process.execPath, [...process.execArgv, ...BOUNDED_HEAP_FLAGS, script, ...process.argv.slice(2)], {
+  const child = spawn(process.execPath, [...process.execArgv, ...heapFlags, script, ...process.argv.slice(2)], {
     stdio: 'inherit',
   });
   child.on('error', (error) => {
@@ -50,7 +56,7 @@ function runBounded(command: string): void {
       // What V8 does when the heap cap is reached: its own message ("JavaScript heap out of memory") is above.
       process.stderr.write(
         `plantstore: ${command} was aborted; if V8 reported "heap out of memory" above, it needed more than its bounded heap ` +
-          `(${BOUNDED_HEAP_FLAGS.join(' ')}): run it again with NODE_OPTIONS='--max-old-space-size=MiB' set higher\n`,
+          `(${heapFlags.join(' ')}): run it again with NODE_OPTIONS='--max-old-space-size=MiB' set higher\n`,
       );
       process.exitCode = 134;
       return;
@@ -60,6 +66,14 @@ function runBounded(command: string): void {
   });
 }
 
+const unsupported = unsupportedNodeMessage(process.version, readPackageInfo().nodeRange);
 const command = process.argv[2];
-if (command !== undefined && BOUNDED_COMMANDS.has(command) && !heapAlreadyChosen()) runBounded(command);
-else await import('./commands.js');
+if (unsupported !== undefined) {
+  process.stderr.write(`${unsupported}\n`);
+  process.exitCode = 1;
+} else if (command !== undefined && BOUNDED_COMMANDS.has(command) && !heapAlreadyChosen()) {
+  const { BOUNDED_HEAP_FLAGS } = await import('./heap-limits.js');
+  runBounded(command, BOUNDED_HEAP_FLAGS);
+} else {
+  await import('./dispatch.js');
+}
