@@ -16,7 +16,7 @@ import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/
 import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.js';
 import { STRICT_AJV_OPTIONS } from './http/new-plant.js';
 import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
-import { tokenBucketStore } from './http/rate-limit.js';
+import { tokenBucketStore, type BucketCells } from './http/rate-limit.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
@@ -53,6 +53,11 @@ class DebugRequestLog extends LogController {
 export interface AppOptions {
   /** The clock, in milliseconds, that rate-limit buckets refill by (performance.now); tests pass one they advance by hand. */
   readonly now?: () => number;
+  /**
+   * Where rate-limit buckets are kept: this app's own by default; in a worker thread of an instance, memory every
+   * worker shares (src/workers/), with `now` a clock they share, so that the limit is per token per instance.
+   */
+  readonly rateLimitCells?: BucketCells;
 }
 
 /**
@@ -161,7 +166,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     await app.register(rateLimit, {
       global: false,
       // The bucket decides; the plugin compares its answer with the burst and sends the headers and the 429.
-      store: tokenBucketStore(config.rateLimit, options.now),
+      store: tokenBucketStore(config.rateLimit, options.now, options.rateLimitCells),
       max: config.rateLimit.burst,
       timeWindow: config.rateLimit.windowMs,
       keyGenerator: (request) => request.tokenName,

@@ -64,8 +64,12 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
 
 /** Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). */
 export async function serveUntilSignalled(config: Config): Promise<void> {
-  const server = await startServer(config);
-  const { log } = server.app;
+  // WORKERS > 1: worker threads sharing the port (src/workers/), loaded only then.
+  const server =
+    config.workers > 1
+      ? await (await import('./workers/instance.js')).startInstance(config)
+      : await startServer(config).then((running) => ({ log: running.app.log, close: running.close }));
+  const { log } = server;
   const shutdown = (signal: NodeJS.Signals) => {
     log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
     const timer = setTimeout(() => {
