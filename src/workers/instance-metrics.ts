@@ -35,6 +35,9 @@ function forInstance(thread: 'main' | number, metrics: MetricsSnapshot, commitsO
     } else if (!commitsOnMain && metric.name.startsWith('plantstore_commit_')) continue;
     if (metric.name.startsWith('nodejs_') && metric.name !== 'nodejs_version_info') {
       kept.push({ ...metric, values: metric.values.map((value) => ({ ...value, labels: { ...value.labels, thread: label } })) });
+    } else if (metric.name.startsWith('process_')) {
+      // From one thread only: its value as it is (prom-client would omit the start time, summing processes).
+      kept.push({ ...metric, aggregator: 'first' });
     } else kept.push(metric);
   }
   return kept;
