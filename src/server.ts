@@ -65,29 +65,43 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
 /** Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). */
 export async function serveUntilSignalled(config: Config): Promise<void> {
   // WORKERS > 1: worker threads sharing the port (src/workers/), loaded only then.
-  const server =
+  const starting =
     config.workers > 1
-      ? await (await import('./workers/instance.js')).startInstance(config)
-      : await startServer(config).then((running) => ({ log: running.app.log, close: running.close }));
-  const { log } = server;
+      ? import('./workers/instance.js').then(({ startInstance }) => startInstance(config))
+      : startServer(config).then((running) => ({ log: running.app.log, close: running.close }));
+  // Handled from before the server listens: with WORKERS > 1 the first worker answers while the others still start,
+  // and a signal then must shut the instance down gracefully once it is up, not end the process where it stands.
+  let started: Awaited<typeof starting> | undefined;
   const shutdown = (signal: NodeJS.Signals) => {
-    log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
     const timer = setTimeout(() => {
-      log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      if (started) started.log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      else process.stderr.write(`plantstore: shutdown timed out after ${config.shutdownTimeoutMs} ms, still starting; exiting\n`);
       process.exit(1);
     }, config.shutdownTimeoutMs);
     timer.unref();
-    server.close().then(
-      () => {
-        log.info('shut down cleanly');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    // A start that fails is reported by the caller, which exits non-zero.
+    starting.then((server) => {
+      const { log } = server;
+      log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
+      server.close().then(
+        () => {
+          log.info('shut down cleanly');
+          process.exit(0);
+        },
+        (error: unknown) => {
+          log.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+    }, () => clearTimeout(timer));
   };
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
+  try {
+    started = await starting;
+  } catch (error) {
+    process.off('SIGTERM', shutdown);
+    process.off('SIGINT', shutdown);
+    throw error;
+  }
 }
