@@ -11,7 +11,8 @@ import { randomInt } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import type { Store, StoredPlant } from '../src/storage/store.js';
-import type { RunningInstance } from '../src/workers/instance.js';
+import { loadConfig } from '../src/config.js';
+import { startInstance, type RunningInstance } from '../src/workers/instance.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../src/webhooks/signature.js';
 import { DATABASES } from './helpers/databases.js';
 import { freshRequest, requestsByWorker, startTestInstance, type TestInstance } from './helpers/instance.js';
@@ -168,6 +169,14 @@ for (const { kind, create } of DATABASES) {
       assert.equal(new Set(ids).size, creates, 'every event a different id');
       const plants = receiver.received.map((request) => (JSON.parse(request.body) as { id: number }).id).sort((a, b) => a - b);
       assert.deepEqual(plants, Array.from({ length: creates }, (_, index) => index + 1));
+    });
+
+    it('refuses to start a second instance on a port an instance holds, rather than share the port with it', async () => {
+      const t = await start();
+      const port = Number(new URL(t.url).port);
+      const second = loadConfig({ LOG_LEVEL: 'silent', WORKERS: '2', DATABASE_URL: t.config.database.kind === 'sqlite' ? `sqlite:${t.config.database.path}` : t.config.database.url, HOST: '127.0.0.1', PORT: String(port) });
+      await assert.rejects(startInstance(second), (error: Error & { code?: string }) => error.code === 'EADDRINUSE');
+      assert.equal((await freshRequest(t.url, { path: '/healthz' })).status, 200, 'the first instance serves on');
     });
 
     it('replaces a worker that ends, logging it, and goes on serving; every create it acknowledged is stored', async () => {
