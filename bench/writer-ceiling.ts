@@ -5,7 +5,9 @@
  * the instance's own BatchWriter on a SQLite store, merging the batches that arrive during a commit into the next.
  * For each batch size it reports creates/s, rows per commit, and the CPU of the main thread (the serial part:
  * decoding, the transaction, answering) and of the feeders (building plants, packing them, unpacking answers), then
- * fits the main thread's CPU per commit as a + b × rows. BENCHMARKS.md ("Worker threads") projects from these.
+ * fits the main thread's CPU per commit as a + b × rows. BENCHMARKS.md ("Worker threads") projects from these
+ * (bench/workers-model.ts): with one feeder, every commit holds one batch, so --handoff-only's fixed cost is the cost
+ * of one worker batch on the main thread.
  *
  * --handoff-only answers every batch at once without storage: what the hand-off and merging cost by themselves.
  *
@@ -82,6 +84,8 @@ interface Point {
   readonly createsPerSecond: number;
   readonly commitsPerSecond: number;
   readonly rowsPerCommit: number;
+  /** Feeder batches merged into one commit, on average. */
+  readonly batchesPerCommit: number;
   /** Main thread CPU per commit and per create, microseconds. */
   readonly mainMicrosPerCommit: number;
   readonly mainMicrosPerCreate: number;
@@ -136,6 +140,7 @@ async function measure(store: PlantStore, feeders: number, batchSize: number, se
     createsPerSecond: Math.round(rows / (elapsedMicros / 1e6)),
     commitsPerSecond: Math.round(commits / (elapsedMicros / 1e6)),
     rowsPerCommit: round(committedRows / commits),
+    batchesPerCommit: round(results.reduce((sum, result) => sum + result.batches, 0) / commits, 2),
     mainMicrosPerCommit: round(mainMicros / commits),
     mainMicrosPerCreate: round(mainMicros / committedRows, 2),
     mainIdleMicrosPerCommit: round((elapsedMicros - mainMicros) / commits),
