@@ -46,6 +46,8 @@ const REPLACE_DELAY_MAX_MS = 30_000;
 const STABLE_AFTER_MS = 10_000;
 /** A drained worker's thread ends by itself; if some handle keeps it, it is terminated after this. */
 const DRAINED_EXIT_GRACE_MS = 1000;
+/** GET /metrics leaves out a worker that has not answered within this (one stuck in a long task): better partial than none. */
+const WORKER_METRICS_WAIT_MS = 2000;
 
 export interface RunningInstance {
   /** The address every worker listens on, e.g. http://127.0.0.1:8080 */
@@ -220,15 +222,22 @@ export class WorkerPool {
     return this.#slots.map((slot) => (slot.listeningSince === undefined ? undefined : slot.worker));
   }
 
-  /** Each listening worker's own metrics; a worker that ends while asked is left out. */
+  /** Each listening worker's own metrics; a worker that ends while asked, or does not answer in time, is left out. */
   async metrics(): Promise<Array<{ slot: number; metrics: MetricsSnapshot }>> {
     const answers = await Promise.all(
       this.#slots.map(async ({ slot, endpoint, listeningSince }) => {
         if (endpoint === undefined || listeningSince === undefined) return undefined;
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<undefined>((resolve) => {
+          timer = setTimeout(() => resolve(undefined), WORKER_METRICS_WAIT_MS);
+        });
         try {
-          return { slot, metrics: await endpoint.call('metrics', undefined) };
+          const metrics = await Promise.race([endpoint.call('metrics', undefined), late]);
+          return metrics === undefined ? undefined : { slot, metrics };
         } catch {
           return undefined;
+        } finally {
+          clearTimeout(timer);
         }
       }),
     );
