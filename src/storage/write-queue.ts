@@ -63,7 +63,8 @@ interface Pending {
  *
  * Admission: it is the one bound on writes waiting for storage. Deletes are admitted under the same queueLimit,
  * counted alongside queued creates, so neither kind can grow a queue in front of storage without limit, and
- * `drain()` waits for both. Whoever creates the queue (src/services.ts) drains it before storage is closed.
+ * `drain()` waits for both. Whoever creates the queue (src/services.ts) drains it before storage is closed. In a
+ * worker thread of an instance the bound is the instance's (`shared`): every worker's queue counts against it.
  */
 export class WriteQueue {
   readonly #store: PlantStore;
