@@ -284,7 +284,7 @@ export function currentHost(): HostFacts {
 
 /**
  * Memory `WORKERS=auto` allows each worker: a worker is a V8 isolate with the whole app, and under full load one
- * process's resident memory settles at 190–250 MB (README, "Memory"), most of it young generation per isolate.
+ * process's resident memory settles at 190–250 MB (docs/memory.md), most of it young generation per isolate.
  */
 export const AUTO_WORKER_MEMORY_BYTES = 256 * 1024 * 1024;
 
