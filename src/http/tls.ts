@@ -93,11 +93,13 @@ export async function readTlsCredentials(files: TlsConfig): Promise<TlsCredentia
 }
 
 /**
- * Fastify options that serve HTTPS only with `credentials`, or the options unchanged without them. Fastify gives
- * node:https its `https` options alone and drops `http`, so the HTTP server options (header size, timeouts) are
- * carried over into them. The handshake comes before the headers, and without a bound of its own Node allows it
- * 120 s: it gets the headers' time limit, so a client that opens a connection and says nothing is cut off as a
- * slow header is.
+ * Fastify options that serve HTTPS only with `credentials`, or the options unchanged without them. With a
+ * serverFactory (the app's: src/http/http-server.ts, given the same credentials) Fastify makes no server of its own
+ * and these `https` options only make it say https:// in the addresses it logs; without one, Fastify gives node:https
+ * its `https` options alone and drops `http`, so the HTTP server options (header size, timeouts) are carried over into
+ * them. Either way the handshake, which comes before the headers and without a bound of its own would get Node's
+ * 120 s, gets the headers' time limit, so a client that opens a connection and says nothing is cut off as a slow
+ * header is.
  */
 export function withTls(options: FastifyHttpOptions<HttpServer>, credentials: TlsCredentials | undefined): FastifyHttpOptions<HttpServer> {
   if (!credentials) return options;
