@@ -3,7 +3,8 @@ import tseslint from 'typescript-eslint';
 
 /**
  * The layers of docs/design.md, held by lint: a folder may not import from the folders (or packages) named here.
- * Imports go one way, entry → app/routes/http → services → domain (plants, auth, health) → storage.
+ * Imports go one way, entry → app/routes/http → services → domain (plants, auth, health) → storage. src/workers is
+ * part of the entry (an instance of worker threads, started by src/server.ts), so no layer below may import it.
  */
 const layers = [
   {
@@ -48,9 +49,10 @@ const layers = [
 function layerPatterns({ folder, forbidden, packages, why }) {
   return [
     {
-      // Relative imports that climb out of the folder into a forbidden one, into the CLI, or into the app or the schemas.
-      regex: `^(\\.\\./)+(${forbidden.join('|')}|cli)/|^(\\.\\./)+(app|schemas|server|services|metrics)\\.js$`,
-      message: `${folder} may not import from ${forbidden.join(', ')}, the CLI, the app, the HTTP schemas or the metrics: ${why}.`,
+      // Relative imports that climb out of the folder into a forbidden one, into the CLI or the entry's workers, or into
+      // the app or the schemas.
+      regex: `^(\\.\\./)+(${forbidden.join('|')}|cli|workers)/|^(\\.\\./)+(app|schemas|server|services|metrics)\\.js$`,
+      message: `${folder} may not import from ${forbidden.join(', ')}, the CLI, the worker threads of an instance, the app, the HTTP schemas or the metrics: ${why}.`,
     },
     { group: packages, message: `${folder} may not use the HTTP framework or client: ${why}.` },
     {

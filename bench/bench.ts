@@ -12,18 +12,19 @@
  *   environment.ts   pinning, machine, commit          generator.ts  wrk or autocannon
  *   session.ts       one invocation's folder, store and servers (stores.ts, prefill.ts, servers.ts)
  *   measure.ts       one load run with /proc sampling (metrics.ts)
- *   scenarios/       creates.ts (ceiling/app-only/plantstore pairs), soak.ts, reads.ts, webhook.ts
+ *   scenarios/       creates.ts (ceiling/app-only/plantstore pairs), soak.ts, reads.ts, webhook.ts, workers.ts
  *   report.ts        meta, markdown tables, the result files
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { pinning } from './environment.js';
+import { pinning, unpinned } from './environment.js';
 import { chooseGenerator } from './generator.js';
 import { PROGRAMS, ROOT } from './layout.js';
 import { BENCH_USAGE, readOptions, UsageError, workloadTitle } from './options.js';
 import { runCreates } from './scenarios/creates.js';
 import { runReads } from './scenarios/reads.js';
 import { runWebhook } from './scenarios/webhook.js';
+import { runWorkers } from './scenarios/workers.js';
 import type { BenchSetup } from './session.js';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -35,10 +36,10 @@ async function main(): Promise<void> {
     return;
   }
   for (const file of PROGRAMS) if (!fs.existsSync(file)) throw new UsageError(`${path.relative(ROOT, file)} is missing: run npm run build`);
-  const setup: BenchSetup = { options, pinning: pinning(), generator: chooseGenerator(options.generator), log };
+  const setup: BenchSetup = { options, pinning: options.workers ? unpinned() : pinning(), generator: chooseGenerator(options.generator), log };
   log(`bench: ${workloadTitle(options)} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
   log(`bench: ${setup.pinning.note}; load generator: ${setup.generator.description} (${setup.generator.note})`);
-  await (options.reads ? runReads(setup) : options.webhook ? runWebhook(setup) : runCreates(setup));
+  await (options.reads ? runReads(setup) : options.webhook ? runWebhook(setup) : options.workers ? runWorkers(setup) : runCreates(setup));
 }
 
 main().catch((error: unknown) => {

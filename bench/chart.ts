@@ -21,6 +21,8 @@ const COLOURS: Readonly<Record<string, string>> = {
   'app-only': '#4c78a8',
   baseline: '#f2a541',
   plantstore: '#2e9b5f',
+  // --workers: WORKERS=1 is plantstore as it runs by default; WORKERS=N takes the last colour.
+  'WORKERS=1': '#2e9b5f',
 };
 const FALLBACK_COLOUR = '#b279a2';
 

@@ -24,6 +24,11 @@ export function pinning(): Pinning {
   return { server: ['taskset', '-c', '0'], load: ['taskset', '-c', '1'], note: 'servers on core 0 (taskset -c 0), load on core 1 (taskset -c 1)' };
 }
 
+/** --workers: every process may run on every core, as a deployment runs them. */
+export function unpinned(): Pinning {
+  return { server: [], load: [], note: 'none (--workers): the servers and the load generator share every core' };
+}
+
 export function spawnPinned(prefix: readonly string[], command: string, args: readonly string[], options: SpawnOptions): ChildProcess {
   const [first, ...rest] = prefix;
   // taskset execs the command, so the child's pid is the command's own pid (for /proc sampling).

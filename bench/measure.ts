@@ -38,6 +38,8 @@ export interface LoadMeasurement {
   readonly serverCpuPercent: number;
   /** Server CPU time per answered request, microseconds: steadier than req/s on a shared machine. */
   readonly serverCpuMicrosPerRequest: number;
+  /** Of which the server's main thread's (with WORKERS > 1 on SQLite: the writer's). */
+  readonly mainThreadCpuMicrosPerRequest: number;
 }
 
 export async function runLoad(place: LoadPlace, run: LoadRun): Promise<LoadMeasurement> {
@@ -60,5 +62,6 @@ export async function runLoad(place: LoadPlace, run: LoadRun): Promise<LoadMeasu
     rssSamplesKb: sampling.rssSamplesKb,
     serverCpuPercent: Math.round((sampling.cpuSeconds / sampling.elapsedSeconds) * 100),
     serverCpuMicrosPerRequest: load.responses > 0 ? Math.round((sampling.cpuSeconds * 1e6) / load.responses) : 0,
+    mainThreadCpuMicrosPerRequest: load.responses > 0 ? Math.round((sampling.mainThreadCpuSeconds * 1e6) / load.responses * 10) / 10 : 0,
   };
 }

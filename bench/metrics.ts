@@ -17,10 +17,10 @@ const CLOCK_TICKS = (() => {
   return Number(result.stdout?.trim()) || 100;
 })();
 
-/** User + system CPU seconds of a process (all its threads) so far. */
-export function cpuSeconds(pid: number): number {
+/** User + system CPU seconds of a process (all its threads) so far, or of its thread `tid` alone. */
+export function cpuSeconds(pid: number, tid?: number): number {
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = fs.readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
   } catch {
@@ -38,6 +38,8 @@ export interface ProcessSampling {
   readonly rssSamplesKb: number[];
   /** The process's CPU seconds over the window, and the window's wall-clock seconds. */
   readonly cpuSeconds: number;
+  /** Of which its main thread's (the thread whose id is the pid). */
+  readonly mainThreadCpuSeconds: number;
   readonly elapsedSeconds: number;
 }
 
@@ -51,6 +53,7 @@ export async function sampleProcessDuring<T>(
   rssSampleEveryMs: number,
 ): Promise<{ readonly result: T; readonly sampling: ProcessSampling }> {
   const cpuBefore = cpuSeconds(pid);
+  const mainThreadBefore = cpuSeconds(pid, pid);
   const started = process.hrtime.bigint();
   const running = work();
   let rssPeakKb = 0;
@@ -66,8 +69,9 @@ export async function sampleProcessDuring<T>(
   });
   const elapsedSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   const cpu = cpuSeconds(pid) - cpuBefore;
+  const mainThreadCpu = cpuSeconds(pid, pid) - mainThreadBefore;
   rssPeakKb = Math.max(rssPeakKb, procStatusKb(pid, 'VmRSS') ?? 0);
-  return { result, sampling: { rssPeakKb, rssSamplesKb, cpuSeconds: cpu, elapsedSeconds } };
+  return { result, sampling: { rssPeakKb, rssSamplesKb, cpuSeconds: cpu, mainThreadCpuSeconds: mainThreadCpu, elapsedSeconds } };
 }
 
 /** Kilobytes to megabytes (MiB), one decimal. */

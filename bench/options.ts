@@ -24,6 +24,11 @@ export interface BenchOptions {
   readonly webhook: boolean;
   /** Also run plantstore's HTTP layer on a store that keeps nothing, in every pair. */
   readonly appOnly: boolean;
+  /**
+   * --workers N: pairs of plantstore WORKERS=1 and WORKERS=N (with --webhook: each with and without the subscription),
+   * every process unpinned; null when not asked for.
+   */
+  readonly workers: number | null;
   readonly generator: 'auto' | 'wrk' | 'autocannon';
   /**
    * An A/B in one run: a second plantstore, "baseline", in every pair, from another checkout (its root, built) and/or
@@ -45,6 +50,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --soak S                                              one long run (memory drift)
   --store sqlite|postgres                               the storage (PostgreSQL: the embedded test server)
   --reads | --webhook | --app-only                      page reads; one webhook subscription; also plantstore's HTTP layer alone
+  --workers N                                           pairs of WORKERS=1 and WORKERS=N, unpinned (also with --webhook)
   --generator auto|wrk|autocannon                       the load generator
   --baseline DIR --baseline-env NAME=VALUE ...          an A/B in one run: another built checkout and/or settings
   --plantstore DIR                                      measure another built checkout's plantstore
@@ -76,6 +82,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
         reads: { type: 'boolean' },
         webhook: { type: 'boolean' },
         'app-only': { type: 'boolean' },
+        workers: { type: 'string' },
         generator: { type: 'string' },
         baseline: { type: 'string' },
         'baseline-env': { type: 'string', multiple: true },
@@ -121,6 +128,11 @@ export function readOptions(argv: string[]): BenchOptions | null {
   if (webhook && (reads || soak > 0 || values['app-only'] || wantsBaseline)) {
     throw new UsageError('--webhook does not combine with --reads, --soak, --app-only or --baseline');
   }
+  const workers = values.workers === undefined ? null : num('workers', values.workers, 2, 2);
+  if (workers !== null && !Number.isInteger(workers)) throw new UsageError(`--workers must be a whole number >= 2, got ${JSON.stringify(values.workers)}`);
+  if (workers !== null && (reads || soak > 0 || values['app-only'] || wantsBaseline)) {
+    throw new UsageError('--workers does not combine with --reads, --soak, --app-only or --baseline');
+  }
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
@@ -134,6 +146,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
     reads,
     webhook,
     appOnly: values['app-only'] ?? false,
+    workers,
     generator,
     baseline: wantsBaseline ? { root: path.resolve(values.baseline ?? ROOT), env: baselineEnv } : null,
     plantstoreRoot: path.resolve(values.plantstore ?? ROOT),

@@ -18,7 +18,7 @@ import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/
 import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.js';
 import { STRICT_AJV_OPTIONS } from './http/new-plant.js';
 import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
-import { tokenBucketStore } from './http/rate-limit.js';
+import { tokenBucketStore, type BucketCells } from './http/rate-limit.js';
 import { endFailedHandshakes, withTls, type TlsCredentials } from './http/tls.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
@@ -62,6 +62,11 @@ export interface AppOptions {
   readonly now?: () => number;
   /** Given, the server speaks HTTPS only, with this certificate chain and key (read by src/http/tls.ts). */
   readonly tls?: TlsCredentials;
+  /**
+   * Where rate-limit buckets are kept: this app's own by default; in a worker thread of an instance, memory every
+   * worker shares (src/workers/), with `now` a clock they share, so that the limit is per token per instance.
+   */
+  readonly rateLimitCells?: BucketCells;
 }
 
 /**
@@ -84,7 +89,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     logController: new DebugRequestLog(),
     // Every log line of a request carries it as reqId; every response carries it back (the first onRequest hook).
     genReqId: requestIdOf,
-    serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger),
+    serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger, options.tls),
     // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
     return503OnClosing: false,
     // The contract forbids silently changing data; `plantstore import` compiles NewPlant with the same options.
@@ -176,7 +181,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     await app.register(rateLimit, {
       global: false,
       // The bucket decides; the plugin compares its answer with the burst and sends the headers and the 429.
-      store: tokenBucketStore(config.rateLimit, options.now),
+      store: tokenBucketStore(config.rateLimit, options.now, options.rateLimitCells),
       max: config.rateLimit.burst,
       timeWindow: config.rateLimit.windowMs,
       keyGenerator: (request) => request.tokenName,

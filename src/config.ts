@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 
 export type DatabaseConfig =
@@ -72,6 +73,8 @@ export interface Config {
   /** Whether GET /metrics exists and the service keeps Prometheus metrics (METRICS=on|off). */
   readonly metrics: boolean;
   readonly webhooks: WebhookConfig;
+  /** Threads serving HTTP on the one PORT (WORKERS); 1 is the single-threaded server, more an instance of src/workers/. */
+  readonly workers: number;
 }
 
 export class ConfigError extends Error {
@@ -119,6 +122,7 @@ export const CONFIG_VARIABLES = [
   'WEBHOOK_MAX_IN_FLIGHT',
   'WEBHOOK_MAX_IN_FLIGHT_PER_SUBSCRIPTION',
   'WEBHOOK_SECRET_GRACE',
+  'WORKERS',
 ] as const;
 
 export type ConfigVariable = (typeof CONFIG_VARIABLES)[number];
@@ -259,8 +263,54 @@ function database(env: Env, cwd: string): DatabaseConfig {
   throw new ConfigError('DATABASE_URL', `must start with sqlite:, postgres:// or postgresql://, got ${JSON.stringify(raw.split(':')[0])}`);
 }
 
+/** What `WORKERS` depends on besides the environment; a parameter so that tests can state it. */
+export interface HostFacts {
+  /** os.availableParallelism(): the cores this process may run on. */
+  readonly cores: number;
+  /** Memory this process may use: the cgroup's limit when there is one below the machine's memory. */
+  readonly memoryBytes: number;
+  /** process.versions.node */
+  readonly nodeVersion: string;
+}
+
+export function currentHost(): HostFacts {
+  const constrained = process.constrainedMemory();
+  const total = os.totalmem();
+  return {
+    cores: os.availableParallelism(),
+    memoryBytes: constrained > 0 && constrained < total ? constrained : total,
+    nodeVersion: process.versions.node,
+  };
+}
+
+/**
+ * Memory `WORKERS=auto` allows each worker: a worker is a V8 isolate with the whole app, and under full load one
+ * process's resident memory settles at 190–250 MB (docs/memory.md), most of it young generation per isolate.
+ */
+export const AUTO_WORKER_MEMORY_BYTES = 256 * 1024 * 1024;
+
+const MAX_WORKERS = 256;
+
+/** The first Node.js releases whose server.listen takes `reusePort` (v22.12.0, v23.1.0): older ones ignore it. */
+function listensWithReusePort(nodeVersion: string): boolean {
+  const [major = 0, minor = 0] = nodeVersion.split('.').map(Number);
+  return major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12);
+}
+
+function workers(env: Env, host: HostFacts): number {
+  const raw = read(env, 'WORKERS')?.trim() || '1';
+  let count: number;
+  if (raw === 'auto') count = Math.max(1, Math.min(host.cores, Math.floor(host.memoryBytes / AUTO_WORKER_MEMORY_BYTES)));
+  else if (/^\d+$/.test(raw) && Number(raw) >= 1 && Number(raw) <= MAX_WORKERS) count = Number(raw);
+  else throw new ConfigError('WORKERS', `must be a whole number from 1 to ${MAX_WORKERS}, or auto, got ${JSON.stringify(raw)}`);
+  if (count > 1 && !listensWithReusePort(host.nodeVersion)) {
+    throw new ConfigError('WORKERS', `more than 1 needs Node.js 22.12 or later, whose servers can share a port (SO_REUSEPORT); this is ${host.nodeVersion}`);
+  }
+  return count;
+}
+
 /** Reads and validates the whole configuration once; the result is frozen and passed to whoever needs it. */
-export function loadConfig(env: Env = process.env, cwd: string = process.cwd()): Config {
+export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), host: HostFacts = currentHost()): Config {
   const logLevel = read(env, 'LOG_LEVEL')?.trim() || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
   const rateMax = integer(env, 'RATE_LIMIT_MAX', 0, 0, 1_000_000_000);
@@ -300,6 +350,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd()):
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
     metrics: onOff(env, 'METRICS', true),
     webhooks: webhooks(env),
+    workers: workers(env, host),
   };
   return deepFreeze(config);
 }

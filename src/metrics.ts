@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { TokenCacheObserver } from './auth/authenticator.js';
 import type { CreateAnswer, PlantObserver } from './plants/service.js';
 import type { WriteQueue, WriteQueueObserver } from './plants/write-queue.js';
@@ -58,8 +58,14 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
   readonly #storageErrors: Record<StorageErrorKind, Counter.Internal>;
   readonly #tokenCacheReloads: Record<'success' | 'failure', Counter.Internal>;
   #writeQueue: Pick<WriteQueue, 'depth'> | undefined;
+  readonly #render: (() => Promise<string>) | undefined;
 
-  constructor(options: { readonly batchLimit: number }) {
+  /**
+   * `render`, when given, is what GET /metrics answers instead of this app's metrics: in a worker thread, the whole
+   * instance's, summed over its workers (src/workers/), each of which reports its own through `snapshot`.
+   */
+  constructor(options: { readonly batchLimit: number; readonly render?: () => Promise<string> }) {
+    this.#render = options.render;
     const registers = [this.#registry];
     const creates = this.#creates;
     this.#requestDurations = new Histogram({
@@ -123,7 +129,12 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
 
   /** Every metric, this app's and the process's, in the Prometheus text exposition format. */
   render(): Promise<string> {
-    return Registry.merge([processMetrics(), this.#registry]).metrics();
+    return this.#render ? this.#render() : Registry.merge([processMetrics(), this.#registry]).metrics();
+  }
+
+  /** Every metric, this app's and the process's (in a worker thread: the thread's), as values to aggregate. */
+  snapshot(): Promise<Array<MetricObjectWithValues<MetricValue<string>>>> {
+    return Registry.merge([processMetrics(), this.#registry]).getMetricsAsJSON();
   }
 
   /** The write queue whose depth is reported. */

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
-import { certificateReloader, logTransportSecurity, readTlsCredentials } from './http/tls.js';
+import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from './http/tls.js';
 import { createLogger } from './log.js';
 import { startServices, type Services } from './services.js';
 import { openStore, type OpenOptions } from './storage/open.js';
@@ -76,34 +76,57 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
  * ends it at once. SIGHUP reloads the TLS certificate and key.
  */
 export async function serveUntilSignalled(config: Config, open: OpenOptions = {}): Promise<void> {
-  const server = await startServer(config, open);
-  const { log } = server.app;
+  // WORKERS > 1: worker threads sharing the port (src/workers/), loaded only then.
+  const starting =
+    config.workers > 1
+      ? import('./workers/instance.js').then(({ startInstance }) => startInstance(config, { open }))
+      : startServer(config, open).then((running) => ({
+          log: running.app.log,
+          close: running.close,
+          reloadCertificate: certificateReloader(running.app.log, config.tls, (credentials) => serveCertificate(running.app, credentials)),
+        }));
+  // Handled from before the server listens: with WORKERS > 1 the first worker answers while the others still start,
+  // and a signal then must shut the instance down gracefully once it is up, not end the process where it stands.
+  let started: Awaited<typeof starting> | undefined;
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals) => {
     if (stopping) {
-      log.info({ signal }, 'already shutting down');
+      started?.log.info({ signal }, 'already shutting down');
       return;
     }
     stopping = true;
-    log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
     const timer = setTimeout(() => {
-      log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      if (started) started.log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      else process.stderr.write(`plantstore: shutdown timed out after ${config.shutdownTimeoutMs} ms, still starting; exiting\n`);
       process.exit(1);
     }, config.shutdownTimeoutMs);
     timer.unref();
-    server.close().then(
-      () => {
-        log.info('shut down cleanly');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    // A start that fails is reported by the caller, which exits non-zero.
+    starting.then((server) => {
+      const { log } = server;
+      log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
+      server.close().then(
+        () => {
+          log.info('shut down cleanly');
+          process.exit(0);
+        },
+        (error: unknown) => {
+          log.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+    }, () => clearTimeout(timer));
   };
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
-  const reloadCertificate = certificateReloader(server.app, config.tls);
+  try {
+    started = await starting;
+  } catch (error) {
+    process.off('SIGTERM', shutdown);
+    process.off('SIGINT', shutdown);
+    throw error;
+  }
+  // With WORKERS > 1, the main thread reads the files once and every worker serves the pair it read.
+  const { reloadCertificate } = started;
   process.on('SIGHUP', () => void reloadCertificate());
 }

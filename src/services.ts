@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 import { Readiness } from './health/readiness.js';
 import { Metrics } from './metrics.js';
 import { PlantService } from './plants/service.js';
-import { WriteQueue } from './plants/write-queue.js';
+import { WriteQueue, type SharedWriteState } from './plants/write-queue.js';
 import type { Store } from './storage/store.js';
 import type { Resolver } from './webhooks/address-policy.js';
 import { WebhookDispatcher, type WebhookStats } from './webhooks/dispatcher.js';
@@ -40,16 +40,38 @@ export interface ServiceOptions {
   readonly webhookResolver?: Resolver;
   readonly webhookPollIntervalMs?: number;
   readonly webhookPruneIntervalMs?: number;
+  /** Set when these services are one worker thread of an instance of several (src/workers/). */
+  readonly worker?: WorkerRole;
   /** The wall clock (Date.now) that token expiry is compared with; tests pass one they move by hand. */
   readonly wallClock?: () => number;
 }
 
+/**
+ * What a worker thread's services share with the rest of its instance: the write bound and refusal memory of every
+ * worker's queue, the instance's one webhook dispatcher (running elsewhere, told of created plants through
+ * `wakeWebhooks`), and GET /metrics answering for the whole instance.
+ */
+export interface WorkerRole {
+  readonly writes: SharedWriteState;
+  readonly wakeWebhooks: () => void;
+  readonly renderMetrics: () => Promise<string>;
+}
+
+const NO_WEBHOOK_STATS: WebhookStats & { prune(): Promise<number> } = {
+  snapshot: () => ({ waiting: 0, inFlight: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 }),
+  prune: () => Promise.resolve(0),
+};
+
 export async function startServices(config: Config, store: Store, log: Logger, options: ServiceOptions = {}): Promise<Services> {
   // Everything below reports to it: the store its failures, the queue its batches, the token cache its reloads, the
   // plant service each create's answer, the webhook dispatcher its deliveries.
-  const metrics = config.metrics ? new Metrics({ batchLimit: config.writes.batchLimit }) : null;
+  const { worker } = options;
+  const metrics = config.metrics
+    ? new Metrics({ batchLimit: config.writes.batchLimit, ...(worker ? { render: worker.renderMetrics } : {}) })
+    : null;
   if (metrics) metrics.watchStore(store);
-  const dispatcher = new WebhookDispatcher(store.webhooks, {
+  // A worker thread sends no webhooks: its instance has one dispatcher, so each event is sent once per attempt.
+  const dispatcher = worker ? null : new WebhookDispatcher(store.webhooks, {
     config: config.webhooks,
     log: log.child({ component: 'webhooks' }),
     stopGraceMs: config.shutdownTimeoutMs / 2,
@@ -62,10 +84,11 @@ export async function startServices(config: Config, store: Store, log: Logger, o
     batchLimit: config.writes.batchLimit,
     concurrency: store.writeConcurrency,
     ...(metrics ? { observer: metrics } : {}),
-    onCreated: () => dispatcher.wake(),
+    onCreated: worker ? worker.wakeWebhooks : () => dispatcher?.wake(),
+    ...(worker ? { shared: worker.writes } : {}),
   });
   metrics?.watchWriteQueue(writes);
-  metrics?.watchWebhooks(dispatcher);
+  if (dispatcher) metrics?.watchWebhooks(dispatcher);
   // Storage has no logger of its own; what it notices outside requests (a background thread dying) is logged here.
   const stopHearingStorage = store.onIncident(({ level, message, error }) => log[level](error ? { err: error } : {}, message));
   const tokens = new TokenAuthenticator(store.tokens, { refreshMs: config.tokenCacheMs, log, observer: metrics ?? undefined, now: options.wallClock });
@@ -77,9 +100,9 @@ export async function startServices(config: Config, store: Store, log: Logger, o
   }
   try {
     // Only one process dispatches from a SQLite file: leases a killed predecessor held are void.
-    await dispatcher.start(store.kind === 'sqlite');
+    await dispatcher?.start(store.kind === 'sqlite');
   } catch (error) {
-    await dispatcher.stop();
+    await dispatcher?.stop();
     await tokens.stop();
     stopHearingStorage();
     throw error;
@@ -94,11 +117,11 @@ export async function startServices(config: Config, store: Store, log: Logger, o
     tokens,
     readiness: new Readiness(store, writes),
     metrics,
-    webhooks: dispatcher,
+    webhooks: dispatcher ?? NO_WEBHOOK_STATS,
     close: () =>
       (closing ??= (async () => {
         await writes.drain();
-        await dispatcher.stop();
+        await dispatcher?.stop();
         await tokens.stop();
         stopHearingStorage();
       })()),

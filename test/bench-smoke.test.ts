@@ -95,3 +95,32 @@ test('npm run bench -- --webhook --quick completes, and every event of an acknow
     fs.rmSync(out, { recursive: true, force: true });
   }
 });
+
+test('npm run bench -- --workers 2 --quick completes: WORKERS=1 and WORKERS=2 in one pair, every answer 2xx and stored, ratios and the main thread\'s CPU reported', { timeout: 180_000 }, async () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-smoke-'));
+  try {
+    const stdout = await runBench(['--workers', '2', '--quick', '--out', out]);
+    assert.match(stdout, /\| pair \| WORKERS \| req\/s \|/);
+    assert.match(stdout, /\| 1 \| 1 \| \d+ \|/);
+    assert.match(stdout, /\| 1 \| 2 \| \d+ \|/);
+    assert.match(stdout, /Pinning: none \(--workers\)/);
+    const jsonPath = /^results: (.+\.json)$/m.exec(stdout)?.[1];
+    assert.ok(jsonPath, 'the results file is named');
+    const result = JSON.parse(fs.readFileSync(jsonPath, 'utf8')) as {
+      summary: { reqPerSecRatio: number | null; cpuPerCreateRatio: number | null; non2xx: number; errors: number; everyOkStored: boolean; exitCodes: number[] };
+      runs: Array<{ workers: number; mainThreadCpuMicrosPerRequest: number; load: { ok: number } }>;
+    };
+    assert.deepEqual(result.runs.map((run) => run.workers), [1, 2]);
+    for (const run of result.runs) {
+      assert.ok(run.load.ok > 0, `WORKERS=${run.workers} answered requests`);
+      assert.ok(run.mainThreadCpuMicrosPerRequest > 0, 'the main thread\'s CPU is read from /proc');
+    }
+    assert.equal(typeof result.summary.reqPerSecRatio, 'number');
+    assert.equal(typeof result.summary.cpuPerCreateRatio, 'number');
+    assert.deepEqual([result.summary.non2xx, result.summary.errors], [0, 0]);
+    assert.ok(result.summary.everyOkStored, 'every 2xx is in the store');
+    assert.deepEqual(result.summary.exitCodes, [0, 0], 'both servers shut down cleanly');
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
-import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.js';
+import { AUTO_WORKER_MEMORY_BYTES, CONFIG_VARIABLES, ConfigError, loadConfig, type HostFacts } from '../src/config.js';
 import { poolConfig } from '../src/storage/postgres/connection.js';
 
 describe('configuration', () => {
@@ -216,6 +216,45 @@ describe('configuration', () => {
       );
     });
   }
+
+  describe('WORKERS', () => {
+    const host = (facts: Partial<HostFacts> = {}): HostFacts => ({ cores: 8, memoryBytes: 64 * 1024 ** 3, nodeVersion: '24.0.0', ...facts });
+    const workers = (value: string | undefined, facts?: Partial<HostFacts>) =>
+      loadConfig(value === undefined ? {} : { WORKERS: value }, '/srv', host(facts)).workers;
+
+    it('is 1 unless set: one thread serves, as without workers', () => {
+      assert.equal(workers(undefined), 1);
+      assert.equal(workers(''), 1);
+      assert.equal(workers(' 3 '), 3);
+    });
+
+    it('auto is the cores this process may use, at most one per 256 MiB of memory, and never less than 1', () => {
+      assert.equal(workers('auto', { cores: 8 }), 8);
+      assert.equal(workers('auto', { cores: 8, memoryBytes: 3 * AUTO_WORKER_MEMORY_BYTES + 1 }), 3);
+      assert.equal(workers('auto', { cores: 4, memoryBytes: AUTO_WORKER_MEMORY_BYTES - 1 }), 1);
+      assert.equal(workers('auto', { cores: 1 }), 1);
+    });
+
+    for (const value of ['0', '257', '-1', '2.5', 'all', 'AUTO']) {
+      it(`refuses WORKERS=${value} naming the variable and what it takes`, () => {
+        assert.throws(
+          () => workers(value),
+          (error: unknown) => error instanceof ConfigError && error.variable === 'WORKERS' && /from 1 to 256, or auto/.test(error.message),
+        );
+      });
+    }
+
+    it('refuses more than 1 on a Node.js whose servers cannot share a port (before 22.12, 23.0), and allows 1 there', () => {
+      for (const nodeVersion of ['22.11.0', '23.0.0', '20.18.1']) {
+        assert.throws(
+          () => workers('2', { nodeVersion }),
+          (error: unknown) => error instanceof ConfigError && error.variable === 'WORKERS' && error.message.includes(nodeVersion),
+        );
+        assert.equal(workers('1', { nodeVersion }), 1);
+      }
+      for (const nodeVersion of ['22.12.0', '23.1.0', '24.0.0', '26.1.0']) assert.equal(workers('2', { nodeVersion }), 2);
+    });
+  });
 
   it('reads exactly the variables CONFIG_VARIABLES lists, which docs/configuration.md documents in the same order', () => {
     // Values that take every branch: a PostgreSQL URL reads PG_POOL_SIZE, a rate limit reads its window and burst.

@@ -2,11 +2,14 @@
  * Crashes lose nothing acknowledged: the server runs as a real child process under concurrent load, is killed
  * with SIGKILL at a random moment, restarted on the same database, and every create that was answered 200 must
  * be stored with exactly the name and tag sent. SIGTERM instead: requests in flight are answered, their writes
- * kept, and the process exits 0.
+ * kept, and the process exits 0. Each runs with one thread (WORKERS=1) and with worker threads (WORKERS=2), whose
+ * SIGKILL must also leave nothing behind holding the port or the database.
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomInt } from 'node:crypto';
-import { connect, type Socket } from 'node:net';
+import fs from 'node:fs';
+import { connect, createServer, type Socket } from 'node:net';
+import pg from 'pg';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
@@ -19,8 +22,13 @@ import { waitFor } from './helpers/wait.js';
 stopPostgresAfterAll();
 
 const CLIENTS = 32;
-const KILL_ROUNDS = 5;
-const TERM_ROUNDS = 2;
+/** SIGKILL and SIGTERM rounds for each WORKERS value. */
+const ROUNDS: ReadonlyArray<{ readonly workers: number; readonly kill: number; readonly term: number }> = [
+  { workers: 1, kill: 5, term: 2 },
+  { workers: 2, kill: 3, term: 2 },
+];
+/** How soon after a SIGKILL the port and the database must be free: a supervisor restarts within seconds. */
+const RELEASED_WITHIN_MS = 3000;
 
 interface Sent {
   readonly name: string;
@@ -174,14 +182,69 @@ async function halfSentCreate(port: number, token: string, id: bigint, plant: Se
   };
 }
 
-for (const { kind, create } of DATABASES) {
-  describe(`crash safety on ${kind}`, { timeout: 240_000 }, () => {
+/** Whether a socket can listen on `port` alone (no SO_REUSEPORT): nothing else holds it. */
+async function portIsFree(port: number): Promise<boolean> {
+  const server = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ port, host: '127.0.0.1' }, resolve);
+    });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+/** Processes holding the SQLite file, its -wal or its -shm open: every fd of every process /proc shows us. */
+function sqliteHolders(file: string): number[] {
+  const names = new Set([file, `${file}-wal`, `${file}-shm`]);
+  const holders: number[] = [];
+  for (const pid of fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    let fds: string[];
+    try {
+      fds = fs.readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        if (names.has(fs.readlinkSync(`/proc/${pid}/fd/${fd}`))) {
+          holders.push(Number(pid));
+          break;
+        }
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return holders;
+}
+
+/** Sessions on the PostgreSQL database other than the one asking. */
+async function postgresSessions(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const result = await client.query<{ count: string }>(
+      "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+    );
+    return Number(result.rows[0]?.count);
+  } finally {
+    await client.end();
+  }
+}
+
+for (const { kind, create } of DATABASES) for (const { workers, kill: KILL_ROUNDS, term: TERM_ROUNDS } of ROUNDS) {
+  describe(`crash safety on ${kind}, WORKERS=${workers}`, { timeout: 240_000 }, () => {
     it(`keeps every acknowledged create through ${KILL_ROUNDS} SIGKILLs at random moments under load`, async (t) => {
       // A store that cannot start fails the test: nothing is skipped.
       const db = await create();
       const servers: ServerProcess[] = [];
       try {
-        const env = { DATABASE_URL: db.url };
+        const env = { DATABASE_URL: db.url, WORKERS: String(workers) };
         const token = createToken('crash', env);
         const used = new Set<bigint>();
         const everAcknowledged = new Map<bigint, Sent>();
@@ -195,6 +258,14 @@ for (const { kind, create } of DATABASES) {
           await sleep(randomInt(50, 1200));
           const exit = await server.stop('SIGKILL');
           assert.equal(exit.signal, 'SIGKILL');
+          const killedAt = performance.now();
+          // Nothing of the killed server (no thread, no child) holds the port or the database: a supervisor's restart
+          // would otherwise fail to listen, or share the file with a ghost.
+          await waitFor('the port to be free', () => portIsFree(server.port), { timeoutMs: RELEASED_WITHIN_MS, intervalMs: 50 });
+          const file = loadConfig({ DATABASE_URL: db.url }).database;
+          if (file.kind === 'sqlite') assert.deepEqual(sqliteHolders(file.path), [], 'no process holds the database open');
+          else await waitFor('its PostgreSQL sessions to end', async () => (await postgresSessions(db.url)) === 0, { timeoutMs: RELEASED_WITHIN_MS, intervalMs: 100 });
+          const releasedMs = Math.round(performance.now() - killedAt);
           const result = await clients.stop();
           assert.deepEqual(
             [...result.statuses.keys()].filter((status) => status !== 200),
@@ -206,8 +277,8 @@ for (const { kind, create } of DATABASES) {
           // Every round checks everything acknowledged so far: earlier rounds' writes must survive later crashes.
           await assertStored(db.url, everAcknowledged);
           t.diagnostic(
-            `${kind} SIGKILL round ${round}: ${result.sent} creates sent, ${result.acknowledged.size} acknowledged, ` +
-              `${result.failed} cut off by the kill; ${everAcknowledged.size} acknowledged so far, all stored`,
+            `${kind} WORKERS=${workers} SIGKILL round ${round}: ${result.sent} creates sent, ${result.acknowledged.size} acknowledged, ` +
+              `${result.failed} cut off by the kill; port and database released ${releasedMs} ms after it; ${everAcknowledged.size} acknowledged so far, all stored`,
           );
         }
         // And the last restart serves on the recovered database.
@@ -222,7 +293,7 @@ for (const { kind, create } of DATABASES) {
         assert.equal(replay.status, 200, 'an acknowledged create replays as identical after the crashes');
         assert.equal((await server.stop('SIGTERM')).code, 0);
         t.diagnostic(
-          `${kind} FIGURES: ${KILL_ROUNDS} SIGKILL rounds survived; ${everAcknowledged.size} acknowledged creates of ${sentTotal} sent, 0 lost`,
+          `${kind} WORKERS=${workers} FIGURES: ${KILL_ROUNDS} SIGKILL rounds survived; ${everAcknowledged.size} acknowledged creates of ${sentTotal} sent, 0 lost`,
         );
       } finally {
         for (const server of servers) await server.kill();
@@ -235,7 +306,7 @@ for (const { kind, create } of DATABASES) {
       const db = await create();
       const servers: ServerProcess[] = [];
       try {
-        const env = { DATABASE_URL: db.url };
+        const env = { DATABASE_URL: db.url, WORKERS: String(workers) };
         const token = createToken('term', env);
         const used = new Set<bigint>();
         const everAcknowledged = new Map<bigint, Sent>();
@@ -280,7 +351,7 @@ for (const { kind, create } of DATABASES) {
           for (const [id, plant] of result.acknowledged) everAcknowledged.set(id, plant);
           await assertStored(db.url, everAcknowledged);
           t.diagnostic(
-            `${kind} SIGTERM round ${round}: ${inFlight.length} half-sent requests answered 200 after the signal; ` +
+            `${kind} WORKERS=${workers} SIGTERM round ${round}: ${inFlight.length} half-sent requests answered 200 after the signal; ` +
               `${result.acknowledged.size} of ${result.sent} load creates acknowledged; exit 0; all stored`,
           );
         }

@@ -78,9 +78,9 @@ for (const { kind, create } of DATABASES) {
       await db?.cleanup();
     });
 
-    it('exits 1 within seconds, naming the address on stderr, with storage closed', async (t) => {
+    for (const workers of [1, 2]) it(`exits 1 within seconds with WORKERS=${workers}, naming the address on stderr, with storage closed`, async (t) => {
       const address = `127.0.0.1:${port}`;
-      const ended = await serveUntilExit({ DATABASE_URL: db.url, PORT: String(port) }, /EADDRINUSE/);
+      const ended = await serveUntilExit({ DATABASE_URL: db.url, PORT: String(port), WORKERS: String(workers) }, /EADDRINUSE/);
       assert.deepEqual({ code: ended.code, signal: ended.signal }, { code: 1, signal: null }, ended.stderr);
       assert.match(ended.stderr, /^plantstore: .*address already in use/m);
       assert.ok(ended.stderr.includes(address), `stderr names ${address}: ${ended.stderr}`);
@@ -94,7 +94,7 @@ for (const { kind, create } of DATABASES) {
         assert.ok(existsSync(file), 'the database was opened (and migrated) before the listen failed');
         assert.deepEqual([`${file}-wal`, `${file}-shm`].filter((leftover) => existsSync(leftover)), [], 'every connection was closed');
       }
-      t.diagnostic(`${kind}, address in use: exit 1 ${ended.elapsedMs} ms after the start, ${ended.afterReasonMs} ms after the reason was printed`);
+      t.diagnostic(`${kind}, WORKERS=${workers}, address in use: exit 1 ${ended.elapsedMs} ms after the start, ${ended.afterReasonMs} ms after the reason was printed`);
     });
   });
 }

@@ -260,6 +260,69 @@ describe('plantstore serve over TLS', () => {
   });
 });
 
+describe('plantstore serve over TLS with WORKERS=2', () => {
+  let dir: string;
+  let db: TestDatabase;
+  let ca: CertificateAuthority;
+  let certFile: string;
+  let keyFile: string;
+  let server: ServerProcess;
+  /** Fresh connections per check: the kernel spreads them over both workers by their source ports. */
+  const CONNECTIONS = 24;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-tls-workers-'));
+    ca = makeCertificateAuthority(dir);
+    const first = issueServerCertificate(ca, 'first');
+    certFile = path.join(dir, 'server-chain.pem');
+    keyFile = path.join(dir, 'server.key');
+    replaceFile(certFile, first.chain, 0o644);
+    replaceFile(keyFile, first.key);
+    db = await sqliteDatabase();
+    // debug: each worker logs its requests, with its number, so the test sees that both answered.
+    server = await startServer({ DATABASE_URL: db.url, TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile, LOG_LEVEL: 'debug', WORKERS: '2' }, { ca: ca.root });
+    await waitFor('every worker to listen', () => linesWith(server, /^every worker thread listens$/).length === 1);
+  });
+  after(async () => {
+    await server?.kill();
+    await db?.cleanup();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The fingerprints CONNECTIONS new connections were served, and which workers answered them. */
+  async function freshConnections(): Promise<{ fingerprints: Set<string>; workers: Set<unknown> }> {
+    const seen = logLines(server).length;
+    const answers = await Promise.all(Array.from({ length: CONNECTIONS }, () => httpsCall(`${server.base}/healthz`, { ca: ca.root })));
+    for (const answer of answers) assert.equal(answer.status, 200);
+    await waitFor('every request to be logged', () =>
+      logLines(server).slice(seen).filter((line) => line.msg === 'request completed').length >= CONNECTIONS,
+    );
+    const workers = new Set(logLines(server).slice(seen).filter((line) => line.msg === 'request completed').map((line) => line.worker));
+    return { fingerprints: new Set(answers.map((answer) => answer.fingerprint256)), workers };
+  }
+
+  it('SIGHUP reaches every worker: after one reload, logged once, every new connection gets the renewed certificate', async () => {
+    assert.equal(linesWith(server, /^serving HTTPS only$/).length, 1, 'the instance says once what it serves');
+    const before = await freshConnections();
+    assert.deepEqual([...before.workers].sort(), [1, 2], 'both workers answered');
+    assert.equal(before.fingerprints.size, 1);
+
+    const renewed = issueServerCertificate(ca, 'renewed-workers');
+    replaceFile(keyFile, renewed.key);
+    replaceFile(certFile, renewed.chain, 0o644);
+    server.child.kill('SIGHUP');
+    await waitFor('the reload to be logged', () => linesWith(server, /^TLS certificate reloaded/).length === 1);
+    const reloaded = linesWith(server, /^TLS certificate reloaded/)[0] as { certificate: { fingerprint256: string } };
+    assert.equal(reloaded.certificate.fingerprint256, renewed.fingerprint256);
+
+    const after = await freshConnections();
+    assert.deepEqual([...after.workers].sort(), [1, 2], 'both workers answered');
+    assert.deepEqual([...after.fingerprints], [renewed.fingerprint256], 'every worker serves the renewed certificate');
+    assert.equal(server.exited(), false);
+    assert.deepEqual(await server.stop('SIGTERM'), { code: 0, signal: null }, server.output().stderr);
+  });
+});
+
 describe('plantstore serve without TLS', () => {
   let db: TestDatabase;
   before(async () => {

@@ -5,6 +5,7 @@
  * 127.0.0.1 in its own process on the load core (bench/receiver.ts), answering 204 at once
  * (WEBHOOK_ALLOW_PRIVATE_NETWORKS=true lets the dispatcher reach it).
  * Afterwards the outbox is left to drain, and the report says how long that took and whether every event arrived.
+ * With --workers N each pair runs both variants with WORKERS=1 and then with WORKERS=N, every process unpinned.
  */
 import { once } from 'node:events';
 import { spawn } from 'node:child_process';
@@ -22,13 +23,15 @@ type Variant = 'no subscription' | 'webhook';
 
 interface RunRecord extends MeasuredRow {
   readonly pair: number;
+  /** WORKERS, when --workers asked for a comparison; null otherwise (the default, 1). */
+  readonly workers: number | null;
   readonly variant: Variant;
   ratio?: number;
 }
 
 const COLUMNS: ReadonlyArray<Column<RunRecord>> = [
   { header: 'pair', numeric: true, cell: (run) => String(run.pair) },
-  { header: 'plantstore', numeric: false, cell: (run) => run.variant },
+  { header: 'plantstore', numeric: false, cell: (run) => (run.workers === null ? run.variant : `WORKERS=${run.workers} ${run.variant}`) },
   ...measuredColumns<RunRecord>(),
   { header: 'ratio', numeric: true, cell: (run) => (run.ratio === undefined ? '' : run.ratio.toFixed(3)) },
 ];
@@ -71,11 +74,12 @@ export function runWebhook(setup: BenchSetup): Promise<void> {
       const load = { token, connections: options.connections, ids: options.ids, offset: options.ids === 'sequential' ? options.prefill : 0, sequence: new Sequence() };
       const runs: RunRecord[] = [];
       let webhookOk = 0;
-      for (let pair = 1; pair <= options.pairs; pair += 1) {
+      const workerCounts = options.workers ? [1, options.workers] : [null];
+      for (let pair = 1; pair <= options.pairs; pair += 1) for (const workers of workerCounts) {
         let baseline: RunRecord | undefined;
         for (const variant of ['no subscription', 'webhook'] as const) {
           runCli(['webhook', variant === 'webhook' ? 'enable' : 'disable', 'bench'], cliEnv);
-          const server = await session.startPlantstore(serverEnv);
+          const server = await session.startPlantstore({ ...serverEnv, ...(workers === null ? {} : { WORKERS: String(workers) }) });
           if (options.warmup > 0) {
             const warm = await session.runLoad({ ...load, server, seconds: options.warmup, rssSampleEveryMs: 0 });
             if (variant === 'webhook') webhookOk += warm.load.ok;
@@ -84,6 +88,7 @@ export function runWebhook(setup: BenchSetup): Promise<void> {
           if (variant === 'webhook') webhookOk += m.load.ok;
           const record: RunRecord = {
             pair,
+            workers,
             variant,
             load: m.load,
             rssPeakMb: mb(m.rssPeakKb),
@@ -93,9 +98,10 @@ export function runWebhook(setup: BenchSetup): Promise<void> {
           if (variant === 'no subscription') baseline = record;
           else if (baseline) record.ratio = ratio3(m.load.reqPerSec / baseline.load.reqPerSec);
           runs.push(record);
-          log(progressLine(`pair ${pair} ${variant.padEnd(15)}`, record) + (record.ratio === undefined ? '' : `  ratio ${record.ratio.toFixed(3)}`));
+          const label = `${workers === null ? '' : `WORKERS=${workers} `}${variant}`;
+          log(progressLine(`pair ${pair} ${label.padEnd(15)}`, record) + (record.ratio === undefined ? '' : `  ratio ${record.ratio.toFixed(3)}`));
           // The last webhook server stays up to drain the outbox.
-          if (!(pair === options.pairs && variant === 'webhook')) await session.stop(server);
+          if (!(pair === options.pairs && workers === workerCounts.at(-1) && variant === 'webhook')) await session.stop(server);
           else {
             const started = performance.now();
             let waiting = Number.NaN;
@@ -106,10 +112,20 @@ export function runWebhook(setup: BenchSetup): Promise<void> {
             }
             const drainMs = Math.round(performance.now() - started);
             await session.stop(server);
-            const ratios = runs.map((run) => run.ratio).filter((r): r is number => r !== undefined);
+            const ratiosOf = (workers: number | null) => runs.filter((run) => run.workers === workers).map((run) => run.ratio).filter((r): r is number => r !== undefined);
+            const ratios = ratiosOf(workerCounts.at(-1) ?? null);
             const counts = await receiver.counts();
+            const webhookReqPerSec = (workers: number | null) => median(runs.filter((r) => r.variant === 'webhook' && r.workers === workers).map((r) => r.load.reqPerSec));
             const summary = {
               medianRatio: ratios.length ? ratio3(median(ratios)) : null,
+              // --workers: the same ratio with WORKERS=1, and what WORKERS=N makes of creates with the subscription.
+              ...(options.workers
+                ? {
+                    workers: options.workers,
+                    oneWorkerMedianRatio: ratiosOf(1).length ? ratio3(median(ratiosOf(1))) : null,
+                    webhookManyOverOne: ratio3(webhookReqPerSec(options.workers) / webhookReqPerSec(1)),
+                  }
+                : {}),
               noSubscriptionMedianReqPerSec: median(runs.filter((r) => r.variant === 'no subscription').map((r) => r.load.reqPerSec)),
               webhookMedianReqPerSec: median(runs.filter((r) => r.variant === 'webhook').map((r) => r.load.reqPerSec)),
               webhookAcknowledged: webhookOk,
@@ -125,12 +141,19 @@ export function runWebhook(setup: BenchSetup): Promise<void> {
               ...headerLines(meta, `${options.pairs} pair(s) × ${options.duration} s measured, ${options.warmup} s warm-up each, ${options.connections} keep-alive connections`),
               ...markdownTable(COLUMNS, runs),
               '',
-              `**Median ratio webhook/no subscription: ${summary.medianRatio ?? 'n/a'}** · with one subscription ${summary.webhookMedianReqPerSec} req/s, with none ${summary.noSubscriptionMedianReqPerSec} req/s`,
+              options.workers
+                ? `**Median ratio webhook/no subscription: WORKERS=1 ${summary.oneWorkerMedianRatio ?? 'n/a'}, WORKERS=${options.workers} ${summary.medianRatio ?? 'n/a'}** · ` +
+                  `with the subscription, WORKERS=${options.workers} ÷ WORKERS=1: ${summary.webhookManyOverOne} req/s`
+                : `**Median ratio webhook/no subscription: ${summary.medianRatio ?? 'n/a'}** · with one subscription ${summary.webhookMedianReqPerSec} req/s, with none ${summary.noSubscriptionMedianReqPerSec} req/s`,
               `Outbox: ${summary.webhookAcknowledged} creates acknowledged with the subscription active, ${summary.eventsReceived} distinct events received (${summary.requestsReceived} requests), ` +
                 `${summary.waitingAfterDrain} waiting ${summary.drainMs} ms after the last run (${summary.everyAcknowledgedEventReceived ? 'every event arrived' : 'NOT every event arrived'})`,
               '',
             ];
-            writeReport(options.out, { result: { meta, summary, runs }, markdown: lines.join('\n'), label: [options.store, 'webhook', options.quick ? 'quick' : ''].filter(Boolean).join('-') });
+            writeReport(options.out, {
+              result: { meta, summary, runs },
+              markdown: lines.join('\n'),
+              label: [options.store, 'webhook', options.workers ? `workers${options.workers}` : '', options.quick ? 'quick' : ''].filter(Boolean).join('-'),
+            });
           }
         }
       }

@@ -1,4 +1,5 @@
 import { createServer, IncomingMessage, Server, ServerResponse, type ServerOptions } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
@@ -62,23 +63,31 @@ const PARSING_STOPPABLE = typeof (new Server() as Server & { shouldUpgradeCallba
  * - CONNECT (Node: the socket closed unanswered): the 'connect' listener gives it a response and hands it over, and
  *   the router answers 405 or 404 like any method a path does not take.
  * Every request goes through ConnectionBounds, which bounds what one connection can make the server hold.
+ * With `tls`, the same server speaks HTTPS only (node:https's is node:http's behind a TLS listener); the handshake gets
+ * the headers' time limit, so a client that connects and says nothing is cut off as a slow header is.
  */
-export function httpServer(handler: Handler, http: Config['http'], log: FastifyBaseLogger): Server {
+export function httpServer(
+  handler: Handler,
+  http: Config['http'],
+  log: FastifyBaseLogger,
+  tls?: { readonly cert: Buffer; readonly key: Buffer },
+): Server {
   const bounds = new ConnectionBounds(handler, CONNECTION_LIMITS, (socket, why) =>
     log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`),
   );
-  const server = createServer(
-    {
-      headersTimeout: http.headersTimeoutMs,
-      maxHeaderSize: http.maxHeaderBytes,
-      // Node checks the header and request timeouts only this often (default 30 s): a slow-loris client would
-      // hold its connection up to 30 s past HEADERS_TIMEOUT_MS without it.
-      connectionsCheckingInterval: Math.min(1000, http.headersTimeoutMs, http.requestTimeoutMs),
-      requireHostHeader: false,
-      ...(PARSING_STOPPABLE ? { IncomingMessage: StoppingIncomingMessage, shouldUpgradeCallback: stopsParsing } : {}),
-    } as ServerOptions & { shouldUpgradeCallback: (request: IncomingMessage) => boolean },
-    bounds.handle,
-  );
+  const options = {
+    headersTimeout: http.headersTimeoutMs,
+    maxHeaderSize: http.maxHeaderBytes,
+    // Node checks the header and request timeouts only this often (default 30 s): a slow-loris client would
+    // hold its connection up to 30 s past HEADERS_TIMEOUT_MS without it.
+    connectionsCheckingInterval: Math.min(1000, http.headersTimeoutMs, http.requestTimeoutMs),
+    requireHostHeader: false,
+    ...(PARSING_STOPPABLE ? { IncomingMessage: StoppingIncomingMessage, shouldUpgradeCallback: stopsParsing } : {}),
+  } as ServerOptions & { shouldUpgradeCallback: (request: IncomingMessage) => boolean };
+  // Typed as node:http's: to everything here and in the app an https.Server is one (its requests and replies are node:http's).
+  const server = tls
+    ? (createHttpsServer({ ...options, handshakeTimeout: http.headersTimeoutMs, cert: tls.cert, key: tls.key }, bounds.handle) as unknown as Server)
+    : createServer(options, bounds.handle);
   server.requestTimeout = http.requestTimeoutMs;
   server.keepAliveTimeout = http.keepAliveTimeoutMs;
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {

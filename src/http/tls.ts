@@ -93,11 +93,13 @@ export async function readTlsCredentials(files: TlsConfig): Promise<TlsCredentia
 }
 
 /**
- * Fastify options that serve HTTPS only with `credentials`, or the options unchanged without them. Fastify gives
- * node:https its `https` options alone and drops `http`, so the HTTP server options (header size, timeouts) are
- * carried over into them. The handshake comes before the headers, and without a bound of its own Node allows it
- * 120 s: it gets the headers' time limit, so a client that opens a connection and says nothing is cut off as a
- * slow header is.
+ * Fastify options that serve HTTPS only with `credentials`, or the options unchanged without them. With a
+ * serverFactory (the app's: src/http/http-server.ts, given the same credentials) Fastify makes no server of its own
+ * and these `https` options only make it say https:// in the addresses it logs; without one, Fastify gives node:https
+ * its `https` options alone and drops `http`, so the HTTP server options (header size, timeouts) are carried over into
+ * them. Either way the handshake, which comes before the headers and without a bound of its own would get Node's
+ * 120 s, gets the headers' time limit, so a client that opens a connection and says nothing is cut off as a slow
+ * header is.
  */
 export function withTls(options: FastifyHttpOptions<HttpServer>, credentials: TlsCredentials | undefined): FastifyHttpOptions<HttpServer> {
   if (!credentials) return options;
@@ -164,31 +166,42 @@ function warnIfExpired(log: FastifyBaseLogger, credentials: TlsCredentials): voi
 }
 
 /**
- * What SIGHUP does: re-reads TLS_CERT_FILE and TLS_KEY_FILE and serves new connections with them
- * (server.setSecureContext; connections already open keep theirs), or, when the new pair cannot be used, logs why
- * and keeps serving the previous one. Reloads run one after another, so the last signal's files win. Without TLS
- * there is nothing to reload, which is logged: the handler must exist either way, as Node's default for SIGHUP is
- * to end the process.
+ * Serves new connections of the app's server with `pair` (server.setSecureContext; connections already open keep
+ * theirs). The same options as at start (cert and key alone): setSecureContext resets whatever it is not given.
  */
-export function certificateReloader(app: FastifyInstance, files: TlsConfig | null): () => Promise<void> {
+export function serveCertificate(app: FastifyInstance, pair: { readonly cert: Uint8Array; readonly key: Uint8Array }): void {
+  const server: unknown = app.server;
+  if (!(server instanceof TlsServer)) throw new Error('the server was started without TLS');
+  server.setSecureContext({ cert: Buffer.from(pair.cert), key: Buffer.from(pair.key) });
+}
+
+/**
+ * What SIGHUP does: re-reads TLS_CERT_FILE and TLS_KEY_FILE and hands the pair to `serve`, which makes every
+ * listening server use it for new connections (serveCertificate; with WORKERS > 1, in every worker), or, when the
+ * new pair cannot be used, logs why and keeps serving the previous one. Reloads run one after another, so the last
+ * signal's files win. Without TLS there is nothing to reload, which is logged: the handler must exist either way,
+ * as Node's default for SIGHUP is to end the process.
+ */
+export function certificateReloader(
+  log: FastifyBaseLogger,
+  files: TlsConfig | null,
+  serve: (credentials: TlsCredentials) => void | Promise<void>,
+): () => Promise<void> {
   let last = Promise.resolve();
   const reload = async () => {
     if (!files) {
-      app.log.info('SIGHUP: TLS is not configured (TLS_CERT_FILE, TLS_KEY_FILE), nothing to reload');
+      log.info('SIGHUP: TLS is not configured (TLS_CERT_FILE, TLS_KEY_FILE), nothing to reload');
       return;
     }
     try {
-      const server: unknown = app.server;
-      if (!(server instanceof TlsServer)) throw new Error('the server was started without TLS');
       const credentials = await readTlsCredentials(files);
-      // The same options as at start (cert and key alone): setSecureContext resets whatever it is not given.
-      server.setSecureContext({ cert: credentials.cert, key: credentials.key });
-      app.log.info({ certificate: certificateFields(credentials) }, 'TLS certificate reloaded: new connections get it');
-      warnIfExpired(app.log, credentials);
+      await serve(credentials);
+      log.info({ certificate: certificateFields(credentials) }, 'TLS certificate reloaded: new connections get it');
+      warnIfExpired(log, credentials);
     } catch (error) {
       // A file problem is told in full by its message; anything else also gets its stack.
       const detail = error instanceof TlsFileError ? {} : { err: error };
-      app.log.error(detail, `TLS certificate not reloaded, still serving the previous one: ${(error as Error).message}`);
+      log.error(detail, `TLS certificate not reloaded, still serving the previous one: ${(error as Error).message}`);
     }
   };
   return () => (last = last.then(reload));

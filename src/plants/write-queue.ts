@@ -28,6 +28,24 @@ export interface WriteQueueOptions {
   readonly observer?: WriteQueueObserver;
   /** Called after a batch that created plants has committed (the webhook dispatcher looks for their events then). */
   readonly onCreated?: () => void;
+  /**
+   * Where the bound is kept and the latest refusal remembered when they are not this queue's alone: each worker
+   * thread of an instance (src/workers/) has a queue, and the instance one bound and one readiness.
+   */
+  readonly shared?: SharedWriteState;
+}
+
+/** The bound and the refusal memory of several write queues, one per worker thread of an instance. */
+export interface SharedWriteState {
+  /**
+   * Admits one write if the writes waiting in every queue together (this one's `depth` included) are below
+   * queueLimit, counting it; false, counting nothing, otherwise.
+   */
+  admit(): boolean;
+  /** Writes this queue admitted that no longer wait (a batch handed to storage, a delete answered). */
+  release(count: number): void;
+  /** When the latest batch to finish in any queue was refused by storage (Date.now()), or undefined. */
+  refusedAt: number | undefined;
 }
 
 /**
@@ -52,7 +70,8 @@ interface Pending {
  *
  * Admission: it is the one bound on writes waiting for storage. Deletes are admitted under the same queueLimit,
  * counted alongside queued creates, so neither kind can grow a queue in front of storage without limit, and
- * `drain()` waits for both. Whoever creates the queue (src/services.ts) drains it before storage is closed.
+ * `drain()` waits for both. Whoever creates the queue (src/services.ts) drains it before storage is closed. In a
+ * worker thread of an instance the bound is the instance's (`shared`): every worker's queue counts against it.
  */
 export class WriteQueue {
   readonly #plants: Pick<PlantStore, 'create' | 'delete'>;
@@ -64,13 +83,17 @@ export class WriteQueue {
   #operations = 0;
   #scheduled = false;
   #idleWaiters: Array<() => void> = [];
-  /** When the latest batch to finish was refused by storage, whole or in part; undefined once one commits whole. */
-  #refusedAt: number | undefined;
+  readonly #shared: SharedWriteState;
 
   constructor(plants: Pick<PlantStore, 'create' | 'delete'>, options: WriteQueueOptions) {
     this.#plants = plants;
     this.#options = options;
     this.#observer = options.observer ?? UNOBSERVED;
+    this.#shared = options.shared ?? {
+      admit: () => this.depth < options.queueLimit,
+      release: () => undefined,
+      refusedAt: undefined,
+    };
   }
 
   /** Creates waiting or committing now (batches count once each), plus deletes not yet answered. */
@@ -83,12 +106,8 @@ export class WriteQueue {
     return this.#queue.length + this.#operations;
   }
 
-  get #full(): boolean {
-    return this.depth >= this.#options.queueLimit;
-  }
-
   create(plant: Plant): Promise<CreateOutcome> {
-    if (this.#full) return Promise.reject(new WriteQueueFullError());
+    if (!this.#shared.admit()) return Promise.reject(new WriteQueueFullError());
     return new Promise((resolve, reject) => {
       this.#queue.push({ plant, resolve, reject });
       this.#schedule();
@@ -101,12 +120,13 @@ export class WriteQueue {
    * commits it durably before it resolves. Resolves false when no plant had that id.
    */
   async delete(id: bigint): Promise<boolean> {
-    if (this.#full) throw new WriteQueueFullError();
+    if (!this.#shared.admit()) throw new WriteQueueFullError();
     this.#operations += 1;
     try {
       return await this.#plants.delete(id);
     } finally {
       this.#operations -= 1;
+      this.#shared.release(1);
       this.#wakeIfIdle();
     }
   }
@@ -118,7 +138,8 @@ export class WriteQueue {
    * readiness looks at both.
    */
   get refusedByStorageRecently(): boolean {
-    return this.#refusedAt !== undefined && Date.now() - this.#refusedAt < REFUSAL_MEMORY_MS;
+    const refusedAt = this.#shared.refusedAt;
+    return refusedAt !== undefined && Date.now() - refusedAt < REFUSAL_MEMORY_MS;
   }
 
   /** Resolves once every write accepted so far (creates and deletes) has been answered. */
@@ -138,6 +159,7 @@ export class WriteQueue {
     this.#scheduled = false;
     while (this.#inFlight < this.#options.concurrency && this.#queue.length > 0) {
       const batch = this.#queue.splice(0, this.#options.batchLimit);
+      this.#shared.release(batch.length);
       this.#inFlight += 1;
       void this.#commit(batch).finally(() => {
         this.#inFlight -= 1;
@@ -159,7 +181,7 @@ export class WriteQueue {
       // first left it (test/storage-contract.test.ts holds both to that).
       outcomes = await this.#plants.create(batch.map((pending) => pending.plant));
     } catch (error) {
-      if (error instanceof StorageUnavailableError) this.#refusedAt = Date.now();
+      if (error instanceof StorageUnavailableError) this.#shared.refusedAt = Date.now();
       for (const pending of batch) pending.reject(error);
       return;
     }
@@ -167,7 +189,7 @@ export class WriteQueue {
     // A batch storage cut short (PostgreSQL: a later statement failed after earlier rows committed, and the rest were
     // answered 503) is refused as much as one refused whole: its committed first part does not make storage healthy.
     const cutShort = outcomes.some((outcome) => outcome.kind === 'failed' && outcome.error instanceof StorageUnavailableError);
-    this.#refusedAt = cutShort ? Date.now() : undefined;
+    this.#shared.refusedAt = cutShort ? Date.now() : undefined;
     batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
     if (this.#options.onCreated && outcomes.some((outcome) => outcome.kind === 'created')) this.#options.onCreated();
   }

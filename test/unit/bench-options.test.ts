@@ -18,6 +18,10 @@ test('bench command lines it cannot run are usage errors naming the problem (exi
     [['--baseline-env', 'lowercase=1'], /--baseline-env takes NAME=VALUE/],
     [['--webhook', '--app-only'], /--webhook does not combine/],
     [['--webhook', '--baseline-env', 'METRICS=off'], /--webhook does not combine with .*--baseline/],
+    [['--workers', '1'], /--workers must be a number >= 2, got "1"/],
+    [['--workers', '2.5'], /--workers must be a whole number >= 2, got "2.5"/],
+    [['--workers', '2', '--reads'], /--workers does not combine with --reads/],
+    [['--workers', '2', '--baseline-env', 'METRICS=off'], /--workers does not combine with .*--baseline/],
   ];
   for (const [argv, message] of cases) {
     assert.throws(() => readOptions(argv), (error: unknown) => error instanceof UsageError && message.test(error.message), argv.join(' '));

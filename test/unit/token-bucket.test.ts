@@ -1,12 +1,14 @@
 /**
  * TokenBucketStore on a FakeClock: a bucket of `burst` tokens per key, refilled at `max` per `windowMs`, answering
  * @fastify/rate-limit's incr with `current` (allowed while at most `burst`) and `ttl` (ms until full when allowed,
- * until the next token when refused). No test sleeps.
+ * until the next token when refused). No test sleeps. Every scenario runs on both kinds of buckets: a map in this
+ * thread, and the shared memory the worker threads of an instance keep them in (src/workers/shared-memory.ts).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { RateLimitConfig } from '../../src/config.js';
-import { TokenBucketStore } from '../../src/http/rate-limit.js';
+import { LocalBucketCells, TokenBucketStore, type BucketCells } from '../../src/http/rate-limit.js';
+import { SharedBucketCells, createInstanceMemory } from '../../src/workers/shared-memory.js';
 import { FakeClock } from '../helpers/clock.js';
 
 interface Answer {
@@ -25,17 +27,22 @@ function take(store: TokenBucketStore, key = 'token'): Answer {
   return answer;
 }
 
-function bucket(config: RateLimitConfig): { store: TokenBucketStore; clock: FakeClock } {
-  const clock = new FakeClock(1_000_000);
-  return { store: new TokenBucketStore(config, clock.now), clock };
-}
+const CELLS: ReadonlyArray<readonly [kind: string, make: () => BucketCells]> = [
+  ['in this thread', () => new LocalBucketCells()],
+  ['in shared memory', () => new SharedBucketCells(createInstanceMemory(1))],
+];
 
 /** A step of a scenario: move the clock on by `advanceMs`, send one request, expect this answer. */
 type Step = readonly [advanceMs: number, expected: Answer];
 
 const allowed = (current: number, ttl: number): Answer => ({ current, ttl });
 
-describe('TokenBucketStore', () => {
+for (const [kind, makeCells] of CELLS) describe(`TokenBucketStore, buckets ${kind}`, () => {
+  const bucket = (config: RateLimitConfig): { store: TokenBucketStore; clock: FakeClock } => {
+    const clock = new FakeClock(1_000_000);
+    return { store: new TokenBucketStore(config, clock.now, makeCells()), clock };
+  };
+
   const scenarios: ReadonlyArray<{ name: string; config: RateLimitConfig; steps: readonly Step[] }> = [
     {
       // 2 per 2 s is one token a second; 4 may go at once.
@@ -122,5 +129,23 @@ describe('TokenBucketStore', () => {
   it('is its own child: the limit is per token whatever the route', () => {
     const { store } = bucket({ max: 1, windowMs: 1000, burst: 1 });
     assert.equal(store.child(), store);
+  });
+});
+
+describe('TokenBucketStore on shared memory', () => {
+  it('two stores (two workers) on one instance memory draw from one bucket per key', () => {
+    const memory = createInstanceMemory(2);
+    const clock = new FakeClock(1_000_000);
+    const config = { max: 1, windowMs: 1000, burst: 3 };
+    const one = new TokenBucketStore(config, clock.now, new SharedBucketCells(memory));
+    const two = new TokenBucketStore(config, clock.now, new SharedBucketCells(memory));
+    assert.deepEqual(take(one), allowed(1, 1000));
+    assert.deepEqual(take(two), allowed(2, 2000));
+    assert.deepEqual(take(one), allowed(3, 3000));
+    assert.deepEqual(take(two), { current: 4, ttl: 1000 });
+    // Another key has its own bucket in both.
+    assert.deepEqual(take(two, 'other'), allowed(1, 1000));
+    clock.advance(1000);
+    assert.deepEqual(take(one), allowed(3, 3000));
   });
 });

@@ -1,0 +1,142 @@
+/**
+ * How a batch of creates and its answers cross between a worker thread and the instance's writer (the main thread)
+ * in one message each way. A message is copied by structured clone, whose cost grows with the values in it: an array
+ * of plant objects pays for every object and every key, so a batch travels as three values whatever its size (the
+ * ids in a BigInt64Array, every name and tag in one string, their lengths in an Int32Array), and the usual answer,
+ * every row created, as one number.
+ */
+import { StorageUnavailableError } from '../storage/errors.js';
+import type { CreateOutcome, Plant } from '../storage/plant-store.js';
+
+export interface PackedPlants {
+  readonly ids: BigInt64Array;
+  /** Per plant, the name's length, then the tag's (-1: no tag), in UTF-16 code units. */
+  readonly lengths: Int32Array;
+  /** Every name and tag, in order. */
+  readonly text: string;
+}
+
+export function packPlants(plants: readonly Plant[]): PackedPlants {
+  const ids = new BigInt64Array(plants.length);
+  const lengths = new Int32Array(plants.length * 2);
+  const parts: string[] = [];
+  for (let index = 0; index < plants.length; index += 1) {
+    const plant = plants[index] as Plant;
+    ids[index] = plant.id;
+    lengths[2 * index] = plant.name.length;
+    parts.push(plant.name);
+    if (plant.tag === null) lengths[2 * index + 1] = -1;
+    else {
+      lengths[2 * index + 1] = plant.tag.length;
+      parts.push(plant.tag);
+    }
+  }
+  return { ids, lengths, text: parts.join('') };
+}
+
+export function unpackPlants(packed: PackedPlants): Plant[] {
+  const { ids, lengths, text } = packed;
+  const plants: Plant[] = new Array(ids.length);
+  let at = 0;
+  for (let index = 0; index < ids.length; index += 1) {
+    const nameLength = lengths[2 * index] as number;
+    const name = text.slice(at, (at += nameLength));
+    const tagLength = lengths[2 * index + 1] as number;
+    const tag = tagLength < 0 ? null : text.slice(at, (at += tagLength));
+    plants[index] = { id: ids[index] as bigint, name, tag };
+  }
+  return plants;
+}
+
+/** An error as it crosses a thread: structured clone keeps an Error's message but not its class, which decides its answer. */
+export interface WireError {
+  readonly name: string;
+  readonly message: string;
+  /** The driver's code (ERR_SQLITE_ERROR, …), when it had one. */
+  readonly code?: string;
+  /** SQLite's extended result code (SQLITE_CONSTRAINT_CHECK, …), when it had one. */
+  readonly errcode?: number;
+  /** A StorageUnavailableError: answered 503, a retry later may work. */
+  readonly unavailable: boolean;
+}
+
+export function toWireError(error: unknown): WireError {
+  const cause = error instanceof Error ? error : new Error(String(error));
+  const { code, errcode } = cause as { code?: unknown; errcode?: unknown };
+  return {
+    name: cause.name,
+    message: cause.message,
+    ...(typeof code === 'string' ? { code } : {}),
+    ...(typeof errcode === 'number' ? { errcode } : {}),
+    unavailable: cause instanceof StorageUnavailableError,
+  };
+}
+
+/** The error again, of the class the edge maps to its answer (src/http/error-reply.ts). */
+export function fromWireError(wire: WireError): Error {
+  if (wire.unavailable) return new StorageUnavailableError(wire.message);
+  const error = new Error(wire.message) as Error & { code?: string; errcode?: number };
+  error.name = wire.name;
+  if (wire.code !== undefined) error.code = wire.code;
+  if (wire.errcode !== undefined) error.errcode = wire.errcode;
+  return error;
+}
+
+/** Every row created (the answer to nearly every batch), or each row's outcome. */
+export type PackedOutcomes =
+  | number
+  | {
+      /** Per row: 0 created, 1 replayed, 2 conflict, 3 failed. */
+      readonly kinds: Uint8Array;
+      /** The stored plant of each row replayed or in conflict, in order. */
+      readonly stored: PackedPlants;
+      /** The error of each row that failed, in order. */
+      readonly errors: readonly WireError[];
+    };
+
+const CREATED = 0;
+const REPLAYED = 1;
+const CONFLICT = 2;
+const FAILED = 3;
+
+export function packOutcomes(outcomes: readonly CreateOutcome[]): PackedOutcomes {
+  if (outcomes.every((outcome) => outcome.kind === 'created')) return outcomes.length;
+  const kinds = new Uint8Array(outcomes.length);
+  const stored: Plant[] = [];
+  const errors: WireError[] = [];
+  outcomes.forEach((outcome, index) => {
+    switch (outcome.kind) {
+      case 'created':
+        kinds[index] = CREATED;
+        break;
+      case 'replayed':
+        kinds[index] = REPLAYED;
+        stored.push(outcome.stored);
+        break;
+      case 'conflict':
+        kinds[index] = CONFLICT;
+        stored.push(outcome.stored);
+        break;
+      case 'failed':
+        kinds[index] = FAILED;
+        errors.push(toWireError(outcome.error));
+        break;
+    }
+  });
+  return { kinds, stored: packPlants(stored), errors };
+}
+
+const CREATED_OUTCOME: CreateOutcome = Object.freeze({ kind: 'created' });
+
+export function unpackOutcomes(packed: PackedOutcomes): CreateOutcome[] {
+  if (typeof packed === 'number') return new Array<CreateOutcome>(packed).fill(CREATED_OUTCOME);
+  const stored = unpackPlants(packed.stored);
+  let nextStored = 0;
+  let nextError = 0;
+  return Array.from(packed.kinds, (kind): CreateOutcome => {
+    if (kind === CREATED) return CREATED_OUTCOME;
+    if (kind === REPLAYED) return { kind: 'replayed', stored: stored[nextStored++] as Plant };
+    if (kind === CONFLICT) return { kind: 'conflict', stored: stored[nextStored++] as Plant };
+    return { kind: 'failed', error: fromWireError(packed.errors[nextError++] as WireError) };
+  });
+}

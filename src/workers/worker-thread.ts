@@ -1,0 +1,99 @@
+/**
+ * A worker thread of an instance (./instance.ts starts it): the whole HTTP app on its own event loop, listening on
+ * the instance's port beside the other workers (SO_REUSEPORT: the kernel spreads connections over them), on a
+ * store that writes through the main thread on SQLite (./worker-store.ts). It tells the main thread once it
+ * listens, answers its calls (metrics, drain), and ends once drained. A failure to start ends the thread with the
+ * error, which the main thread reports.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { pino } from 'pino';
+import type { FastifyInstance, FastifyListenOptions } from 'fastify';
+import { buildApp } from '../app.js';
+import { logTransportSecurity, serveCertificate, type TlsCredentials } from '../http/tls.js';
+import { createLogger } from '../log.js';
+import { startServices, type Services } from '../services.js';
+import type { Store } from '../storage/store.js';
+import type { MainOperations, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
+import { Endpoint } from './rpc.js';
+import { SharedBucketCells, SharedWrites, sharedClock } from './shared-memory.js';
+import { openWorkerStore } from './worker-store.js';
+
+if (parentPort === null) throw new Error('worker-thread.js runs as a worker thread of an instance (src/workers/instance.ts)');
+const port = parentPort;
+const { config, slot, memory, port: listenPort, tls: given, announce } = workerData as WorkerData;
+// Structured clone turned the Buffers into Uint8Arrays.
+const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
+/** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
+let servedPair: { readonly cert: Uint8Array; readonly key: Uint8Array } | undefined = credentials;
+
+// Synchronous writes of whole lines to the process's stdout: each worker's lines are whole among the others', and a
+// worker that dies has written every line it logged.
+const log = createLogger(config, pino.destination({ dest: 1, sync: true })).child({ worker: slot });
+
+let services: Services | undefined;
+let app: FastifyInstance | undefined;
+let store: Store | undefined;
+let draining: Promise<void> | undefined;
+
+const drain = () =>
+  (draining ??= (async () => {
+    // As the single-threaded server closes (src/server.ts): stop accepting and answer what is in flight, drain the
+    // services (their writes still reach the main thread, which outlives every worker), then close storage.
+    let appFailure: { error: unknown } | undefined;
+    await app?.close().catch((error: unknown) => {
+      appFailure = { error };
+    });
+    await services?.close();
+    await store?.close();
+    if (appFailure) throw appFailure.error;
+  })());
+
+const main = new Endpoint<MainOperations, WorkerOperations>((message) => port.postMessage(message), {
+  metrics: async () => (services?.metrics ? services.metrics.snapshot() : []),
+  useCertificate: async (pair) => {
+    servedPair = pair;
+    if (app) serveCertificate(app, pair);
+  },
+  drain: async () => {
+    await drain();
+    // Nothing of this thread is left to wait for; the port would otherwise keep the thread alive.
+    setImmediate(() => port.close());
+  },
+});
+port.on('message', (message: unknown) => main.receive(message));
+
+const notify = (notice: WorkerNotice) => port.postMessage(notice);
+/** At most one wake-up notice per event-loop turn, however many batches created plants in it. */
+let wakePending = false;
+const wakeWebhooks = () => {
+  if (wakePending) return;
+  wakePending = true;
+  setImmediate(() => {
+    wakePending = false;
+    notify({ kind: 'created' });
+  });
+};
+
+try {
+  store = await openWorkerStore(config, main);
+  services = await startServices(config, store, log, {
+    worker: {
+      writes: new SharedWrites(memory, slot, config.writes.queueLimit),
+      // On SQLite the main thread commits every create and wakes its dispatcher itself.
+      wakeWebhooks: config.database.kind === 'postgres' ? wakeWebhooks : () => undefined,
+      renderMetrics: () => main.call('metrics', undefined),
+    },
+  });
+  app = await buildApp(services, { tls: credentials, now: sharedClock(memory), rateLimitCells: new SharedBucketCells(memory) });
+  // A reload handed over while the app was being built.
+  if (servedPair !== credentials && servedPair) serveCertificate(app, servedPair);
+  // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
+  // loadConfig); Fastify's types do not list it.
+  const listening = { host: config.host, port: listenPort, reusePort: true };
+  const url = await app.listen(listening as FastifyListenOptions);
+  if (announce) logTransportSecurity(app, credentials);
+  notify({ kind: 'listening', url });
+} catch (error) {
+  await drain().catch(() => undefined);
+  throw error;
+}
