@@ -11,15 +11,17 @@ import { hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
-import type { Store, StoredToken } from '../src/storage/store.js';
+import { SCOPES } from '../src/auth/scopes.js';
+import type { Store } from '../src/storage/store.js';
 import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
+import type { StoredToken } from '../src/storage/token-store.js';
 
 const token = process.env.BENCH_TOKEN;
 if (!token) {
   process.stderr.write('app-only: BENCH_TOKEN is required\n');
   process.exit(2);
 }
-const benchToken: StoredToken = { name: 'bench', hash: hashToken(token) };
+const benchToken: StoredToken = { name: 'bench', hash: hashToken(token), scopes: SCOPES, expiresAt: null };
 const unsupported = () => Promise.reject(new Error('the app-only bench server only creates plants'));
 
 /** Answers creates at once and stores nothing; everything but creates and token checks is refused. */
@@ -33,12 +35,16 @@ const nothingStore: Store = {
     delete: unsupported,
   },
   checkWritable: () => Promise.resolve(),
-  addToken: unsupported,
-  listTokens: () => Promise.resolve([{ name: benchToken.name, createdAt: new Date(), lastUsedAt: null }]),
-  revokeToken: unsupported,
-  findToken: () => Promise.resolve(undefined),
-  allTokens: () => Promise.resolve([benchToken]),
-  recordTokenUse: () => Promise.resolve(),
+  tokens: {
+    add: unsupported,
+    list: () => Promise.resolve([{ name: benchToken.name, scopes: benchToken.scopes, createdAt: new Date(), expiresAt: null, lastUsedAt: null }]),
+    revoke: unsupported,
+    find: () => Promise.resolve(undefined),
+    all: () => Promise.resolve([benchToken]),
+    recordUse: () => Promise.resolve(),
+    exportAll: unsupported,
+    importAll: unsupported,
+  },
   // No subscriptions: the dispatcher finds nothing to send.
   webhooks: {
     add: unsupported,
@@ -57,8 +63,6 @@ const nothingStore: Store = {
     importAll: unsupported,
   },
   onIncident: () => () => undefined,
-  exportTokens: unsupported,
-  importTokens: unsupported,
   close: () => Promise.resolve(),
 };
 

@@ -9,6 +9,7 @@ import Fastify, {
   type HTTPMethods,
   type onResponseHookHandler,
 } from 'fastify';
+import type { Scope } from './auth/scopes.js';
 import { readBearerToken, singleAuthorization } from './http/bearer.js';
 import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
 import { framingProblem, httpServer } from './http/http-server.js';
@@ -167,13 +168,15 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     { externalDocs: { description: 'Interactive reference: this document, rendered', url: API_REFERENCE_PATH }, webhooks: newPlantWebhook() },
   );
 
-  const authenticate = async (request: FastifyRequest) => {
-    // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation.
-    request.tokenName = await services.tokens.authenticate(readBearerToken(singleAuthorization(request.raw.rawHeaders)));
+  // Each route checks the token for its own scope: one closure per route, made here, none per request.
+  const authenticateFor = (scope: Scope) => async (request: FastifyRequest) => {
+    // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation, and a
+    // token without the scope (403) cannot make the server read or parse a body either.
+    request.tokenName = await services.tokens.authenticate(readBearerToken(singleAuthorization(request.raw.rawHeaders)), scope);
   };
   // Per-token rate limiting, off unless RATE_LIMIT_MAX is set: it runs after authentication (keyed by the token's
   // name) and before the body is read, so a limited client costs no parsing; 429 is an Error record with Retry-After.
-  const hooks: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [authenticate];
+  const rateLimitHooks: Array<(request: FastifyRequest, reply: FastifyReply) => Promise<void>> = [];
   if (config.rateLimit) {
     await app.register(rateLimit, {
       global: false,
@@ -184,7 +187,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       keyGenerator: (request) => request.tokenName,
       errorResponseBuilder: (_request, context) => new TooManyRequestsError(Math.max(1, Math.ceil(context.ttl / 1000))),
     });
-    hooks.push(app.rateLimit() as unknown as (request: FastifyRequest, reply: FastifyReply) => Promise<void>);
+    rateLimitHooks.push(app.rateLimit() as unknown as (request: FastifyRequest, reply: FastifyReply) => Promise<void>);
   }
   // http_request_duration_seconds: each route times its own requests under its OpenAPI path, so the hot path looks
   // nothing up; a request no route matched is timed under one fixed label, never its path.
@@ -213,7 +216,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       method: route.method,
       url: route.url,
       schema: { ...route.schema, response: withoutNulls(route.schema.response) },
-      ...(route.authenticated ? { onRequest: hooks } : {}),
+      ...(route.scope ? { onRequest: [authenticateFor(route.scope), ...rateLimitHooks] } : {}),
       ...timed(route.url),
       handler: route.handler,
     });

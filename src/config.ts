@@ -154,13 +154,14 @@ const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m:
 const DURATION = /^(\d{1,9})(ms|s|m|h|d)$/;
 
 /** `500ms`, `5s`, `5m`, `2h`, `7d` in milliseconds, or undefined when the text is not one. */
-function parseDuration(text: string): number | undefined {
+export function parseDuration(text: string): number | undefined {
   const match = DURATION.exec(text.trim());
   if (!match) return undefined;
   return Number(match[1]) * (DURATION_UNITS_MS[match[2] as string] as number);
 }
 
-const MAX_DURATION_MS = 366 * 86_400_000;
+/** The longest duration a setting (or a token's --expires-in) takes: 366 days. */
+export const MAX_DURATION_MS = 366 * 86_400_000;
 
 function duration(env: Env, name: ConfigVariable, fallback: string, minMs: number): number {
   const raw = read(env, name)?.trim() || fallback;

@@ -29,7 +29,7 @@ export async function startServer(config: Config, open: OpenOptions = {}): Promi
   try {
     services = await startServices(config, store, log);
     app = await buildApp(services, { tls });
-    if ((await store.listTokens()).length === 0) {
+    if ((await store.tokens.list()).length === 0) {
       process.stderr.write(
         'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
           'plantstore: create one with:  npx plantstore token create --name <name>\n',

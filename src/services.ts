@@ -42,6 +42,8 @@ export interface ServiceOptions {
   readonly webhookPruneIntervalMs?: number;
   /** Set when these services are one worker thread of an instance of several (src/workers/). */
   readonly worker?: WorkerRole;
+  /** The wall clock (Date.now) that token expiry is compared with; tests pass one they move by hand. */
+  readonly wallClock?: () => number;
 }
 
 /**
@@ -89,7 +91,7 @@ export async function startServices(config: Config, store: Store, log: Logger, o
   if (dispatcher) metrics?.watchWebhooks(dispatcher);
   // Storage has no logger of its own; what it notices outside requests (a background thread dying) is logged here.
   const stopHearingStorage = store.onIncident(({ level, message, error }) => log[level](error ? { err: error } : {}, message));
-  const tokens = new TokenAuthenticator(store, config.tokenCacheMs, log, metrics ?? undefined);
+  const tokens = new TokenAuthenticator(store.tokens, { refreshMs: config.tokenCacheMs, log, observer: metrics ?? undefined, now: options.wallClock });
   try {
     await tokens.start();
   } catch (error) {

@@ -177,11 +177,17 @@ describe('GET /docs in headless Chromium', () => {
     assert.equal(created.status, 200);
     await page.locator('.auth-wrapper .authorize').click();
     const dialog = page.locator('.dialog-ux');
+    // The scheme's description names every scope a token may hold.
+    const described = await dialog.innerText();
+    for (const scope of ['plants:read', 'plants:create', 'plants:delete']) assert.ok(described.includes(scope), `the Authorize dialog names ${scope}: ${described}`);
     await dialog.locator('input').fill(token);
     await dialog.locator('button.authorize').click();
     await dialog.locator('button.btn-done').click();
     const list = operationBlock('listPlants');
     await list.locator('.opblock-summary').click();
+    // Among its documented answers, the 403 of a token without plants:read.
+    const documentedStatuses = await list.locator('.responses-table .response-col_status').allInnerTexts();
+    assert.ok(documentedStatuses.map((text) => text.trim()).includes('403'), documentedStatuses.join(' '));
     await list.locator('.try-out__btn').click();
     await list.locator('.execute').click();
     const status = list.locator('.live-responses-table tbody .response-col_status');

@@ -197,9 +197,12 @@ describe('plantstore backup and restore (SQLite)', () => {
     const backupFile = path.join(dir, 'old-schema.db');
     assert.equal(plantstore(['backup', backupFile], env).status, 0);
     const content = exported(env);
-    // What plantstore's first schema looked like: no heartbeat table and no webhook tables, user_version 1.
+    // What plantstore's first schema looked like: no heartbeat table, no webhook tables and tokens without scopes
+    // or expiry, user_version 1.
     const old = new DatabaseSync(backupFile);
     old.exec('DROP TABLE plantstore_heartbeat; DROP TABLE webhook_attempts; DROP TABLE webhook_events; DROP TABLE webhook_subscriptions');
+    old.exec('ALTER TABLE tokens DROP COLUMN expires_at; ALTER TABLE tokens DROP COLUMN scopes');
+    old.exec("INSERT INTO tokens (name, hash, created_at) VALUES ('from-v1', zeroblob(32), 0)");
     old.exec('PRAGMA user_version = 1');
     old.close();
     const fresh = { DATABASE_URL: `sqlite:${path.join(dir, 'new-place', 'plants.db')}` };
@@ -209,6 +212,8 @@ describe('plantstore backup and restore (SQLite)', () => {
     const db2 = new DatabaseSync(path.join(dir, 'new-place', 'plants.db'), { readOnly: true });
     assert.equal(pragmaValue(db2, 'user_version'), SQLITE_SCHEMA_VERSION);
     db2.close();
+    // Its token could do everything there was, and still can.
+    assert.match(plantstore(['token', 'list'], fresh).stdout, /^from-v1\tcreated 1970-01-01T00:00:00\.000Z\tlast used never\tscopes plants:read,plants:create,plants:delete\texpires never$/m);
   });
 
   it('refuses a backup that is not a whole, healthy plantstore database, naming the problem, and changes nothing', () => {

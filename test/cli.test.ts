@@ -36,7 +36,7 @@ describe('the plantstore CLI and server process', () => {
     assert.match(result.stderr, /shown only this once/);
     const listed = cli(['token', 'list'], env);
     assert.equal(listed.status, 0);
-    assert.match(listed.stdout, /^ops\tcreated \d{4}-.*\tlast used never\n$/);
+    assert.match(listed.stdout, /^ops\tcreated \d{4}-.*\tlast used never\tscopes plants:read,plants:create,plants:delete\texpires never\n$/);
     assert.ok(!listed.stdout.includes(result.stdout.trim()), 'list never shows a secret');
 
     // What is on disk: the database file and its write-ahead log hold the token's SHA-256, never its text.
@@ -58,6 +58,48 @@ describe('the plantstore CLI and server process', () => {
     assert.equal(cli(['token', 'create'], env).status, 2);
     assert.equal(cli(['frobnicate'], env).status, 2);
     assert.equal(cli(['token', 'revoke', 'nobody'], env).status, 1);
+  });
+
+  it('token create takes scopes repeated or as a comma list, --read-only, and an expiry printed on stderr only', () => {
+    const listed = () => new Map(cli(['token', 'list'], env).stdout.trim().split('\n').map((line) => [line.split('\t')[0], line.split('\t').slice(3)]));
+    const made = [
+      ['scoped-repeated', ['--scope', 'plants:delete', '--scope', 'plants:read'], 'scopes plants:read,plants:delete'],
+      ['scoped-list', ['--scope', ' plants:create , plants:read,plants:create'], 'scopes plants:read,plants:create'],
+      ['scoped-read-only', ['--read-only'], 'scopes plants:read'],
+    ] as const;
+    for (const [name, options] of made) assert.equal(cli(['token', 'create', '--name', name, ...options], env).status, 0, name);
+    const before = Date.now();
+    const expiring = cli(['token', 'create', '--name', 'scoped-expiring', '--scope', 'plants:read', '--expires-in', '12h'], env);
+    assert.equal(expiring.status, 0, expiring.stderr);
+    assert.match(expiring.stdout, /^plst_[A-Za-z0-9_-]{43}\n$/, 'stdout is the token alone');
+    const printed = /expiring (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)/.exec(expiring.stderr)?.[1];
+    assert.ok(printed, expiring.stderr);
+    const expiresAt = Date.parse(printed);
+    assert.ok(expiresAt >= before + 12 * 3_600_000 && expiresAt <= Date.now() + 12 * 3_600_000 + 1000, printed);
+    const tokens = listed();
+    for (const [name, , scopes] of made) assert.deepEqual(tokens.get(name), [scopes, 'expires never'], name);
+    assert.deepEqual(tokens.get('scoped-expiring'), ['scopes plants:read', `expires ${printed}`]);
+  });
+
+  it('refuses unknown scopes, --read-only with --scope, and expiries under a minute or over 366 days: exit 2, nothing created', () => {
+    const refusals: Array<[string[], RegExp]> = [
+      [['--scope', 'plants:write'], /unknown scope "plants:write"; the scopes are plants:read, plants:create, plants:delete/],
+      [['--scope', 'plants:read,'], /unknown scope ""; the scopes are plants:read, plants:create, plants:delete/],
+      [['--scope', 'PLANTS:READ'], /unknown scope "PLANTS:READ"/],
+      [['--read-only', '--scope', 'plants:delete'], /--read-only or --scope, not both/],
+      [['--expires-in', '59s'], /--expires-in takes a duration from 1m to 366d/],
+      [['--expires-in', '367d'], /--expires-in takes a duration from 1m to 366d/],
+      [['--expires-in', 'tomorrow'], /--expires-in takes a duration from 1m to 366d/],
+      [['--expires-in', '999999999d'], /--expires-in takes a duration from 1m to 366d/],
+    ];
+    for (const [options, message] of refusals) {
+      const result = cli(['token', 'create', '--name', 'refused', ...options], env);
+      assert.equal(result.status, 2, options.join(' '));
+      assert.equal(result.stdout, '');
+      assert.match(result.stderr, message);
+    }
+    assert.equal(cli(['token', 'create', '--name', 'shortest', '--expires-in', '1m'], env).status, 0);
+    assert.ok(!cli(['token', 'list'], env).stdout.includes('refused'), 'no refused token was created');
   });
 
   it('names the variable when configuration is bad, exit 2', () => {

@@ -14,6 +14,7 @@ import { buildTestApp, startTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { newToken } from './helpers/tokens.js';
 
 stopPostgresAfterAll();
 
@@ -227,7 +228,7 @@ for (const database of DATABASES) {
         const local = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '100' });
         const headers = local.headers;
         assert.equal((await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() })).statusCode, 200);
-        assert.equal(await local.store.revokeToken(local.tokenName), true);
+        assert.equal(await local.store.tokens.revoke(local.tokenName), true);
         await new Promise((resolve) => setTimeout(resolve, 400));
         const response = await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() });
         assertErrorRecord(response, 401);
@@ -414,7 +415,7 @@ for (const database of DATABASES) {
         const config = loadConfig({ DATABASE_URL: db.url });
         const store = await openStore(config.database);
         const token = generateToken();
-        await store.addToken(`broken-${randomUUID()}`, hashToken(token), new Date());
+        await store.tokens.add(newToken(`broken-${randomUUID()}`, hashToken(token)));
         const log = createLogger({ logLevel: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
         const services = await startServices(config, store, log);
         const app = await buildApp(services);

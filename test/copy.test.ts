@@ -16,6 +16,7 @@ import { Receiver } from './helpers/receiver.js';
 import { CLI, createToken, startServer } from './helpers/process.js';
 import { keepWriting, numberedPlants, plantstore, plantstoreAsync, postPlant, sqliteFile, storePlants } from './helpers/transfer.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { newToken } from './helpers/tokens.js';
 
 stopPostgresAfterAll();
 
@@ -47,6 +48,15 @@ async function exportedWebhooks(url: string) {
   }
 }
 
+async function exportedTokens(url: string) {
+  const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
+  try {
+    return await store.tokens.exportAll();
+  } finally {
+    await store.close();
+  }
+}
+
 function tokensOf(url: string): string {
   const result = plantstore(['token', 'list'], { DATABASE_URL: url });
   assert.equal(result.status, 0, result.stderr);
@@ -70,6 +80,8 @@ describe('plantstore copy', () => {
   let env: Record<string, string>;
   let alice: string;
   let bob: string;
+  /** Read-only and expiring: the copy must keep both. */
+  let carol: string;
   let receiver: Receiver;
   /** The signing secret of subscription "hook" before and after its rotation. */
   const secrets: string[] = [];
@@ -87,6 +99,8 @@ describe('plantstore copy', () => {
     await storePlants(source.url, [...SPECIAL, ...numberedPlants(12_000, -6_000n)]);
     alice = createToken('alice', env);
     bob = createToken('bob', env);
+    carol = createToken('carol', env, CLI, ['--read-only', '--expires-in', '90d']);
+    assert.match(tokensOf(source.url), /^carol\t.*\tscopes plants:read\texpires 20\S+Z$/m);
     // alice has been used, so she has a last use to carry over.
     const server = await startServer(env);
     try {
@@ -120,13 +134,13 @@ describe('plantstore copy', () => {
     assert.equal(result.status, 0, result.stderr);
     assert.equal(result.stdout, '');
     assert.match(result.stderr, /^copy: from SQLite .*plants\.db to PostgreSQL postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/t_\w+\n/);
-    assert.match(result.stderr, /^copy: tokens: 2 created; 2 on both sides, checksum [0-9a-f]{16} on both$/m);
+    assert.match(result.stderr, /^copy: tokens: 3 created; 3 on both sides, checksum [0-9a-f]{16} on both$/m);
     assert.match(result.stderr, /^copy: webhook subscriptions: 2 created; 2 on both sides, checksum [0-9a-f]{16} on both$/m);
     for (const secret of secrets) assert.ok(!result.stderr.includes(secret) && !result.stderr.includes(secret.slice(6)), 'no secret printed');
     assert.match(result.stderr, new RegExp(`^copy: plants: ${PLANTS + 1} created; ${PLANTS + 1} on both sides, checksum [0-9a-f]{16} on both$`, 'm'));
     assert.match(result.stderr, /^copy: verified: the target holds exactly what the source holds$/m);
     assert.equal(exportOf(target.url), exportOf(source.url));
-    assert.equal(tokensOf(target.url), tokensOf(source.url), 'names, creation and last use times');
+    assert.equal(tokensOf(target.url), tokensOf(source.url), 'names, creation and last use times, scopes and expiry');
     // Names, URLs, state with its time and reason, creation times, and no events: copied plants are not new plants.
     assert.equal(webhooksOf(target.url), webhooksOf(source.url));
     assert.match(webhooksOf(target.url), /^hook\t.*\twaiting 0\tdelivered 0\t/m);
@@ -139,13 +153,21 @@ describe('plantstore copy', () => {
 
     const server = await startServer({ DATABASE_URL: target.url, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
     try {
-      for (const token of [alice, bob]) {
+      for (const token of [alice, bob, carol]) {
         const read = await fetch(`${server.base}/plants/-9223372036854775808`, { headers: { authorization: `Bearer ${token}` } });
         assert.equal(read.status, 200);
         assert.equal(await read.text(), '{"id":-9223372036854775808,"name":"smallest","tag":""}');
       }
       assert.equal((await postPlant(server.base, alice, '{"id":424242424242,"name":"made on SQLite"}')).status, 200, 'a replay of a copied plant');
       assert.equal((await postPlant(server.base, bob, '{"id":7777777777777,"name":"made on PostgreSQL"}')).status, 200);
+      // carol is still read-only there.
+      const refused = await fetch(`${server.base}/plants`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${carol}`, 'content-type': 'application/json' },
+        body: '{"id":7777777777778,"name":"not allowed"}',
+      });
+      assert.equal(refused.status, 403, await refused.text());
+      assert.equal(refused.headers.get('www-authenticate'), 'Bearer realm="plantstore", error="insufficient_scope", scope="plants:create"');
       // The new plant alone reaches the receiver, signed by the secret made on SQLite and by the one before it,
       // whose grace was copied too.
       await receiver.waitFor((received) => received.length >= 1, 20_000, 'the new plant');
@@ -187,7 +209,7 @@ describe('plantstore copy', () => {
 
     const again = plantstore(['copy', '--to', target.url], env);
     assert.equal(again.status, 0, again.stderr);
-    assert.match(again.stderr, /^copy: tokens: 0 created; 2 on both sides/m);
+    assert.match(again.stderr, /^copy: tokens: 0 created; 3 on both sides/m);
     assert.match(again.stderr, /^copy: webhook subscriptions: 0 created; 2 on both sides/m);
     assert.equal(webhooksOf(target.url), webhooksOf(source.url));
     assert.match(again.stderr, new RegExp(`^copy: plants: 0 created; ${PLANTS + 1} on both sides`, 'm'));
@@ -210,10 +232,32 @@ describe('plantstore copy', () => {
         what: 'a token of the same name with another hash',
         prepare: async (url) => {
           const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
-          await store.addToken('alice', hashToken('someone else'), new Date());
+          await store.tokens.add(newToken('alice', hashToken('someone else')));
           await store.close();
         },
         problem: /token "alice", which differs from the source's/,
+      },
+      {
+        what: 'the same token but for its scopes',
+        prepare: async (url) => {
+          const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
+          const carolThere = (await exportedTokens(source.url)).find((token) => token.name === 'carol');
+          assert.ok(carolThere);
+          await store.tokens.add({ ...carolThere, scopes: ['plants:read', 'plants:create'] });
+          await store.close();
+        },
+        problem: /token "carol", which differs from the source's/,
+      },
+      {
+        what: 'the same token but for its expiry',
+        prepare: async (url) => {
+          const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
+          const carolThere = (await exportedTokens(source.url)).find((token) => token.name === 'carol');
+          assert.ok(carolThere);
+          await store.tokens.add({ ...carolThere, expiresAt: null });
+          await store.close();
+        },
+        problem: /token "carol", which differs from the source's/,
       },
       {
         what: 'a webhook subscription of the same name with another secret',

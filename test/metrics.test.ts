@@ -167,12 +167,12 @@ for (const database of DATABASES) {
       const unknown = { authorization: 'Bearer plst_unknown-token-for-metrics' };
       const before = await scrape(t.app);
       assertErrorRecord(await t.app.inject({ method: 'GET', url: '/plants', headers: unknown }), 401);
-      const allTokens = t.store.allTokens.bind(t.store);
-      t.store.allTokens = () => Promise.reject(new StorageUnavailableError());
+      const allTokens = t.store.tokens.all.bind(t.store.tokens);
+      t.store.tokens.all = () => Promise.reject(new StorageUnavailableError());
       try {
         assertErrorRecord(await t.app.inject({ method: 'GET', url: '/plants', headers: unknown }), 503);
       } finally {
-        t.store.allTokens = allTokens;
+        t.store.tokens.all = allTokens;
       }
       const after = await scrape(t.app);
       assert.equal(delta(before, after, 'plantstore_token_cache_reloads_total', { result: 'success' }), 1);

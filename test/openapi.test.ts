@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import { SCOPES } from '../src/auth/scopes.js';
+import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { newToken } from './helpers/tokens.js';
 
 interface Operation {
   responses: Record<string, { content?: Record<string, { schema?: object }>; headers?: Record<string, { required?: boolean }> }>;
@@ -80,7 +84,9 @@ describe('/openapi.json', () => {
     assert.equal(document.openapi, '3.1.0');
     assert.equal(document.info.version, '1.0.0');
     assert.equal(document.info.license.name, 'MIT');
-    assert.deepEqual(document.components.securitySchemes.bearerAuth, { type: 'http', scheme: 'bearer' });
+    const { description, ...scheme } = document.components.securitySchemes.bearerAuth as { description?: string };
+    assert.deepEqual(scheme, { type: 'http', scheme: 'bearer' });
+    for (const scope of SCOPES) assert.ok(description?.includes(`\`${scope}\``), `the scheme's description names ${scope}`);
     assert.deepEqual(document.security, [{ bearerAuth: [] }]);
     const create = document.paths['/plants']?.post;
     assert.ok(create);
@@ -127,6 +133,44 @@ describe('/openapi.json', () => {
         assert.equal(operation.security !== undefined && operation.security.length === 0, open, `${method} ${path}`);
       }
     }
+  });
+
+  it('names the one scope each plant operation needs in its security requirement, and documents its 403', () => {
+    const needs: Record<string, Record<string, string>> = {
+      '/plants': { post: 'plants:create', get: 'plants:read' },
+      '/plants/{id}': { get: 'plants:read', delete: 'plants:delete' },
+    };
+    for (const [path, methods] of Object.entries(needs)) {
+      for (const [method, scope] of Object.entries(methods)) {
+        const operation = document.paths[path]?.[method];
+        assert.deepEqual(operation?.security, [{ bearerAuth: [scope] }], `${method} ${path}`);
+        assert.deepEqual(operation?.responses['403']?.content?.['application/json']?.schema, { $ref: '#/components/schemas/Error' }, `${method} ${path}`);
+        assert.equal(operation?.responses['403']?.headers?.['WWW-Authenticate']?.required, true, `${method} ${path}`);
+      }
+    }
+    // Every operation that asks for a token is one of these: none is left needing "any token".
+    const guarded = Object.entries(document.paths).flatMap(([path, methods]) =>
+      Object.entries(methods)
+        .filter(([, operation]) => operation.security?.length)
+        .map(([method]) => `${method} ${path}`),
+    );
+    assert.deepEqual(guarded.sort(), ['delete /plants/{id}', 'get /plants', 'get /plants/{id}', 'post /plants']);
+  });
+
+  it('matches the live 403 of a token without the scope, and the live 401 of an expired one, headers included', async () => {
+    const reader = generateToken();
+    const expired = generateToken();
+    await t.store.tokens.add(newToken(`reader-${randomUUID()}`, hashToken(reader), { scopes: ['plants:read'] }));
+    await t.store.tokens.add(newToken(`expired-${randomUUID()}`, hashToken(expired), { expiresAt: new Date(Date.now() - 1000) }));
+    const refused = await t.app.inject({ method: 'POST', url: '/plants', headers: { ...t.headers, authorization: `Bearer ${reader}` }, payload: '{"id":5,"name":"a"}' });
+    assert.equal(refused.statusCode, 403, refused.body);
+    assertMatchesDocument('/plants', 'post', 403, refused.json(), refused.headers);
+    const deleted = await t.app.inject({ method: 'DELETE', url: '/plants/5', headers: { authorization: `Bearer ${reader}` } });
+    assert.equal(deleted.statusCode, 403, deleted.body);
+    assertMatchesDocument('/plants/{id}', 'delete', 403, deleted.json(), deleted.headers);
+    const late = await t.app.inject({ method: 'GET', url: '/plants', headers: { authorization: `Bearer ${expired}` } });
+    assert.equal(late.statusCode, 401, late.body);
+    assertMatchesDocument('/plants', 'get', 401, late.json(), late.headers);
   });
 
   it('matches live responses of every status it documents for POST /plants', async () => {

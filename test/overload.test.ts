@@ -16,6 +16,7 @@ import { FakeClock } from './helpers/clock.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
 import { createToken, errorRecordProblem, rawRequest, startServer, type ServerProcess } from './helpers/process.js';
 import { waitFor } from './helpers/wait.js';
+import { newToken } from './helpers/tokens.js';
 
 let nextId = 1;
 const plant = () => `{"id":${nextId++},"name":"Burst","tag":"load"}`;
@@ -73,7 +74,7 @@ describe('per-token rate limiting', () => {
   it('answers 429 with Retry-After and an Error record past RATE_LIMIT_MAX, per token, before reading the body', async (context) => {
     const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' });
     const other = generateToken();
-    await t.store.addToken(`other-${nextId}`, hashToken(other), new Date());
+    await t.store.tokens.add(newToken(`other-${nextId}`, hashToken(other)));
     const post = (headers: Record<string, string>, payload = plant()) =>
       t.app.inject({ method: 'POST', url: '/plants', headers, payload });
     for (let i = 0; i < 3; i += 1) assert.equal((await post(t.headers)).statusCode, 200);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { loadConfig } from '../src/config.js';
 import { openStore } from '../src/storage/open.js';
 import { POSTGRES_SCHEMA_VERSION } from '../src/storage/postgres/migrations.js';
@@ -8,6 +9,7 @@ import type { Store } from '../src/storage/store.js';
 import { postgresDatabase, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
 import { createToken, errorRecordProblem, runCli, startServer, type ServerProcess } from './helpers/process.js';
+import { newToken } from './helpers/tokens.js';
 
 stopPostgresAfterAll();
 
@@ -164,5 +166,38 @@ describe('two plantstore processes on one PostgreSQL database', () => {
     assert.ok(refusedAfter.every((ms) => ms < 2500), `refused after ${refusedAfter.map(Math.round).join(' and ')} ms`);
     // The other token is unaffected.
     for (const server of servers) assert.notEqual((await post(server.base, token, '{"id":1,"name":"after"}')).status, 401);
+  });
+
+  it('holds a token to its scopes on both processes, and refuses it on both from its expiry, within TOKEN_CACHE_MS', async () => {
+    // Made after both started, with an expiry a few seconds out (token create takes a minute at least): each
+    // process learns of it from the database, on its first use there.
+    const limited = generateToken();
+    const expiresAt = Date.now() + 3000;
+    await store.tokens.add(newToken('limited', hashToken(limited), { scopes: ['plants:read'], expiresAt: new Date(expiresAt) }));
+    for (const server of servers) {
+      const read = await fetch(`${server.base}/plants?limit=1`, { headers: { authorization: `Bearer ${limited}` } });
+      assert.equal(read.status, 200, await read.text());
+      const refused = await post(server.base, limited, '{"id":5,"name":"not allowed"}');
+      assert.equal(refused.status, 403, refused.body);
+      assert.deepEqual(JSON.parse(refused.body), { error: 403, message: 'this token may not create plants: it lacks the plants:create scope' });
+    }
+    const refusedAt = await Promise.all(
+      servers.map(async (server) => {
+        for (;;) {
+          const response = await fetch(`${server.base}/plants?limit=1`, { headers: { authorization: `Bearer ${limited}` } });
+          const body = await response.text();
+          if (response.status === 401) {
+            assert.equal(response.headers.get('www-authenticate'), 'Bearer realm="plantstore", error="invalid_token", error_description="the token has expired"');
+            assert.deepEqual(JSON.parse(body), { error: 401, message: 'the token has expired' });
+            return Date.now();
+          }
+          assert.equal(response.status, 200, body);
+          assert.ok(Date.now() < expiresAt + 1000, 'still accepted a second after its expiry');
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      }),
+    );
+    // TOKEN_CACHE_MS is 1000 by default: refused from the expiry on, never before it and never later than that.
+    for (const at of refusedAt) assert.ok(at >= expiresAt && at < expiresAt + 1000, `refused ${at - expiresAt} ms after the expiry`);
   });
 });

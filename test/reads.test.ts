@@ -342,12 +342,12 @@ for (const database of DATABASES) {
         assert.equal(list?.operationId, 'listPlants');
         assert.deepEqual(list?.parameters?.map((p) => [p.name, p.in, p.required]), [['limit', 'query', false], ['after', 'query', false], ['tag', 'query', false]]);
         // 408 and 431 can answer any operation, 414 one with a path parameter: Node and the router answer them first.
-        assert.deepEqual(Object.keys(list?.responses ?? {}).sort(), ['200', '400', '401', '408', '429', '431', '503']);
+        assert.deepEqual(Object.keys(list?.responses ?? {}).sort(), ['200', '400', '401', '403', '408', '429', '431', '503']);
         const one = document.paths['/plants/{id}'];
         assert.equal(one?.get?.operationId, 'getPlant');
         assert.equal(one?.delete?.operationId, 'deletePlant');
         assert.deepEqual(one?.get?.parameters?.map((p) => [p.name, p.in, p.required]), [['id', 'path', true]]);
-        assert.deepEqual(Object.keys(one?.delete?.responses ?? {}).sort(), ['204', '400', '401', '404', '408', '414', '429', '431', '503']);
+        assert.deepEqual(Object.keys(one?.delete?.responses ?? {}).sort(), ['204', '400', '401', '403', '404', '408', '414', '429', '431', '503']);
         const { headers: _headers, ...readAnswer } = (one?.get?.responses['200'] ?? {}) as Record<string, unknown>;
         assert.deepEqual(readAnswer, { description: 'Success', content: { 'application/json': { schema: { $ref: '#/components/schemas/StoredPlant' } } } });
         assert.deepEqual(document.components.schemas.StoredPlant?.properties.id, { type: 'integer', format: 'int64', description: 'Identification number of the plant, exact over the whole int64 range' });

@@ -11,6 +11,7 @@ import { openStore } from '../src/storage/open.js';
 import type { Store } from '../src/storage/store.js';
 import { startTestApp } from './helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { newToken } from './helpers/tokens.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -29,7 +30,7 @@ describe('X-Request-Id', () => {
     const config = loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'debug', BODY_LIMIT_BYTES: '1024' });
     store = await openStore(config.database);
     const token = generateToken();
-    await store.addToken('request-id-test', hashToken(token), new Date());
+    await store.tokens.add(newToken('request-id-test', hashToken(token)));
     headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
     const log = createLogger(config, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
     services = await startServices(config, store, log);

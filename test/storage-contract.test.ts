@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { SCOPES } from '../src/auth/scopes.js';
 import { loadConfig, type DatabaseConfig } from '../src/config.js';
 import { StorageUnavailableError } from '../src/storage/errors.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
@@ -12,6 +13,7 @@ import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
 import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookRecord, WebhookSubscriptionInfo } from '../src/storage/webhook-store.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { newToken } from './helpers/tokens.js';
 import { freePort } from './helpers/process.js';
 
 stopPostgresAfterAll();
@@ -195,79 +197,142 @@ for (const database of DATABASES) {
 
     it('keeps tokens: add, find by hash, all, list, duplicate names, last use, revoke', () =>
       withStore(async (store) => {
+        const { tokens } = store;
         const createdAt = new Date('2026-01-02T03:04:05.678Z');
-        await store.addToken('beta', hashOf('b'), createdAt);
-        await store.addToken('alpha', hashOf('a'), new Date('2026-01-01T00:00:00.000Z'));
-        await assert.rejects(store.addToken('beta', hashOf('other'), new Date()), DuplicateTokenNameError);
+        await tokens.add(newToken('beta', hashOf('b'), { createdAt }));
+        await tokens.add(newToken('alpha', hashOf('a'), { createdAt: new Date('2026-01-01T00:00:00.000Z') }));
+        await assert.rejects(tokens.add(newToken('beta', hashOf('other'))), DuplicateTokenNameError);
 
-        const found = await store.findToken(hashOf('b'));
-        assert.deepEqual(found, { name: 'beta', hash: hashOf('b') });
+        const found = await tokens.find(hashOf('b'));
+        assert.deepEqual(found, { name: 'beta', hash: hashOf('b'), scopes: SCOPES, expiresAt: null });
         assert.ok(Buffer.isBuffer(found?.hash));
-        assert.equal(await store.findToken(hashOf('nobody')), undefined);
+        assert.equal(await tokens.find(hashOf('nobody')), undefined);
         assert.deepEqual(
-          (await store.allTokens()).sort((a, b) => a.name.localeCompare(b.name)),
+          (await tokens.all()).sort((a, b) => a.name.localeCompare(b.name)),
           [
-            { name: 'alpha', hash: hashOf('a') },
-            { name: 'beta', hash: hashOf('b') },
+            { name: 'alpha', hash: hashOf('a'), scopes: SCOPES, expiresAt: null },
+            { name: 'beta', hash: hashOf('b'), scopes: SCOPES, expiresAt: null },
           ],
         );
-        assert.deepEqual(await store.listTokens(), [
-          { name: 'alpha', createdAt: new Date('2026-01-01T00:00:00.000Z'), lastUsedAt: null },
-          { name: 'beta', createdAt, lastUsedAt: null },
+        assert.deepEqual(await tokens.list(), [
+          { name: 'alpha', scopes: SCOPES, createdAt: new Date('2026-01-01T00:00:00.000Z'), expiresAt: null, lastUsedAt: null },
+          { name: 'beta', scopes: SCOPES, createdAt, expiresAt: null, lastUsedAt: null },
         ]);
 
         const used = new Date('2026-02-01T00:00:00.123Z');
-        await store.recordTokenUse(new Map([['beta', used], ['gone', used]]));
+        await tokens.recordUse(new Map([['beta', used], ['gone', used]]));
         // An older use, reported late, never moves the last use back.
-        await store.recordTokenUse(new Map([['beta', new Date('2026-01-15T00:00:00.000Z')]]));
-        await store.recordTokenUse(new Map());
-        assert.deepEqual((await store.listTokens()).map((token) => token.lastUsedAt), [null, used]);
+        await tokens.recordUse(new Map([['beta', new Date('2026-01-15T00:00:00.000Z')]]));
+        await tokens.recordUse(new Map());
+        assert.deepEqual((await tokens.list()).map((token) => token.lastUsedAt), [null, used]);
 
-        assert.equal(await store.revokeToken('beta'), true);
-        assert.equal(await store.revokeToken('beta'), false);
-        assert.equal(await store.findToken(hashOf('b')), undefined);
-        assert.deepEqual((await store.allTokens()).map((token) => token.name), ['alpha']);
+        assert.equal(await tokens.revoke('beta'), true);
+        assert.equal(await tokens.revoke('beta'), false);
+        assert.equal(await tokens.find(hashOf('b')), undefined);
+        assert.deepEqual((await tokens.all()).map((token) => token.name), ['alpha']);
         // A revoked name can be given to a new token.
-        await store.addToken('beta', hashOf('b2'), createdAt);
-        assert.deepEqual(await store.findToken(hashOf('b2')), { name: 'beta', hash: hashOf('b2') });
+        await tokens.add(newToken('beta', hashOf('b2'), { createdAt }));
+        assert.deepEqual(await tokens.find(hashOf('b2')), { name: 'beta', hash: hashOf('b2'), scopes: SCOPES, expiresAt: null });
       }));
 
-    it('exports tokens with their hashes and times, in byte order of name', () =>
+    it('keeps each token\'s scopes as given and its expiry to the millisecond; expired tokens stay found and listed until revoked', () =>
       withStore(async (store) => {
-        assert.deepEqual(await store.exportTokens(), []);
+        const { tokens } = store;
+        const past = new Date('2020-02-29T12:34:56.789Z');
+        const future = new Date('2099-12-31T23:59:59.001Z');
+        await tokens.add(newToken('reader', hashOf('reader'), { scopes: ['plants:read'] }));
+        await tokens.add(newToken('writer', hashOf('writer'), { scopes: ['plants:create', 'plants:delete'], expiresAt: future }));
+        await tokens.add(newToken('expired', hashOf('expired'), { scopes: ['plants:delete'], expiresAt: past }));
+        // Names storage does not know are kept as they are (a newer plantstore may have written them); none is none.
+        await tokens.add(newToken('odd', hashOf('odd'), { scopes: ['plants:read', 'plants:update'] }));
+        await tokens.add(newToken('nothing', hashOf('nothing'), { scopes: [] }));
+        const expected = {
+          reader: { scopes: ['plants:read'], expiresAt: null },
+          writer: { scopes: ['plants:create', 'plants:delete'], expiresAt: future },
+          expired: { scopes: ['plants:delete'], expiresAt: past },
+          odd: { scopes: ['plants:read', 'plants:update'], expiresAt: null },
+          nothing: { scopes: [], expiresAt: null },
+        };
+        for (const [name, want] of Object.entries(expected)) {
+          assert.deepEqual(await tokens.find(hashOf(name)), { name, hash: hashOf(name), ...want }, name);
+        }
+        assert.deepEqual(
+          Object.fromEntries((await tokens.all()).map(({ name, scopes, expiresAt }) => [name, { scopes, expiresAt }])),
+          expected,
+        );
+        assert.deepEqual(
+          (await tokens.list()).map(({ name, scopes, expiresAt }) => ({ name, scopes, expiresAt })),
+          Object.entries(expected)
+            .map(([name, want]) => ({ name, ...want }))
+            .sort((a, b) => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name))),
+        );
+        // A name with whitespace in it would not read back as one scope: refused, and nothing stored.
+        await assert.rejects(tokens.add(newToken('spaced', hashOf('spaced'), { scopes: ['plants:read plants:delete'] })), /scope name/);
+        assert.equal(await tokens.find(hashOf('spaced')), undefined);
+        assert.equal(await tokens.revoke('expired'), true);
+        assert.equal(await tokens.find(hashOf('expired')), undefined);
+      }));
+
+    it('exports tokens with their hashes, scopes, expiry and times, in byte order of name', () =>
+      withStore(async (store) => {
+        const { tokens } = store;
+        assert.deepEqual(await tokens.exportAll(), []);
         // Byte order puts '.' < digits < upper case < '_' < lower case; a linguistic collation would not.
         const names = ['b', 'B', '_x', 'a.1', 'A-2', '.dot', '9'];
-        for (const [index, name] of names.entries()) await store.addToken(name, hashOf(name), new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)));
+        for (const [index, name] of names.entries()) await tokens.add(newToken(name, hashOf(name), { createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)) }));
+        const expiresAt = new Date('2027-02-22T10:00:00.500Z');
+        await tokens.add(newToken('c', hashOf('c'), { createdAt: new Date(0), scopes: ['plants:read'], expiresAt }));
         const used = new Date('2026-03-04T05:06:07.089Z');
-        await store.recordTokenUse(new Map([['b', used]]));
-        const exported = await store.exportTokens();
+        await tokens.recordUse(new Map([['b', used]]));
+        const exported = await tokens.exportAll();
         assert.deepEqual(
           exported.map((token) => token.name),
-          [...names].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+          [...names, 'c'].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
         );
-        assert.deepEqual(exported.find((token) => token.name === 'b'), { name: 'b', hash: hashOf('b'), createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, 0, 7)), lastUsedAt: used });
-        assert.deepEqual(exported.find((token) => token.name === '9'), { name: '9', hash: hashOf('9'), createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, 6, 7)), lastUsedAt: null });
+        assert.deepEqual(
+          (await tokens.list()).map((token) => token.name),
+          exported.map((token) => token.name),
+          'list in the same byte order',
+        );
+        assert.deepEqual(exported.find((token) => token.name === 'b'), { name: 'b', hash: hashOf('b'), scopes: SCOPES, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, 0, 7)), expiresAt: null, lastUsedAt: used });
+        assert.deepEqual(exported.find((token) => token.name === '9'), { name: '9', hash: hashOf('9'), scopes: SCOPES, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, 6, 7)), expiresAt: null, lastUsedAt: null });
+        assert.deepEqual(exported.find((token) => token.name === 'c'), { name: 'c', hash: hashOf('c'), scopes: ['plants:read'], createdAt: new Date(0), expiresAt, lastUsedAt: null });
         assert.ok(exported.every((token) => Buffer.isBuffer(token.hash)));
       }));
 
-    it('imports tokens as another database had them: new ones with their times, identical ones kept, clashes refused', () =>
+    it('imports tokens as another database had them: new ones with their scopes and times, identical ones kept, clashes refused', () =>
       withStore(async (store) => {
+        const { tokens } = store;
         const createdAt = new Date('2026-01-02T03:04:05.678Z');
         const used = new Date('2026-02-01T00:00:00.123Z');
-        await store.addToken('kept', hashOf('kept'), createdAt);
-        await store.addToken('used', hashOf('used'), createdAt);
-        await store.recordTokenUse(new Map([['used', used]]));
-        const record = (name: string, hash: Buffer, at: Date, lastUsedAt: Date | null) => ({ name, hash, createdAt: at, lastUsedAt });
+        const expiresAt = new Date('2026-06-01T00:00:00.000Z');
+        await tokens.add(newToken('kept', hashOf('kept'), { createdAt }));
+        await tokens.add(newToken('used', hashOf('used'), { createdAt }));
+        await tokens.add(newToken('limited', hashOf('limited'), { createdAt, scopes: ['plants:read'], expiresAt }));
+        await tokens.recordUse(new Map([['used', used]]));
+        const record = (name: string, hash: Buffer, at: Date, lastUsedAt: Date | null, scopes: readonly string[] = SCOPES, expiry: Date | null = null) => ({
+          name,
+          hash,
+          scopes,
+          createdAt: at,
+          expiresAt: expiry,
+          lastUsedAt,
+        });
         const later = new Date('2026-05-05T05:05:05.555Z');
-        const outcomes = await store.importTokens([
-          record('new', hashOf('new'), new Date('2025-12-31T23:59:59.999Z'), later),
+        const outcomes = await tokens.importAll([
+          record('new', hashOf('new'), new Date('2025-12-31T23:59:59.999Z'), later, ['plants:create'], new Date('2030-01-01T00:00:00.001Z')),
           record('kept', hashOf('kept'), createdAt, later),
           record('used', hashOf('used'), createdAt, new Date('2026-01-15T00:00:00.000Z')),
           record('kept', hashOf('another'), createdAt, null),
           record('thief', hashOf('used'), createdAt, null),
           record('used', hashOf('used'), new Date(0), null),
+          record('limited', hashOf('limited'), createdAt, null, ['plants:read'], expiresAt),
+          // The same token but for what it may do, or until when: not the same token.
+          record('limited', hashOf('limited'), createdAt, null, SCOPES, expiresAt),
+          record('limited', hashOf('limited'), createdAt, null, ['plants:read'], null),
         ]);
         const storedUsed = record('used', hashOf('used'), createdAt, used);
+        const storedLimited = record('limited', hashOf('limited'), createdAt, null, ['plants:read'], expiresAt);
         assert.deepEqual(outcomes, [
           { status: 'created' },
           { status: 'exists' },
@@ -275,16 +340,20 @@ for (const database of DATABASES) {
           { status: 'conflict', stored: record('kept', hashOf('kept'), createdAt, later) },
           { status: 'conflict', stored: storedUsed },
           { status: 'conflict', stored: storedUsed },
+          { status: 'exists' },
+          { status: 'conflict', stored: storedLimited },
+          { status: 'conflict', stored: storedLimited },
         ]);
-        assert.deepEqual(await store.exportTokens(), [
+        assert.deepEqual(await tokens.exportAll(), [
           // The identical token's last use moved forward to the imported one; the other's was not moved back.
           record('kept', hashOf('kept'), createdAt, later),
-          record('new', hashOf('new'), new Date('2025-12-31T23:59:59.999Z'), later),
+          storedLimited,
+          record('new', hashOf('new'), new Date('2025-12-31T23:59:59.999Z'), later, ['plants:create'], new Date('2030-01-01T00:00:00.001Z')),
           storedUsed,
         ]);
-        // An imported token authenticates like any other.
-        assert.deepEqual(await store.findToken(hashOf('new')), { name: 'new', hash: hashOf('new') });
-        assert.deepEqual(await store.importTokens([]), []);
+        // An imported token authenticates like any other, with its scopes and expiry.
+        assert.deepEqual(await tokens.find(hashOf('new')), { name: 'new', hash: hashOf('new'), scopes: ['plants:create'], expiresAt: new Date('2030-01-01T00:00:00.001Z') });
+        assert.deepEqual(await tokens.importAll([]), []);
       }));
 
     it('exports webhook subscriptions with secrets, previous secret, id prefix, times and state, in byte order of name', () =>
@@ -601,7 +670,7 @@ for (const database of DATABASES) {
       try {
         const first = await openStore(configFor(db.url));
         await first.plants.create([plant(INT64_MAX, 'durable', 'd'), plant(1n, 'one')]);
-        await first.addToken('kept', hashOf('k'), new Date(0));
+        await first.tokens.add(newToken('kept', hashOf('k'), { createdAt: new Date(0) }));
         await first.close();
         // Opened twice at once and once more after: every open migrates, and none disturbs the data.
         const [second, third] = await Promise.all([openStore(configFor(db.url)), openStore(configFor(db.url))]);
@@ -609,7 +678,7 @@ for (const database of DATABASES) {
         try {
           assert.deepEqual(await second.plants.get(INT64_MAX), plant(INT64_MAX, 'durable', 'd'));
           assert.deepEqual(await second.plants.list({ limit: 10 }), [plant(1n, 'one'), plant(INT64_MAX, 'durable', 'd')]);
-          assert.deepEqual(await second.findToken(hashOf('k')), { name: 'kept', hash: hashOf('k') });
+          assert.deepEqual(await second.tokens.find(hashOf('k')), { name: 'kept', hash: hashOf('k'), scopes: SCOPES, expiresAt: null });
           assert.deepEqual(await second.plants.create([plant(1n, 'one')]), [{ kind: 'replayed', stored: plant(1n, 'one') }]);
         } finally {
           await second.close();

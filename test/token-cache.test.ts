@@ -8,6 +8,7 @@ import { buildTestApp, type TestApp } from './helpers/app.js';
 import { assertErrorRecord } from './helpers/assertions.js';
 import { DATABASES, type TestDatabase } from './helpers/databases.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { newToken } from './helpers/tokens.js';
 
 stopPostgresAfterAll();
 
@@ -19,17 +20,18 @@ stopPostgresAfterAll();
 const INVALID_TOKEN = 'Bearer realm="plantstore", error="invalid_token"';
 
 /** Counts the token reads the app makes from now on. */
-function countTokenReads(store: Store): { findToken: number; allTokens: number } {
-  const counts = { findToken: 0, allTokens: 0 };
-  const findToken = store.findToken.bind(store);
-  const allTokens = store.allTokens.bind(store);
-  store.findToken = (hash) => {
-    counts.findToken += 1;
-    return findToken(hash);
+function countTokenReads(store: Store): { find: number; all: number } {
+  const counts = { find: 0, all: 0 };
+  const { tokens } = store;
+  const find = tokens.find.bind(tokens);
+  const all = tokens.all.bind(tokens);
+  tokens.find = (hash) => {
+    counts.find += 1;
+    return find(hash);
   };
-  store.allTokens = () => {
-    counts.allTokens += 1;
-    return allTokens();
+  tokens.all = () => {
+    counts.all += 1;
+    return all();
   };
   return counts;
 }
@@ -63,11 +65,11 @@ for (const database of DATABASES) {
         assert.equal(response.headers['www-authenticate'], INVALID_TOKEN);
       }
       for (const response of valid) assert.equal(response.statusCode, 200, response.body);
-      context.diagnostic(`${reads.allTokens} reloads, ${reads.findToken} lookups for 500 unknown tokens in ${Math.round(elapsedMs)} ms`);
+      context.diagnostic(`${reads.all} reloads, ${reads.find} lookups for 500 unknown tokens in ${Math.round(elapsedMs)} ms`);
       // No lookup per token: at most one reload per 100 ms, plus one in flight and one periodic refresh.
-      assert.equal(reads.findToken, 0);
-      assert.ok(reads.allTokens >= 1, 'an unknown token was refused without looking for a new token');
-      assert.ok(reads.allTokens <= 2 + Math.ceil(elapsedMs / 100), `${reads.allTokens} reloads in ${Math.round(elapsedMs)} ms`);
+      assert.equal(reads.find, 0);
+      assert.ok(reads.all >= 1, 'an unknown token was refused without looking for a new token');
+      assert.ok(reads.all <= 2 + Math.ceil(elapsedMs / 100), `${reads.all} reloads in ${Math.round(elapsedMs)} ms`);
     });
 
     it('accepts a token created after start on its first request, even right after a burst of unknown tokens', async (context) => {
@@ -76,21 +78,21 @@ for (const database of DATABASES) {
       const reads = countTokenReads(t.store);
       const burst = Promise.all(Array.from({ length: 100 }, () => post(t, `Bearer ${generateToken()}`)));
       const token = generateToken();
-      await t.store.addToken(`late-${randomUUID()}`, hashToken(token), new Date());
+      await t.store.tokens.add(newToken(`late-${randomUUID()}`, hashToken(token)));
       const [late, refused] = await Promise.all([post(t, `Bearer ${token}`), burst]);
       assert.equal(late.statusCode, 200, late.body);
       for (const response of refused) assertErrorRecord(response, 401, /invalid or revoked/);
       // Known now: the next request is a map hit.
-      const before = reads.allTokens;
+      const before = reads.all;
       assert.equal((await post(t, `Bearer ${token}`)).statusCode, 200);
-      assert.equal(reads.allTokens, before);
-      assert.ok(reads.allTokens <= 3, `${reads.allTokens} reloads`);
+      assert.equal(reads.all, before);
+      assert.ok(reads.all <= 3, `${reads.all} reloads`);
     });
 
     it('still refuses a revoked token within TOKEN_CACHE_MS while unknown tokens arrive', async (context) => {
       const t = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '200' });
       assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
-      assert.equal(await t.store.revokeToken(t.tokenName), true);
+      assert.equal(await t.store.tokens.revoke(t.tokenName), true);
       const flood = Promise.all(Array.from({ length: 50 }, () => post(t, `Bearer ${generateToken()}`)));
       await new Promise((resolve) => setTimeout(resolve, 500));
       const response = await post(t, `Bearer ${t.token}`);
@@ -101,9 +103,9 @@ for (const database of DATABASES) {
 
     it('answers 503 to an unknown token while the tokens cannot be read, and keeps accepting cached ones', async (context) => {
       const t = await buildTestApp(context, db.url);
-      const allTokens = t.store.allTokens.bind(t.store);
+      const all = t.store.tokens.all.bind(t.store.tokens);
       let reads = 0;
-      t.store.allTokens = () => {
+      t.store.tokens.all = () => {
         reads += 1;
         return Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
       };
@@ -111,7 +113,7 @@ for (const database of DATABASES) {
       for (const response of responses) assertErrorRecord(response, 503, /^storage is unavailable; retry shortly$/);
       assert.ok(reads >= 1 && reads <= 3, `${reads} reloads`);
       assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
-      t.store.allTokens = allTokens;
+      t.store.tokens.all = all;
       assertErrorRecord(await post(t, `Bearer ${generateToken()}`), 401, /invalid or revoked/);
     });
 
@@ -122,9 +124,9 @@ for (const database of DATABASES) {
         assertErrorRecord(response, 401, /invalid or revoked/);
       }
       assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
-      assert.deepEqual(reads, { findToken: 11, allTokens: 0 });
+      assert.deepEqual(reads, { find: 11, all: 0 });
       // Revocation is immediate.
-      assert.equal(await t.store.revokeToken(t.tokenName), true);
+      assert.equal(await t.store.tokens.revoke(t.tokenName), true);
       assertErrorRecord(await post(t, `Bearer ${t.token}`), 401);
     });
   });

@@ -16,6 +16,7 @@ import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
 import { openStore } from '../src/storage/open.js';
 import { sqliteDatabase, type TestDatabase } from './helpers/databases.js';
+import { newToken } from './helpers/tokens.js';
 
 interface Seen {
   readonly ip: string;
@@ -43,7 +44,7 @@ async function proxiedApp(env: Record<string, string>): Promise<ProxiedApp> {
   const config = loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'debug', ...env });
   const store = await openStore(config.database);
   const token = generateToken();
-  await store.addToken('trust-proxy-test', hashToken(token), new Date());
+  await store.tokens.add(newToken('trust-proxy-test', hashToken(token)));
   const lines: Array<Record<string, unknown>> = [];
   const log = createLogger(config, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
   const services = await startServices(config, store, log);

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import { after, describe, it } from 'node:test';
+import { generateToken, hashToken } from '../src/auth/tokens.js';
 import { INT64_MAX, INT64_MIN } from '../src/int64.js';
 import type { Plant } from '../src/storage/plant-store.js';
 import type { Store } from '../src/storage/store.js';
@@ -18,6 +19,7 @@ import { generateEventIdPrefix, generateWebhookSecret } from '../src/webhooks/si
 import { DATABASES } from './helpers/databases.js';
 import { freshRequest, requestsByWorker, startTestInstance, type TestInstance } from './helpers/instance.js';
 import { stopPostgresAfterAll } from './helpers/postgres.js';
+import { newToken } from './helpers/tokens.js';
 import { parsePrometheusText } from './helpers/prometheus.js';
 import { Receiver } from './helpers/receiver.js';
 import { waitFor } from './helpers/wait.js';
@@ -126,12 +128,30 @@ for (const { kind, create } of DATABASES) {
       assert.deepEqual(statuses.slice(4), Array<number>(12).fill(429));
     });
 
+    it('holds a token to its scopes and its expiry in every worker', async () => {
+      const t = await start();
+      const reader = generateToken();
+      const expired = generateToken();
+      await t.store.tokens.add(newToken('reader', hashToken(reader), { scopes: ['plants:read'] }));
+      await t.store.tokens.add(newToken('expired', hashToken(expired), { expiresAt: new Date(Date.now() - 1000) }));
+      await onEveryWorker(t.instance, async () => {
+        for (let index = 0; index < 8; index += 1) {
+          assert.equal((await freshRequest(t.url, { path: '/plants', token: reader })).status, 200);
+          const refused = await freshRequest(t.url, { method: 'POST', path: '/plants', token: reader, body: plantBody(BigInt(index + 1), 'not allowed') });
+          assert.deepEqual([refused.status, JSON.parse(refused.body)], [403, { error: 403, message: 'this token may not create plants: it lacks the plants:create scope' }]);
+          const late = await freshRequest(t.url, { path: '/plants', token: expired });
+          assert.deepEqual([late.status, JSON.parse(late.body)], [401, { error: 401, message: 'the token has expired' }]);
+        }
+      });
+      assert.deepEqual(await t.store.plants.list({ limit: 10 }), [], 'nothing was created');
+    });
+
     it('refuses a revoked token in every worker within TOKEN_CACHE_MS', async () => {
       const t = await start({ TOKEN_CACHE_MS: '300' });
       await onEveryWorker(t.instance, async () => {
         for (let index = 0; index < 10; index += 1) assert.equal((await freshRequest(t.url, { path: '/plants', token: t.token })).status, 200);
       });
-      assert.equal(await t.store.revokeToken(t.tokenName), true);
+      assert.equal(await t.store.tokens.revoke(t.tokenName), true);
       const revokedAt = performance.now();
       // One cache period, and the reload it starts (a read of the tokens), at most.
       await new Promise((resolve) => setTimeout(resolve, 300 + 200));

@@ -1,17 +1,10 @@
 import { timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { StoredToken, TokenStore } from '../storage/store.js';
+import type { StoredToken, TokenLookup } from '../storage/token-store.js';
+import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from './errors.js';
+import { grantedScopes, type Scope } from './scopes.js';
 import { tokenHashHex } from './tokens.js';
-
-/** The token is not one of the valid tokens: unknown, or revoked. */
-export class InvalidTokenError extends Error {
-  constructor() {
-    super('invalid or revoked token');
-    this.name = 'InvalidTokenError';
-  }
-}
-
 
 /** What the token cache reports (src/metrics.ts implements it): each reload of the token map, and how it went. */
 export interface TokenCacheObserver {
@@ -25,10 +18,33 @@ type ReloadOutcome = { readonly ok: true } | { readonly ok: false; readonly erro
 /** Reloads of the token map are spaced at least this far apart (or `TOKEN_CACHE_MS`, when that is shorter). */
 const RELOAD_SPACING_MS = 100;
 
+/** A stored token as the hot path checks it: scopes as a set, expiry as a number (Infinity: never). */
+interface CachedToken {
+  readonly name: string;
+  readonly hash: Buffer;
+  readonly scopes: ReadonlySet<Scope>;
+  readonly expiresAtMs: number;
+}
+
+function toCached(token: StoredToken): CachedToken {
+  return { name: token.name, hash: token.hash, scopes: grantedScopes(token.scopes), expiresAtMs: token.expiresAt?.getTime() ?? Infinity };
+}
+
+export interface TokenAuthenticatorOptions {
+  /** TOKEN_CACHE_MS: how often the token map is reloaded; 0 asks the store on every request. */
+  readonly refreshMs: number;
+  readonly log: Logger;
+  readonly observer?: TokenCacheObserver;
+  /** The wall clock expiry is compared with, in milliseconds since the epoch (Date.now); tests pass one they move by hand. */
+  readonly now?: () => number;
+}
+
 /**
- * Checks tokens against the store through a cache of every valid token's hash, reloaded every `refreshMs`:
- * the hot path is one hash and one map lookup, and a revocation (by any instance or the CLI) takes effect within
- * one refresh. Last use is recorded in memory and written with the periodic refresh, never on the request path.
+ * Checks tokens against the store through a cache of every stored token's hash, scopes and expiry, reloaded every
+ * `refreshMs`: the hot path is one hash, one map lookup and two comparisons, and a revocation (by any instance or the
+ * CLI) takes effect within one refresh. Expiry is compared with the clock on every request, so an expired token is
+ * refused from its expiry on, whenever the map was last reloaded. Last use is recorded in memory and written with the
+ * periodic refresh, never on the request path.
  *
  * A hash not in the map may be a token created since the last reload, so the request waits for a reload that starts
  * after it arrived and looks again. Reloads are single-flight and rate-limited: at most one is in flight, the next is
@@ -38,12 +54,13 @@ const RELOAD_SPACING_MS = 100;
  * the store, as the operator chose.
  */
 export class TokenAuthenticator {
-  readonly #store: TokenStore;
+  readonly #tokens: TokenLookup;
   readonly #refreshMs: number;
   readonly #spacingMs: number;
   readonly #log: Logger;
   readonly #observer: TokenCacheObserver;
-  #byHash = new Map<string, StoredToken>();
+  readonly #now: () => number;
+  #byHash = new Map<string, CachedToken>();
   #uses = new Map<string, number>();
   #timer: NodeJS.Timeout | undefined;
   /** The latest reload, and the one that has not yet read the store (every miss meanwhile shares it), if any. */
@@ -52,12 +69,13 @@ export class TokenAuthenticator {
   #lastReloadStart = -Infinity;
   #stopped = false;
 
-  constructor(store: TokenStore, refreshMs: number, log: Logger, observer: TokenCacheObserver = UNOBSERVED) {
-    this.#store = store;
-    this.#refreshMs = refreshMs;
-    this.#spacingMs = Math.min(RELOAD_SPACING_MS, refreshMs);
-    this.#log = log;
-    this.#observer = observer;
+  constructor(tokens: TokenLookup, options: TokenAuthenticatorOptions) {
+    this.#tokens = tokens;
+    this.#refreshMs = options.refreshMs;
+    this.#spacingMs = Math.min(RELOAD_SPACING_MS, options.refreshMs);
+    this.#log = options.log;
+    this.#observer = options.observer ?? UNOBSERVED;
+    this.#now = options.now ?? Date.now;
   }
 
   async start(): Promise<void> {
@@ -92,30 +110,48 @@ export class TokenAuthenticator {
   }
 
   /**
-   * Resolves to the token's name; rejects with InvalidTokenError when it is unknown or revoked, or with the store's
-   * error when it cannot be told (the tokens cannot be read and it is not in the cache).
+   * Resolves to the token's name when it may do what `scope` allows. Rejects with InvalidTokenError when the token is
+   * unknown or revoked, ExpiredTokenError when its expiry has passed, MissingScopeError when it does not hold `scope`,
+   * or with the store's error when that cannot be told (the tokens cannot be read and it is not in the cache).
    */
-  async authenticate(token: string): Promise<string> {
+  authenticate(token: string, scope: Scope): Promise<string> {
     const key = tokenHashHex(token);
-    const hash = Buffer.from(key, 'hex');
-    let stored: StoredToken | undefined;
+    const cached = this.#refreshMs === 0 ? undefined : this.#byHash.get(key);
+    if (cached === undefined) return this.#lookUp(key, scope);
+    // The hot path, a cached token, is decided at once: not in an async function, whose frame every call would allocate.
+    try {
+      return Promise.resolve(this.#admit(cached, key, scope));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** A token not in the cache: asked of the store when caching is off, otherwise looked for again after a reload. */
+  async #lookUp(key: string, scope: Scope): Promise<string> {
+    let cached: CachedToken | undefined;
     if (this.#refreshMs === 0) {
-      stored = await this.#store.findToken(hash);
+      const stored = await this.#tokens.find(Buffer.from(key, 'hex'));
+      cached = stored && toCached(stored);
     } else {
-      stored = this.#byHash.get(key);
-      if (stored === undefined) {
-        // Created since the last reload, or not a token at all: one shared, rate-limited reload decides.
-        const outcome = await this.#reload();
-        stored = this.#byHash.get(key);
-        // Unverifiable, not invalid, while the store cannot be read: its error is the answer.
-        if (stored === undefined && !outcome.ok) throw outcome.error;
-      }
+      // Created since the last reload, or not a token at all: one shared, rate-limited reload decides.
+      const outcome = await this.#reload();
+      cached = this.#byHash.get(key);
+      // Unverifiable, not invalid, while the store cannot be read: its error is the answer.
+      if (cached === undefined && !outcome.ok) throw outcome.error;
     }
-    if (stored === undefined || !timingSafeEqual(stored.hash, hash)) {
-      throw new InvalidTokenError();
-    }
-    this.#uses.set(stored.name, Date.now());
-    return stored.name;
+    if (cached === undefined) throw new InvalidTokenError();
+    return this.#admit(cached, key, scope);
+  }
+
+  /** The name of `cached`, found under the hash `key`, if it may do what `scope` allows now; throws why not otherwise. */
+  #admit(cached: CachedToken, key: string, scope: Scope): string {
+    if (!timingSafeEqual(cached.hash, Buffer.from(key, 'hex'))) throw new InvalidTokenError();
+    const now = this.#now();
+    if (now >= cached.expiresAtMs) throw new ExpiredTokenError();
+    // A valid token refused for its scope was still used: the operator deciding whether to revoke it should know.
+    this.#uses.set(cached.name, now);
+    if (!cached.scopes.has(scope)) throw new MissingScopeError(scope);
+    return cached.name;
   }
 
   /**
@@ -141,8 +177,8 @@ export class TokenAuthenticator {
 
   async #load(): Promise<ReloadOutcome> {
     try {
-      const tokens = await this.#store.allTokens();
-      this.#byHash = new Map(tokens.map((token) => [token.hash.toString('hex'), token]));
+      const tokens = await this.#tokens.all();
+      this.#byHash = new Map(tokens.map((token) => [token.hash.toString('hex'), toCached(token)]));
       this.#observer.tokenCacheReloaded('success');
       return { ok: true };
     } catch (error) {
@@ -157,6 +193,6 @@ export class TokenAuthenticator {
     if (this.#uses.size === 0) return;
     const uses = new Map([...this.#uses].map(([name, at]) => [name, new Date(at)]));
     this.#uses = new Map();
-    await this.#store.recordTokenUse(uses);
+    await this.#tokens.recordUse(uses);
   }
 }

@@ -1,7 +1,7 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
-import { InvalidTokenError } from '../auth/authenticator.js';
+import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from '../auth/errors.js';
 import { PlantConflictError, PlantNotFoundError } from '../plants/errors.js';
 import { WriteQueueFullError } from '../plants/write-queue.js';
 import { NO_NUL, type ErrorBody } from '../schemas.js';
@@ -10,6 +10,7 @@ import {
   ApiError,
   BadRequestError,
   ConflictError,
+  InsufficientScopeError,
   NotFoundError,
   PayloadTooLargeError,
   ServiceUnavailableError,
@@ -50,6 +51,8 @@ function fromServiceError(error: Error): ApiError | undefined {
   if (error instanceof PlantNotFoundError) return new NotFoundError(error.message);
   if (error instanceof PlantConflictError) return new ConflictError(error.message);
   if (error instanceof InvalidTokenError) return new UnauthorizedError(error.message, 'invalid_token');
+  if (error instanceof ExpiredTokenError) return new UnauthorizedError(error.message, 'invalid_token', 'the token has expired');
+  if (error instanceof MissingScopeError) return new InsufficientScopeError(error.message, error.scope);
   // Storage that cannot serve now, or a queue in front of it that is full: a retry later may work.
   if (error instanceof StorageUnavailableError || error instanceof WriteQueueFullError) return new ServiceUnavailableError(error.message);
   return undefined;

@@ -24,9 +24,20 @@ export class BadRequestError extends ApiError {
 const REALM = 'Bearer realm="plantstore"';
 
 export class UnauthorizedError extends ApiError {
-  /** `reason` is the RFC 6750 error code; absent when the client sent no bearer credentials at all. */
-  constructor(message: string, reason?: 'invalid_token') {
-    super(401, message, { 'www-authenticate': reason ? `${REALM}, error="${reason}"` : REALM });
+  /**
+   * `reason` is the RFC 6750 error code, absent when the client sent no bearer credentials at all; `description` its
+   * error_description, for the client's developer (printable ASCII without quotes or backslashes, RFC 6750 §3).
+   */
+  constructor(message: string, reason?: 'invalid_token', description?: string) {
+    const challenge = reason ? `${REALM}, error="${reason}"${description ? `, error_description="${description}"` : ''}` : REALM;
+    super(401, message, { 'www-authenticate': challenge });
+  }
+}
+
+/** RFC 6750 §3.1: a valid token without the scope the operation needs; the challenge names the scope. */
+export class InsufficientScopeError extends ApiError {
+  constructor(message: string, scope: string) {
+    super(403, message, { 'www-authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"` });
   }
 }
 

@@ -1,4 +1,5 @@
 import type { TSchema } from 'typebox';
+import { SCOPES, SCOPE_ACTIONS } from '../auth/scopes.js';
 import { ErrorRecord } from '../schemas.js';
 import { ERROR_DESCRIPTIONS, EVERY_RESPONSE_HEADERS, STATUS_HEADERS, openApiPath, statusesBeforeRouting, type RouteSpec } from './route-spec.js';
 
@@ -68,7 +69,8 @@ export function buildOpenApi(
       operationId: route.operationId,
       summary: route.summary,
       ...(route.description ? { description: route.description } : {}),
-      ...(route.authenticated ? {} : { security: [] }),
+      // OpenAPI 3.1 lets an http scheme's requirement list role names: here the one scope the operation needs.
+      security: route.scope ? [{ bearerAuth: [route.scope] }] : [],
       ...(parameters.length ? { parameters } : {}),
       ...(route.schema.body
         ? { requestBody: { required: true, content: { 'application/json': { schema: ref(route.schema.body) } } } }
@@ -93,7 +95,17 @@ export function buildOpenApi(
     ...(Object.keys(webhooks).length ? { webhooks } : {}),
     components: {
       schemas: Object.fromEntries(Object.entries(components).map(([name, schema]) => [name, plain(schema)])),
-      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } },
+      securitySchemes: {
+        bearerAuth: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'A token made with `plantstore token create`. Each operation names the one scope it needs ' +
+            `(${SCOPES.map((scope) => `\`${scope}\`: ${SCOPE_ACTIONS[scope]}`).join('; ')}): a valid token without it is ` +
+            'answered 403 with `WWW-Authenticate: Bearer error="insufficient_scope"`, and an expired token 401 with ' +
+            '`error="invalid_token"`.',
+        },
+      },
     },
     security: [{ bearerAuth: [] }],
   };

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import type { TSchema } from 'typebox';
+import type { Scope } from '../auth/scopes.js';
 
 /**
  * One route: Fastify registers it, and /openapi.json describes it, from this same object, so the document
@@ -12,7 +13,11 @@ export interface RouteSpec {
   readonly operationId: string;
   readonly summary: string;
   readonly description?: string;
-  readonly authenticated: boolean;
+  /**
+   * The scope a token must hold to call it, checked with the token itself at onRequest, before the body is read (403
+   * without it); null for a public route, which asks for no token.
+   */
+  readonly scope: Scope | null;
   readonly schema: {
     readonly body?: TSchema;
     readonly querystring?: TSchema;
@@ -53,7 +58,16 @@ const RETRY_AFTER: ResponseHeader = { description: 'Seconds to wait before retry
 export const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, ResponseHeader>>>> = {
   401: {
     'WWW-Authenticate': {
-      description: 'RFC 6750 challenge: Bearer realm="plantstore", with error="invalid_token" for an unknown or revoked token',
+      description:
+        'RFC 6750 challenge: Bearer realm="plantstore", with error="invalid_token" for an unknown, revoked or expired token ' +
+        '(an expired one also with error_description="the token has expired")',
+      required: true,
+      schema: { type: 'string' },
+    },
+  },
+  403: {
+    'WWW-Authenticate': {
+      description: 'RFC 6750 §3.1 challenge naming the scope the operation needs: Bearer realm="plantstore", error="insufficient_scope", scope="plants:create"',
       required: true,
       schema: { type: 'string' },
     },
@@ -77,7 +91,8 @@ export const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, Res
 /** What each non-2xx status means in this service; the error table of docs/api.md says the same. */
 export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
   400: 'The request is invalid: malformed JSON, a field that breaks the NewPlant schema (message names it), an id outside int64, a malformed Authorization header, or a path or query parameter that is not valid percent-encoded UTF-8.',
-  401: 'No bearer token, another scheme, or an unknown or revoked token. Carries WWW-Authenticate: Bearer realm="plantstore" (with error="invalid_token" for a bad token).',
+  401: 'No bearer token, another scheme, or an unknown, revoked or expired token. Carries WWW-Authenticate: Bearer realm="plantstore" (with error="invalid_token" for a bad token, and error_description="the token has expired" for an expired one).',
+  403: 'The token is valid but lacks the scope this operation needs (see its security requirement); nothing was read or written. Carries WWW-Authenticate: Bearer error="insufficient_scope" with the scope.',
   404: 'No such resource.',
   405: 'The method is not allowed on this path; see the Allow header.',
   408: 'The request headers or body did not arrive in time (HEADERS_TIMEOUT_MS / REQUEST_TIMEOUT_MS); the connection is closed.',

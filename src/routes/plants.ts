@@ -44,13 +44,14 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
         'Stores a new plant durably (committed and fsync\'d before the answer) and answers the Plant, without its id. ' +
         'Sending an id that is already stored with the same name and tag is an idempotent replay and answers 200; ' +
         'with a different name or tag it answers 409.',
-      authenticated: true,
+      scope: 'plants:create',
       schema: {
         body: schemas.NewPlant,
         response: {
           200: schemas.Plant,
           400: ErrorRecord,
           401: ErrorRecord,
+          403: ErrorRecord,
           409: ErrorRecord,
           413: ErrorRecord,
           415: ErrorRecord,
@@ -71,10 +72,10 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
         'response carries `Link: </plants?limit=N&after=ID[&tag=T]>; rel="next"` (RFC 8288, a URI reference relative to ' +
         'this server, tag percent-encoded), whose `after` is the last id of this page; the last page has no Link header. ' +
         'A plant stored for the whole walk is answered exactly once, whatever is created or deleted between pages.',
-      authenticated: true,
+      scope: 'plants:read',
       schema: {
         querystring: schemas.PlantListQueryString,
-        response: { 200: schemas.PlantList, 400: ErrorRecord, 401: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
+        response: { 200: schemas.PlantList, 400: ErrorRecord, 401: ErrorRecord, 403: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
       },
       responseHeaders: {
         200: {
@@ -104,10 +105,10 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
       operationId: 'getPlant',
       summary: 'Read one plant',
       description: 'Answers the stored plant with its exact id (a JSON integer with all its digits), or 404.',
-      authenticated: true,
+      scope: 'plants:read',
       schema: {
         params: schemas.PlantIdParams,
-        response: { 200: schemas.StoredPlant, 400: ErrorRecord, 401: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
+        response: { 200: schemas.StoredPlant, 400: ErrorRecord, 401: ErrorRecord, 403: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
       },
       handler: async (request: FastifyRequest) =>
         toStoredPlantBody(await plants.get(parseInt64Parameter((request.params as PlantIdParams).id, 'params.id'))),
@@ -118,10 +119,10 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
       operationId: 'deletePlant',
       summary: 'Delete one plant',
       description: 'Deletes the plant durably and answers 204 with no body, or 404 when no plant has that id. The id can then be created again.',
-      authenticated: true,
+      scope: 'plants:delete',
       schema: {
         params: schemas.PlantIdParams,
-        response: { 204: null, 400: ErrorRecord, 401: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
+        response: { 204: null, 400: ErrorRecord, 401: ErrorRecord, 403: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
       },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         await plants.delete(parseInt64Parameter((request.params as PlantIdParams).id, 'params.id'));

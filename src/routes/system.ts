@@ -22,7 +22,7 @@ export function systemRoutes(readiness: Readiness, openApiJson: () => string, me
       operationId: 'root',
       summary: 'Where the API is described',
       description: 'Links to the documentation and to this document, so that a look at the root is not a bare 404.',
-      authenticated: false,
+      scope: null,
       schema: { response: { 200: Links } },
       handler: async () => ({ docs: '/docs', openapi: '/openapi.json' }),
     },
@@ -31,7 +31,7 @@ export function systemRoutes(readiness: Readiness, openApiJson: () => string, me
       url: '/healthz',
       operationId: 'health',
       summary: 'Liveness: the process is up',
-      authenticated: false,
+      scope: null,
       schema: { response: { 200: Status } },
       handler: async () => ({ status: 'ok' }),
     },
@@ -45,7 +45,7 @@ export function systemRoutes(readiness: Readiness, openApiJson: () => string, me
         '(database down, disk full, file locked past 1 s, read-only, SQLite WAL not being checkpointed) or when storage refused the latest batch of creates, or part of it, ' +
         'within the last 5 s and none has committed since; it turns 200 again by itself once the cause goes away. A successful ' +
         'heartbeat answers every probe for 250 ms.',
-      authenticated: false,
+      scope: null,
       schema: { response: { 200: Status, 503: ErrorRecord } },
       handler: async () => {
         await readiness.check();
@@ -57,7 +57,7 @@ export function systemRoutes(readiness: Readiness, openApiJson: () => string, me
       url: '/openapi.json',
       operationId: 'openapi',
       summary: 'This OpenAPI 3.1 document',
-      authenticated: false,
+      scope: null,
       schema: { response: { 200: null } },
       handler: async (_request, reply) => {
         reply.type('application/json; charset=utf-8');
@@ -78,7 +78,7 @@ function metricsRoute(metrics: Metrics): RouteSpec {
     description:
       'Process and runtime metrics, http_request_duration_seconds and the service\'s own plantstore_* metrics, in the ' +
       'Prometheus text exposition format 0.0.4. Absent (404) when the service runs with METRICS=off.',
-    authenticated: false,
+    scope: null,
     schema: { response: { 200: null } },
     responseMediaTypes: { 200: 'text/plain' },
     handler: async (_request, reply) => {

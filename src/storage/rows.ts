@@ -1,5 +1,4 @@
 import { INT64_MAX, INT64_MIN } from '../int64.js';
-import { DuplicateTokenNameError } from './errors.js';
 import type { Plant } from './plant-store.js';
 
 /** A plants row as both databases' drivers return it (ids as bigint on both). */
@@ -20,14 +19,4 @@ export function toPlant(row: PlantRow): Plant {
 export function keysetFrom(after: bigint | undefined): bigint | undefined {
   if (after === INT64_MAX) return undefined;
   return after === undefined ? INT64_MIN : after + 1n;
-}
-
-/** Runs the insert of a token; a clash on the name (told by the database's own `isNameTaken`) becomes DuplicateTokenNameError. */
-export async function insertTokenOnce(name: string, insert: () => Promise<void>, isNameTaken: (error: unknown) => boolean): Promise<void> {
-  try {
-    await insert();
-  } catch (error) {
-    if (isNameTaken(error)) throw new DuplicateTokenNameError(name);
-    throw error;
-  }
 }

@@ -1,66 +1,15 @@
 import type { StorageObserver } from './observer.js';
 import type { PlantStore } from './plant-store.js';
+import type { TokenStore } from './token-store.js';
 import type { WebhookStore } from './webhook-store.js';
 
 /**
  * The storage interfaces. Each consumer sees only what it needs: the write queue and the plant service a
- * PlantStore (./plant-store.ts), the token cache a TokenStore, readiness a WritableCheck, the webhook dispatcher a
- * WebhookOutbox (./webhook-store.ts). Both databases implement all of them as one Store; test/storage-contract.test.ts
- * holds the two to the same rules. Rows of either database are mapped to these types before they leave storage, and
- * failures are storage's own errors (./errors.ts), never HTTP ones.
+ * PlantStore (./plant-store.ts), the token cache a TokenLookup (./token-store.ts), readiness a WritableCheck, the
+ * webhook dispatcher a WebhookOutbox (./webhook-store.ts). Both databases implement all of them as one Store;
+ * test/storage-contract.test.ts holds the two to the same rules. Rows of either database are mapped to these types
+ * before they leave storage, and failures are storage's own errors (./errors.ts), never HTTP ones.
  */
-export interface StoredToken {
-  readonly name: string;
-  /** SHA-256 of the token; the token itself is never stored. */
-  readonly hash: Buffer;
-}
-
-export interface TokenInfo {
-  readonly name: string;
-  readonly createdAt: Date;
-  readonly lastUsedAt: Date | null;
-}
-
-export interface TokenStore {
-  /** Rejects with DuplicateTokenNameError when the name is taken. */
-  addToken(name: string, hash: Buffer, createdAt: Date): Promise<void>;
-  listTokens(): Promise<TokenInfo[]>;
-  /** Resolves false when no token has that name. */
-  revokeToken(name: string): Promise<boolean>;
-  findToken(hash: Buffer): Promise<StoredToken | undefined>;
-  /** Every token that is currently valid. */
-  allTokens(): Promise<StoredToken[]>;
-  recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void>;
-}
-
-/** A token as stored, with everything another database needs to keep it working: never the token itself. */
-export interface TokenRecord {
-  readonly name: string;
-  /** SHA-256 of the token. */
-  readonly hash: Buffer;
-  readonly createdAt: Date;
-  readonly lastUsedAt: Date | null;
-}
-
-export type TokenImportOutcome =
-  | { readonly status: 'created' }
-  /** The same name, hash and creation time were stored already; the last use was moved forward if this one is later. */
-  | { readonly status: 'exists' }
-  /** Another token holds this name or this hash: nothing was changed. */
-  | { readonly status: 'conflict'; readonly stored: TokenRecord };
-
-/** Moving tokens between databases (`plantstore copy`): clients keep working with the tokens they have. */
-export interface TokenTransfer {
-  /** Every token with its hash and times, in ascending byte order of name. Tokens are made by hand, so they are few. */
-  exportTokens(): Promise<TokenRecord[]>;
-  /**
-   * Stores tokens as another database had them (hashes, creation and last-use times), all committed durably in one
-   * transaction before the promise resolves; one outcome per token, in input order. A token already stored
-   * identically is left as it is except that its last use moves forward, never back (as recordTokenUse does).
-   */
-  importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]>;
-}
-
 export interface WritableCheck {
   /**
    * Resolves once a one-row heartbeat write has been committed durably, proving the store can take writes now (a
@@ -87,13 +36,14 @@ export interface ConnectionPoolState {
 }
 
 /**
- * One open database: its sub-stores (plants, webhooks), its tokens, and what belongs to the whole: which database it
- * is, how many batches it commits at once, whether it can take writes now, what it notices by itself, and how to let
- * it go.
+ * One open database: its sub-stores (plants, tokens, webhooks), and what belongs to the whole: which database it is,
+ * how many batches it commits at once, whether it can take writes now, what it notices by itself, and how to let it
+ * go.
  */
-export interface Store extends TokenStore, TokenTransfer, WritableCheck {
+export interface Store extends WritableCheck {
   readonly kind: 'sqlite' | 'postgres';
   readonly plants: PlantStore;
+  readonly tokens: TokenStore;
   readonly webhooks: WebhookStore;
   /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */
   readonly writeConcurrency: number;

@@ -1,7 +1,8 @@
 import { hash } from 'node:crypto';
 import { plantJson } from '../plant-json.js';
 import { isSamePlant } from '../storage/plant-store.js';
-import type { Store, TokenRecord } from '../storage/store.js';
+import type { Store } from '../storage/store.js';
+import { isSameToken, type TokenRecord } from '../storage/token-store.js';
 import { isSameWebhook, type WebhookRecord } from '../storage/webhook-store.js';
 import { generateEventIdPrefix } from '../webhooks/signature.js';
 import { SetDigest } from './digest.js';
@@ -48,9 +49,9 @@ export interface CopyOptions {
 }
 
 function canonicalToken(token: TokenRecord): string {
-  // Identity and creation only: the last use is carried over (and only ever moves forward), so a token used on the
-  // source while the copy runs does not count as a difference.
-  return JSON.stringify([token.name, token.hash.toString('hex'), token.createdAt.getTime()]);
+  // Everything isSameToken compares: the last use is carried over (and only ever moves forward), so a token used on
+  // the source while the copy runs does not count as a difference.
+  return JSON.stringify([token.name, token.hash.toString('hex'), token.scopes, token.createdAt.getTime(), token.expiresAt?.getTime() ?? null]);
 }
 
 function canonicalWebhook(subscription: WebhookRecord): string {
@@ -161,17 +162,17 @@ function tokensSection(source: Store, target: Store): Section {
   return {
     name: 'tokens',
     async checkTarget() {
-      const ours = new Map((await source.exportTokens()).map((token) => [token.name, token]));
-      for (const there of await target.exportTokens()) {
+      const ours = new Map((await source.tokens.exportAll()).map((token) => [token.name, token]));
+      for (const there of await target.tokens.exportAll()) {
         const here = ours.get(there.name);
         if (!here) throw new TargetHoldsOtherDataError(`token "${there.name}", which the source does not hold`);
-        if (canonicalToken(here) !== canonicalToken(there)) throw new TargetHoldsOtherDataError(`token "${there.name}", which differs from the source's`);
+        if (!isSameToken(here, there)) throw new TargetHoldsOtherDataError(`token "${there.name}", which differs from the source's`);
       }
     },
     async copy(onRows) {
       // Tokens are made by hand, so they are few: one call, one transaction.
-      const tokens = await source.exportTokens();
-      const outcomes = await target.importTokens(tokens);
+      const tokens = await source.tokens.exportAll();
+      const outcomes = await target.tokens.importAll(tokens);
       let created = 0;
       outcomes.forEach((outcome, index) => {
         if (outcome.status === 'created') created += 1;
@@ -184,7 +185,7 @@ function tokensSection(source: Store, target: Store): Section {
     },
     async digest(store) {
       const digest = new SetDigest();
-      for (const token of await store.exportTokens()) digest.add(canonicalToken(token));
+      for (const token of await store.tokens.exportAll()) digest.add(canonicalToken(token));
       return digest;
     },
   };
@@ -192,8 +193,8 @@ function tokensSection(source: Store, target: Store): Section {
 
 /**
  * Copies everything from `source` into `target` (already migrated to the current schema by opening it): plants,
- * tokens (hashes and times, so clients keep working) and webhook subscriptions (secrets and state, so receivers keep
- * verifying; not their events or deliveries).
+ * tokens (hashes, scopes, expiry and times, so clients keep working as they did) and webhook subscriptions (secrets
+ * and state, so receivers keep verifying; not their events or deliveries).
  *
  * First every section checks the target, and if it holds anything the source does not hold identically, nothing is
  * written (TargetHoldsOtherDataError). Then each section copies what the target lacks: rows already there identically

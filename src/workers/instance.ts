@@ -99,7 +99,7 @@ export async function startInstance(config: Config, options: InstanceOptions = {
     // Only one process dispatches from a SQLite file: leases a killed predecessor held are void.
     await dispatcher.start(store.kind === 'sqlite');
     if (metrics) metrics.watchWebhooks(dispatcher);
-    if ((await store.listTokens()).length === 0) {
+    if ((await store.tokens.list()).length === 0) {
       process.stderr.write(
         'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
           'plantstore: create one with:  npx plantstore token create --name <name>\n',
@@ -167,7 +167,7 @@ function mainHandlers(store: Store, writer: BatchWriter | null, metrics: Metrics
   return {
     create: async (packed) => packOutcomes(await sqliteOnly('create').write(unpackPlants(packed))),
     delete: (id) => store.plants.delete(id),
-    recordTokenUse: (uses) => store.recordTokenUse(uses),
+    recordTokenUse: (uses) => store.tokens.recordUse(uses),
     checkWritable: () => store.checkWritable(),
     metrics: async () => {
       const threads: ThreadMetrics[] = [{ thread: 'main', metrics: metrics ? await metrics.snapshot() : [] }];

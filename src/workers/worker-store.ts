@@ -27,7 +27,9 @@ import {
   type Unlocked,
 } from '../storage/sqlite/connection.js';
 import { SQLITE_LIST_QUERIES } from '../storage/sqlite/plants.js';
-import type { Store, StoredToken, TokenInfo, TokenStore, TokenTransfer } from '../storage/store.js';
+import type { Store } from '../storage/store.js';
+import { STORED_TOKEN_COLUMNS, TOKEN_INFO_COLUMNS, tokenRows, type StoredTokenRowOf, type TokenInfoRowOf } from '../storage/token-rows.js';
+import type { StoredToken, TokenInfo, TokenStore } from '../storage/token-store.js';
 import type { WebhookStore } from '../storage/webhook-store.js';
 import type { MainOperations, WorkerOperations } from './protocol.js';
 import type { Endpoint } from './rpc.js';
@@ -92,22 +94,13 @@ class WorkerSqlitePlants implements PlantStore {
   }
 }
 
-interface TokenRow {
-  name: string;
-  hash: Uint8Array;
-}
-
-interface TokenInfoRow {
-  name: string;
-  created_at: number;
-  last_used_at: number | null;
-}
+const tokenRow = tokenRows<number, Uint8Array>((ms) => new Date(ms), blobToBuffer);
 
 /**
- * Tokens in a worker: what the token cache needs (find, list all, record uses, through the main thread's writer);
- * adding, revoking and moving tokens is the CLI's.
+ * Tokens in a worker: what the token cache needs (find, all, record uses, through the main thread's writer) and the
+ * list `serve` checks at start; adding, revoking and moving tokens is the CLI's.
  */
-class WorkerSqliteTokens implements TokenStore, TokenTransfer {
+class WorkerSqliteTokens implements TokenStore {
   readonly #read: Unlocked;
   readonly #main: MainThread;
   readonly #statements;
@@ -116,41 +109,35 @@ class WorkerSqliteTokens implements TokenStore, TokenTransfer {
     this.#read = read;
     this.#main = main;
     this.#statements = {
-      listTokens: prepare<[], TokenInfoRow>(reader, 'SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
-      findToken: prepare<[Buffer], TokenRow>(reader, 'SELECT name, hash FROM tokens WHERE hash = ?'),
-      allTokens: prepare<[], TokenRow>(reader, 'SELECT name, hash FROM tokens'),
+      list: prepare<[], TokenInfoRowOf<number>>(reader, `SELECT ${TOKEN_INFO_COLUMNS} FROM tokens ORDER BY name`),
+      find: prepare<[Buffer], StoredTokenRowOf<number, Uint8Array>>(reader, `SELECT ${STORED_TOKEN_COLUMNS} FROM tokens WHERE hash = ?`),
+      all: prepare<[], StoredTokenRowOf<number, Uint8Array>>(reader, `SELECT ${STORED_TOKEN_COLUMNS} FROM tokens`),
     };
   }
 
-  findToken(hash: Buffer): Promise<StoredToken | undefined> {
+  find(hash: Buffer): Promise<StoredToken | undefined> {
     return this.#read(() => {
-      const row = this.#statements.findToken.get(hash);
-      return row && { name: row.name, hash: blobToBuffer(row.hash) };
+      const row = this.#statements.find.get(hash);
+      return row && tokenRow.stored(row);
     });
   }
 
-  allTokens(): Promise<StoredToken[]> {
-    return this.#read(() => this.#statements.allTokens.all().map((row) => ({ name: row.name, hash: blobToBuffer(row.hash) })));
+  all(): Promise<StoredToken[]> {
+    return this.#read(() => this.#statements.all.all().map(tokenRow.stored));
   }
 
-  listTokens(): Promise<TokenInfo[]> {
-    return this.#read(() =>
-      this.#statements.listTokens.all().map((row) => ({
-        name: row.name,
-        createdAt: new Date(row.created_at),
-        lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
-      })),
-    );
+  list(): Promise<TokenInfo[]> {
+    return this.#read(() => this.#statements.list.all().map(tokenRow.info));
   }
 
-  recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
+  recordUse(uses: ReadonlyMap<string, Date>): Promise<void> {
     return this.#main.call('recordTokenUse', uses);
   }
 
-  addToken = () => notInWorker('addToken');
-  revokeToken = () => notInWorker('revokeToken');
-  exportTokens = () => notInWorker('exportTokens');
-  importTokens = () => notInWorker('importTokens');
+  add = () => notInWorker('tokens.add');
+  revoke = () => notInWorker('tokens.revoke');
+  exportAll = () => notInWorker('tokens.exportAll');
+  importAll = () => notInWorker('tokens.importAll');
 }
 
 /** Webhooks in a worker: none. The instance's one dispatcher runs on the main thread; subscriptions are the CLI's. */
@@ -177,8 +164,8 @@ class WorkerSqliteStore implements Store {
   /** One batch in flight per worker: the next gathers what arrives while the writer commits this one. */
   readonly writeConcurrency = 1;
   readonly plants: PlantStore;
+  readonly tokens: TokenStore;
   readonly webhooks = NO_WEBHOOKS_IN_WORKER;
-  readonly #tokens: WorkerSqliteTokens;
   readonly #reader: Connection;
   readonly #main: MainThread;
   #observer: StorageObserver = UNOBSERVED;
@@ -189,7 +176,7 @@ class WorkerSqliteStore implements Store {
     this.#main = main;
     const read: Unlocked = (work) => this.#read(work);
     this.plants = new WorkerSqlitePlants(reader, read, main);
-    this.#tokens = new WorkerSqliteTokens(reader, read, main);
+    this.tokens = new WorkerSqliteTokens(reader, read, main);
   }
 
   /** The main thread has opened and migrated the database before any worker starts. */
@@ -205,16 +192,6 @@ class WorkerSqliteStore implements Store {
       throw unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
     }
   }
-
-  // The tokens, in one place: what the Store itself answers for them.
-  findToken = (hash: Buffer) => this.#tokens.findToken(hash);
-  allTokens = () => this.#tokens.allTokens();
-  listTokens = () => this.#tokens.listTokens();
-  recordTokenUse = (uses: ReadonlyMap<string, Date>) => this.#tokens.recordTokenUse(uses);
-  addToken = () => this.#tokens.addToken();
-  revokeToken = () => this.#tokens.revokeToken();
-  exportTokens = () => this.#tokens.exportTokens();
-  importTokens = () => this.#tokens.importTokens();
 
   observe(observer: StorageObserver): void {
     this.#observer = observer;

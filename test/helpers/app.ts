@@ -9,6 +9,7 @@ import { openStore } from '../../src/storage/open.js';
 import { createLogger } from '../../src/log.js';
 import { startServices, type ServiceOptions, type Services } from '../../src/services.js';
 import type { Store } from '../../src/storage/store.js';
+import { newToken } from './tokens.js';
 
 export interface TestApp {
   readonly app: FastifyInstance;
@@ -38,7 +39,7 @@ export async function startTestApp(
   const store = await openStore(config.database);
   const token = generateToken();
   const tokenName = `test-${randomUUID()}`;
-  await store.addToken(tokenName, hashToken(token), new Date());
+  await store.tokens.add(newToken(tokenName, hashToken(token)));
   const services = await startServices(config, store, options.log ?? createLogger(config), options);
   const app = await buildApp(services, options);
   await app.ready();
@@ -66,7 +67,7 @@ export async function buildTestApp(
   context: Pick<TestContext, 'after'>,
   databaseUrl: string,
   env: Record<string, string> = {},
-  options: AppOptions = {},
+  options: AppOptions & ServiceOptions = {},
 ): Promise<TestApp> {
   const t = await startTestApp(databaseUrl, env, options);
   context.after(() => t.close());

@@ -7,6 +7,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
 import type { Store } from '../../src/storage/store.js';
 import { startInstance, type InstanceOptions, type RunningInstance } from '../../src/workers/instance.js';
+import { newToken } from './tokens.js';
 
 export interface TestInstance {
   readonly instance: RunningInstance;
@@ -47,7 +48,7 @@ export async function startTestInstance(
   try {
     const token = generateToken();
     const tokenName = `test-${randomUUID()}`;
-    await store.addToken(tokenName, hashToken(token), new Date());
+    await store.tokens.add(newToken(tokenName, hashToken(token)));
     await options.prepare?.(store);
     const instance = await startInstance(config, { log, ...options });
     return {

@@ -33,9 +33,9 @@ export function runCli(args: string[], env: EnvOverrides, cli: string = CLI): { 
   return { stdout: result.stdout, stderr: result.stderr };
 }
 
-/** `plantstore token create --name NAME` on the database in `env`; its stdout is the token alone. */
-export function createToken(name: string, env: EnvOverrides, cli: string = CLI): string {
-  const token = runCli(['token', 'create', '--name', name], env, cli).stdout.trim();
+/** `plantstore token create --name NAME` (then `options`, e.g. --read-only) on the database in `env`; its stdout is the token alone. */
+export function createToken(name: string, env: EnvOverrides, cli: string = CLI, options: readonly string[] = []): string {
+  const token = runCli(['token', 'create', '--name', name, ...options], env, cli).stdout.trim();
   if (!/^\S+$/.test(token)) throw new Error(`token create printed ${JSON.stringify(token)}`);
   return token;
 }

@@ -70,6 +70,13 @@ const MIGRATIONS: readonly string[] = [
    );
    CREATE INDEX webhook_attempts_by_event ON webhook_attempts (event_id);
    CREATE INDEX webhook_attempts_by_subscription ON webhook_attempts (subscription_id, id);`,
+  // Least privilege: what a token may do (scope names separated by spaces; '' is none, so a row written without them
+  // can do nothing) and until when (NULL is never). The tokens made before could do everything there was, and still
+  // can: the three scopes of that time are written out here, never read from the code, so that a scope added later
+  // is not granted to them by this step.
+  `ALTER TABLE tokens ADD COLUMN scopes TEXT NOT NULL DEFAULT '';
+   ALTER TABLE tokens ADD COLUMN expires_at TIMESTAMPTZ;
+   UPDATE tokens SET scopes = 'plants:read plants:create plants:delete';`,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
@@ -78,10 +85,11 @@ export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
 export const MIGRATION_LOCK = 7_170_731_001;
 
 /**
- * Brings the schema to the current version. The session-level advisory lock makes instances that start together
- * wait for each other; the lock goes with the session if this one dies, so a crashed migration never blocks the rest.
+ * Brings the schema to the current version, or to `target` (tests make databases of an earlier version with it). The
+ * session-level advisory lock makes instances that start together wait for each other; the lock goes with the
+ * session if this one dies, so a crashed migration never blocks the rest.
  */
-export async function migrate(client: pg.ClientBase): Promise<void> {
+export async function migrate(client: pg.ClientBase, target: number = MIGRATIONS.length): Promise<void> {
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
   try {
     await client.query('CREATE TABLE IF NOT EXISTS plantstore_schema (version INTEGER NOT NULL)');
@@ -90,7 +98,7 @@ export async function migrate(client: pg.ClientBase): Promise<void> {
     if (current > MIGRATIONS.length) {
       throw new Error(`database schema version ${current} is newer than this plantstore (${MIGRATIONS.length}); upgrade plantstore`);
     }
-    for (let version = current; version < MIGRATIONS.length; version += 1) {
+    for (let version = current; version < target; version += 1) {
       await client.query('BEGIN');
       try {
         await client.query(MIGRATIONS[version] as string);

@@ -72,21 +72,32 @@ const MIGRATIONS: readonly string[] = [
    );
    CREATE INDEX webhook_attempts_by_event ON webhook_attempts (event_id);
    CREATE INDEX webhook_attempts_by_subscription ON webhook_attempts (subscription_id, id);`,
+  // Least privilege: what a token may do (scope names separated by spaces; '' is none, so a row written without them
+  // can do nothing) and until when (Unix milliseconds; NULL is never). The tokens made before could do everything
+  // there was, and still can: the three scopes of that time are written out here, never read from the code, so that a
+  // scope added later is not granted to them by this step.
+  `ALTER TABLE tokens ADD COLUMN scopes TEXT NOT NULL DEFAULT '';
+   ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
+   UPDATE tokens SET scopes = 'plants:read plants:create plants:delete';`,
 ];
 
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
 
-export function migrate(db: Connection): void {
+/**
+ * Brings the schema to the current version, or to `target` (tests make databases of an earlier version with it). A
+ * database already past `target` is left alone; one newer than this plantstore is refused.
+ */
+export function migrate(db: Connection, target: number = MIGRATIONS.length): void {
   // IMMEDIATE takes the write lock first, so two processes starting together migrate one after the other.
   transaction(db, () => {
     const current = pragmaValue(db, 'user_version') as number;
     if (current > MIGRATIONS.length) {
       throw new Error(`database schema version ${current} is newer than this plantstore (${MIGRATIONS.length}); upgrade plantstore`);
     }
-    for (let version = current; version < MIGRATIONS.length; version += 1) {
+    for (let version = current; version < target; version += 1) {
       db.exec(MIGRATIONS[version] as string);
     }
-    db.exec(`PRAGMA user_version = ${MIGRATIONS.length}`);
+    if (target > current) db.exec(`PRAGMA user_version = ${target}`);
   });
 }
 

@@ -1,49 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StorageUnavailableError, unavailableIf } from '../errors.js';
 import { UNOBSERVED, type StorageObserver } from '../observer.js';
-import { insertTokenOnce } from '../rows.js';
-import type {
-  Store,
-  StorageIncident,
-  StoredToken,
-  TokenImportOutcome,
-  TokenInfo,
-  TokenRecord,
-} from '../store.js';
+import type { Store, StorageIncident } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
 import { DatabaseFileIdentity } from './file-identity.js';
-import {
-  BUSY_TIMEOUT_MS,
-  SQLITE_EXTENDED_CODES,
-  blobToBuffer,
-  isBusy,
-  openConnection,
-  prepare,
-  sqliteExtendedCode,
-  unavailableKind,
-  type Connection,
-} from './connection.js';
+import { BUSY_TIMEOUT_MS, isBusy, openConnection, unavailableKind, type Connection } from './connection.js';
 import { migrate } from './migrations.js';
 import { SqlitePlants } from './plants.js';
 import { prepareDatabaseFiles } from './private-files.js';
+import { SqliteTokens } from './tokens.js';
 import { SqliteWebhooks } from './webhooks.js';
-import { SqliteWriter, toTokenRecord, type TokenRecordRow } from './writer.js';
-
-interface TokenRow {
-  name: string;
-  hash: Uint8Array;
-}
-
-function toStoredToken(row: TokenRow): StoredToken {
-  return { name: row.name, hash: blobToBuffer(row.hash) };
-}
-
-interface TokenInfoRow {
-  name: string;
-  created_at: number;
-  last_used_at: number | null;
-}
+import { SqliteWriter } from './writer.js';
 
 /**
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
@@ -79,15 +47,15 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   /** One writer: SQLite commits one transaction at a time. */
   readonly writeConcurrency = 1;
-  /** Plants, and subscriptions with their outbox, each on this store's two connections and its lock retries. */
+  /** Plants, tokens, and subscriptions with their outbox, each on this store's two connections and its lock retries. */
   readonly plants: SqlitePlants;
+  readonly tokens: SqliteTokens;
   readonly webhooks: SqliteWebhooks;
   readonly #reader: Connection;
   readonly #writer: SqliteWriter;
   readonly #checkpointer: Checkpointer;
   readonly #identity: DatabaseFileIdentity;
   readonly #incidents: Incidents;
-  readonly #statements;
   #closed = false;
   #observer: StorageObserver = UNOBSERVED;
 
@@ -97,16 +65,10 @@ export class SqliteStore implements Store {
     const runners = { read: <T>(work: () => T) => this.#unlocked(work), write: <T>(work: () => T) => this.#write(work) };
     this.webhooks = new SqliteWebhooks(reader, writer, runners);
     this.plants = new SqlitePlants(reader, writer, this.webhooks, runners);
+    this.tokens = new SqliteTokens(reader, writer, runners);
     this.#writer = new SqliteWriter(writer);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
-    this.#statements = {
-      listTokens: prepare<[], TokenInfoRow>(reader, 'SELECT name, created_at, last_used_at FROM tokens ORDER BY name'),
-      findToken: prepare<[Buffer], TokenRow>(reader, 'SELECT name, hash FROM tokens WHERE hash = ?'),
-      allTokens: prepare<[], TokenRow>(reader, 'SELECT name, hash FROM tokens'),
-      // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
-      exportTokens: prepare<[], TokenRecordRow>(reader, 'SELECT name, hash, created_at, last_used_at FROM tokens ORDER BY name'),
-    };
   }
 
   /** `options.checkpointer` exists for tests, which cannot wait the real restart delays out. */
@@ -184,45 +146,6 @@ export class SqliteStore implements Store {
     return this.#write(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
-  addToken(name: string, hash: Buffer, createdAt: Date): Promise<void> {
-    return insertTokenOnce(
-      name,
-      () => this.#write(() => this.#writer.addToken(name, hash, createdAt.getTime())),
-      // The name is the primary key; a clash of hashes (never in practice) is not a naming mistake.
-      (error) => sqliteExtendedCode(error) === SQLITE_EXTENDED_CODES.CONSTRAINT_PRIMARYKEY,
-    );
-  }
-
-  listTokens(): Promise<TokenInfo[]> {
-    return this.#unlocked(() =>
-      this.#statements.listTokens.all().map((row) => ({
-        name: row.name,
-        createdAt: new Date(row.created_at),
-        lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
-      })),
-    );
-  }
-
-  revokeToken(name: string): Promise<boolean> {
-    return this.#write(() => this.#writer.revokeToken(name));
-  }
-
-  findToken(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#unlocked(() => {
-      const row = this.#statements.findToken.get(hash);
-      return row && toStoredToken(row);
-    });
-  }
-
-  allTokens(): Promise<StoredToken[]> {
-    return this.#unlocked(() => this.#statements.allTokens.all().map(toStoredToken));
-  }
-
-  async recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void> {
-    const entries = [...uses].map(([name, at]) => [name, at.getTime()] as const);
-    await this.#write(() => this.#writer.recordTokenUse(entries));
-  }
-
   onIncident(listener: (incident: StorageIncident) => void): () => void {
     return this.#incidents.listen(listener);
   }
@@ -230,14 +153,6 @@ export class SqliteStore implements Store {
   /** The thread checkpointing the WAL; for tests, which make it crash or fail. */
   get checkpointer(): Checkpointer {
     return this.#checkpointer;
-  }
-
-  exportTokens(): Promise<TokenRecord[]> {
-    return this.#unlocked(() => this.#statements.exportTokens.all().map(toTokenRecord));
-  }
-
-  importTokens(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {
-    return this.#write(() => this.#writer.importTokens(tokens));
   }
 
   async close(): Promise<void> {
