@@ -9,23 +9,20 @@
  * tokens) on a read connection of its own, which WAL lets run beside the writer. The main thread's writer is its
  * SqliteStore, so every write a worker asks for passes that store's check that the file at the path is the one open.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config.js';
-import { StorageUnavailableError, unavailableIf } from '../storage/errors.js';
-import { UNOBSERVED, type StorageObserver } from '../storage/observer.js';
+import type { StorageObserver } from '../storage/observer.js';
 import { openStore } from '../storage/open.js';
 import type { CreateOutcome, Plant, PlantListQuery, PlantStore } from '../storage/plant-store.js';
 import { keysetFrom, toPlant, type PlantRow } from '../storage/rows.js';
 import {
-  BUSY_TIMEOUT_MS,
   blobToBuffer,
-  isBusy,
   openConnection,
   prepare,
-  unavailableKind,
+  translateSqliteError,
   type Connection,
   type Unlocked,
 } from '../storage/sqlite/connection.js';
+import { LockRetry } from '../storage/sqlite/lock-retry.js';
 import { SQLITE_LIST_QUERIES } from '../storage/sqlite/plants.js';
 import type { Store } from '../storage/store.js';
 import { STORED_TOKEN_COLUMNS, TOKEN_INFO_COLUMNS, tokenRows, type StoredTokenRowOf, type TokenInfoRowOf } from '../storage/token-rows.js';
@@ -44,8 +41,6 @@ export async function openWorkerStore(config: Config, main: MainThread): Promise
 
 /** The read connection's page cache, as the single-threaded store's reader has. */
 const READER_CACHE_MIB = 16;
-/** Retries of a read that meets a lock start 1 ms apart and back off to this. */
-const LOCK_RETRY_MAX_MS = 25;
 
 function notInWorker(operation: string): Promise<never> {
   return Promise.reject(new Error(`${operation} is not done in a worker thread: the instance's main thread and the CLI do it`));
@@ -168,8 +163,7 @@ class WorkerSqliteStore implements Store {
   readonly webhooks = NO_WEBHOOKS_IN_WORKER;
   readonly #reader: Connection;
   readonly #main: MainThread;
-  #observer: StorageObserver = UNOBSERVED;
-  #closed = false;
+  readonly #locks = new LockRetry();
 
   private constructor(reader: Connection, main: MainThread) {
     this.#reader = reader;
@@ -189,33 +183,17 @@ class WorkerSqliteStore implements Store {
       return new WorkerSqliteStore(reader, main);
     } catch (error) {
       reader?.close();
-      throw unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
+      throw translateSqliteError(error);
     }
   }
 
   observe(observer: StorageObserver): void {
-    this.#observer = observer;
+    this.#locks.observer = observer;
   }
 
   /** A read, retried on a timer while another connection holds a lock it needs (a WAL index rebuilt after a crash). */
-  async #read<T>(work: () => T): Promise<T> {
-    const deadline = performance.now() + BUSY_TIMEOUT_MS;
-    for (let delay = 1; ; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
-      if (this.#closed) {
-        this.#observer.storageFailed('closed');
-        throw new StorageUnavailableError('storage is closed');
-      }
-      try {
-        return work();
-      } catch (error) {
-        if (!isBusy(error) || performance.now() + delay > deadline) {
-          const kind = unavailableKind(error);
-          this.#observer.storageFailed(kind ?? 'other');
-          throw unavailableIf(error, () => kind !== undefined);
-        }
-      }
-      await sleep(delay);
-    }
+  #read<T>(work: () => T): Promise<T> {
+    return this.#locks.run(work);
   }
 
   checkWritable(): Promise<void> {
@@ -228,8 +206,8 @@ class WorkerSqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
+    if (this.#locks.closed) return;
+    this.#locks.closed = true;
     if (this.#reader.isOpen) this.#reader.close();
   }
 }

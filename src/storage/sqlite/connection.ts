@@ -1,5 +1,5 @@
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from 'node:sqlite';
-import type { StorageErrorKind } from '../errors.js';
+import { unavailableIf, type StorageErrorKind } from '../errors.js';
 
 /**
  * The SQLite driver is Node's own node:sqlite: nothing to compile, download or load besides Node itself. What it
@@ -224,4 +224,9 @@ export function isBusy(error: unknown): boolean {
 /** SQLITE_CONSTRAINT (any extended code): the statement would break a constraint, and changed nothing. */
 export function isConstraintViolation(error: unknown): boolean {
   return sqliteCode(error) === SQLITE_CODES.CONSTRAINT;
+}
+
+/** A SQLite error meaning "not now" (disk full, locked, read-only, I/O) as a StorageUnavailableError; any other as it is. */
+export function translateSqliteError(error: unknown): unknown {
+  return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
 }

@@ -1,11 +1,11 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { StorageUnavailableError, unavailableIf } from '../errors.js';
-import { UNOBSERVED, type StorageObserver } from '../observer.js';
+import { StorageUnavailableError } from '../errors.js';
+import type { StorageObserver } from '../observer.js';
 import type { Store, StorageIncident } from '../store.js';
 import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
 import { DatabaseFileIdentity } from './file-identity.js';
-import { BUSY_TIMEOUT_MS, isBusy, openConnection, unavailableKind, type Connection } from './connection.js';
+import { openConnection, translateSqliteError, type Connection } from './connection.js';
+import { LockRetry } from './lock-retry.js';
 import { migrate } from './migrations.js';
 import { SqlitePlants } from './plants.js';
 import { prepareDatabaseFiles } from './private-files.js';
@@ -24,12 +24,6 @@ const READER_CACHE_MIB = 16;
 
 /** A readiness check should answer promptly, so its heartbeat waits for another connection's lock only this long. */
 const HEARTBEAT_LOCK_WAIT_MS = 1000;
-/** Retries for a lock held elsewhere start 1 ms apart and back off to this. */
-const LOCK_RETRY_MAX_MS = 25;
-
-function translate(error: unknown): unknown {
-  return unavailableIf(error, (cause) => unavailableKind(cause) !== undefined);
-}
 
 
 /**
@@ -56,8 +50,7 @@ export class SqliteStore implements Store {
   readonly #checkpointer: Checkpointer;
   readonly #identity: DatabaseFileIdentity;
   readonly #incidents: Incidents;
-  #closed = false;
-  #observer: StorageObserver = UNOBSERVED;
+  readonly #locks = new LockRetry();
 
   private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents, identity: DatabaseFileIdentity) {
     this.#identity = identity;
@@ -94,32 +87,13 @@ export class SqliteStore implements Store {
       void checkpointer?.stop();
       writer?.close();
       reader?.close();
-      throw translate(error);
+      throw translateSqliteError(error);
     }
   }
 
-  /**
-   * Runs `work` (one read, or one write that is a single durable commit) now or, while another connection holds a
-   * lock it needs, again after a short wait, until `lockWaitMs` has passed; the event loop serves other requests
-   * meanwhile. Neither connection ever waits for a lock itself (busy timeout 0), since that wait would block the loop.
-   */
-  async #unlocked<T>(work: () => T, lockWaitMs = BUSY_TIMEOUT_MS): Promise<T> {
-    const deadline = performance.now() + lockWaitMs;
-    for (let delay = 1; ; delay = Math.min(delay * 2, LOCK_RETRY_MAX_MS)) {
-      if (this.#closed) {
-        this.#observer.storageFailed('closed');
-        throw new StorageUnavailableError('storage is closed');
-      }
-      try {
-        return work();
-      } catch (error) {
-        if (!isBusy(error) || performance.now() + delay > deadline) {
-          this.#observer.storageFailed(error instanceof StorageUnavailableError ? 'io' : (unavailableKind(error) ?? 'other'));
-          throw translate(error);
-        }
-      }
-      await sleep(delay);
-    }
+  /** Runs `work` (one read, or one write that is a single durable commit), retried while another connection holds a lock (LockRetry). */
+  #unlocked<T>(work: () => T, lockWaitMs?: number): Promise<T> {
+    return this.#locks.run(work, lockWaitMs);
   }
 
   /**
@@ -136,7 +110,7 @@ export class SqliteStore implements Store {
   }
 
   observe(observer: StorageObserver): void {
-    this.#observer = observer;
+    this.#locks.observer = observer;
   }
 
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
@@ -156,8 +130,8 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
+    if (this.#locks.closed) return;
+    this.#locks.closed = true;
     this.#identity.stop();
     await this.#checkpointer.stop();
     this.#writer.close();
