@@ -1,7 +1,7 @@
 import { alreadyStored, type CreateOutcome, type Plant, type PlantListQuery, type PlantStore } from '../plant-store.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type Unlocked } from './connection.js';
-import type { SqliteWebhooks } from './webhooks.js';
+import type { SqliteWebhookOutbox } from './webhook-outbox.js';
 
 /** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
 export const SQLITE_LIST_QUERIES = {
@@ -59,10 +59,10 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
   readonly #writer: Connection;
   readonly #statements;
   /** The webhook outbox, on the same write connection: its events are written in create's transaction. */
-  readonly #webhooks: Pick<SqliteWebhooks, 'recordEvents'>;
+  readonly #webhooks: Pick<SqliteWebhookOutbox, 'recordEvents'>;
 
   /** `writer` is the write connection. */
-  constructor(reader: Connection, writer: Connection, webhooks: Pick<SqliteWebhooks, 'recordEvents'>, runners: Runners) {
+  constructor(reader: Connection, writer: Connection, webhooks: Pick<SqliteWebhookOutbox, 'recordEvents'>, runners: Runners) {
     super(reader, runners.read);
     this.#write = runners.write;
     this.#writer = writer;
