@@ -140,11 +140,11 @@ export class SqliteTokens extends SqliteTokenReads implements TokenStore {
         tokens.map((token): TokenImportOutcome => {
           const lastUsedAt = msOrNull(token.lastUsedAt);
           const inserted = insert.run(token.name, token.hash, scopesColumn(token.scopes), token.createdAt.getTime(), msOrNull(token.expiresAt), lastUsedAt);
-          if (inserted.changes === 1) return { status: 'created' };
+          if (inserted.changes === 1) return { kind: 'created' };
           const stored = rows.record(clashing.get(token.name, token.hash, token.name) as TokenRecordRow);
-          if (!isSameToken(stored, token)) return { status: 'conflict', stored };
+          if (!isSameToken(stored, token)) return { kind: 'conflict', stored };
           if (lastUsedAt !== null) touch.run(lastUsedAt, token.name, lastUsedAt);
-          return { status: 'exists' };
+          return { kind: 'replayed' };
         }),
       ),
     );
