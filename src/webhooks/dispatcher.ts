@@ -1,13 +1,7 @@
 import type { WebhookConfig } from '../config.js';
 import { plantJson } from '../plant-json.js';
-import {
-  webhookEventId,
-  type ClaimedWebhookEvent,
-  type WebhookAttemptOutcome,
-  type WebhookAttemptResult,
-  type WebhookClaim,
-  type WebhookOutbox,
-} from '../storage/webhook-store.js';
+import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookClaim, WebhookOutbox } from '../storage/webhook-store.js';
+import { webhookEventId } from '../storage/webhook-store.js';
 import { systemResolver, type Resolver } from './address-policy.js';
 import { claimLease, holdBounds, type ClaimLease } from './claim-planner.js';
 import { decideOutcome } from './retry-policy.js';
