@@ -3,7 +3,7 @@
  * (app-only), and plantstore itself (`plantstore serve` in its default configuration, on the bench's store).
  */
 import fs from 'node:fs';
-import { CONFIG_VARIABLES } from '../src/config.js';
+import { CONFIG_VARIABLES } from '../src/config-variables.js';
 import { createToken, startServer, type EnvOverrides, type ServerProcess } from '../test/helpers/process.js';
 import type { Pinning } from './environment.js';
 import { APP_ONLY, CEILING, CLI } from './layout.js';

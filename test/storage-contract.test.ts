@@ -334,15 +334,15 @@ for (const database of DATABASES) {
         const storedUsed = record('used', hashOf('used'), createdAt, used);
         const storedLimited = record('limited', hashOf('limited'), createdAt, null, ['plants:read'], expiresAt);
         assert.deepEqual(outcomes, [
-          { status: 'created' },
-          { status: 'exists' },
-          { status: 'exists' },
-          { status: 'conflict', stored: record('kept', hashOf('kept'), createdAt, later) },
-          { status: 'conflict', stored: storedUsed },
-          { status: 'conflict', stored: storedUsed },
-          { status: 'exists' },
-          { status: 'conflict', stored: storedLimited },
-          { status: 'conflict', stored: storedLimited },
+          { kind: 'created' },
+          { kind: 'replayed' },
+          { kind: 'replayed' },
+          { kind: 'conflict', stored: record('kept', hashOf('kept'), createdAt, later) },
+          { kind: 'conflict', stored: storedUsed },
+          { kind: 'conflict', stored: storedUsed },
+          { kind: 'replayed' },
+          { kind: 'conflict', stored: storedLimited },
+          { kind: 'conflict', stored: storedLimited },
         ]);
         assert.deepEqual(await tokens.exportAll(), [
           // The identical token's last use moved forward to the imported one; the other's was not moved back.

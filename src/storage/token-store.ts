@@ -44,11 +44,11 @@ export interface TokenRecord extends NewToken {
 }
 
 export type TokenImportOutcome =
-  | { readonly status: 'created' }
+  | { readonly kind: 'created' }
   /** The same token was stored already (isSameToken); the last use was moved forward if this one is later. */
-  | { readonly status: 'exists' }
+  | { readonly kind: 'replayed' }
   /** Another token holds this name or this hash: nothing was changed. */
-  | { readonly status: 'conflict'; readonly stored: TokenRecord };
+  | { readonly kind: 'conflict'; readonly stored: TokenRecord };
 
 /** What the operator manages (`plantstore token …`). */
 export interface TokenManagement {

@@ -3,8 +3,9 @@ import type { Plant } from './plant-store.js';
 /**
  * The webhook sub-store (`Store.webhooks`): subscriptions, their outbox and moving them between databases. Each
  * consumer sees the slice it needs: the CLI WebhookSubscriptions, the dispatcher WebhookOutbox, `plantstore copy`
- * WebhookTransfer. Each database implements it in one module (src/storage/sqlite/webhooks.ts,
- * src/storage/postgres/webhooks.ts); what a round of attempts changes is decided once, in ./webhook-settlement.ts.
+ * WebhookTransfer. Each database implements it behind one class (src/storage/sqlite/webhooks.ts, whose subscriptions
+ * and outbox are modules of their own beside it, and src/storage/postgres/webhooks.ts); what a round of attempts
+ * changes is decided once, in ./webhook-settlement.ts.
  *
  * Events are written by the plant store's create itself, in the transaction (SQLite) or statement (PostgreSQL) that
  * stores the plants: one per created plant and active subscription, so a plant answered 200 is never without its events.

@@ -175,8 +175,8 @@ function tokensSection(source: Store, target: Store): Section {
       const outcomes = await target.tokens.importAll(tokens);
       let created = 0;
       outcomes.forEach((outcome, index) => {
-        if (outcome.status === 'created') created += 1;
-        else if (outcome.status === 'conflict') {
+        if (outcome.kind === 'created') created += 1;
+        else if (outcome.kind === 'conflict') {
           throw new TargetHoldsOtherDataError(`token "${(tokens[index] as TokenRecord).name}", which was written there while the copy ran`);
         }
       });

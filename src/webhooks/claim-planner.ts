@@ -10,6 +10,25 @@ export const PREFETCH = 4;
 /** Events held in memory (in flight and queued), over all subscriptions, at most; more if the in-flight bounds ask. */
 const MAX_HELD_EVENTS = 4096;
 
+/** An attempt starts only while its claim has at least its time limit and this much left to run. */
+const LEASE_MARGIN_MS = 5000;
+
+/** How long the dispatcher's claims last. */
+export interface ClaimLease {
+  /**
+   * How long a claim lasts. An event queued longer than its lease allows (the attempt's time limit plus a margin must
+   * remain) is released instead of attempted, so a live instance never sends an event another may have claimed.
+   */
+  readonly leaseMs: number;
+  /** An attempt may start this long after its claim at most. */
+  readonly startWithinMs: number;
+}
+
+export function claimLease(config: { readonly timeoutMs: number }): ClaimLease {
+  const leaseMs = (PREFETCH + 1) * config.timeoutMs + LEASE_MARGIN_MS;
+  return { leaseMs, startWithinMs: leaseMs - config.timeoutMs - LEASE_MARGIN_MS };
+}
+
 export interface HoldBounds {
   /** The least a subscription's hold target falls to, and where it starts. */
   readonly minHold: number;

@@ -1,20 +1,14 @@
 import type { WebhookConfig } from '../config.js';
 import { plantJson } from '../plant-json.js';
-import {
-  webhookEventId,
-  type ActiveWebhookSubscription,
-  type ClaimedWebhookEvent,
-  type WebhookAttemptOutcome,
-  type WebhookAttemptResult,
-  type WebhookClaim,
-  type WebhookOutbox,
-} from '../storage/webhook-store.js';
+import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookClaim, WebhookOutbox } from '../storage/webhook-store.js';
+import { webhookEventId } from '../storage/webhook-store.js';
 import { systemResolver, type Resolver } from './address-policy.js';
-import { PREFETCH, holdBounds, nextHoldTarget, planClaims, type HoldBounds } from './claim-planner.js';
+import { claimLease, holdBounds, type ClaimLease } from './claim-planner.js';
 import { decideOutcome } from './retry-policy.js';
 import { WebhookSender } from './sender.js';
 import { webhookSignature } from './signature.js';
 import { SoonestTimer } from './soonest-timer.js';
+import { SubscriptionQueues, type SubscriptionState } from './subscription-queues.js';
 
 /** Counts of this instance's dispatcher since it started (waiting: over all instances, as of the last look). */
 export interface WebhookStatsSnapshot {
@@ -66,28 +60,10 @@ const FIRST_PRUNE_DELAY_MS = 60_000;
  * Throughput is kept by claiming ahead and settling many attempts per round trip.
  */
 const MIN_ROUND_TRIP_INTERVAL_MS = 20;
-/** An attempt starts only while its claim has at least its time limit and this much left to run. */
-const LEASE_MARGIN_MS = 5000;
 /** Counting waiting events walks the index of waiting events, so it is done this often, not at every poll. */
 const COUNT_INTERVAL_MS = 10_000;
 /** After a store failure, the next try waits this long. */
 const STORE_RETRY_MS = 1000;
-
-interface QueuedEvent {
-  readonly event: ClaimedWebhookEvent;
-  /** performance.now() when the claim was asked for: no later than the store started the event's lease. */
-  readonly claimedAt: number;
-}
-
-interface SubscriptionState {
-  subscription: ActiveWebhookSubscription;
-  inFlight: number;
-  queue: QueuedEvent[];
-  /** How many events to hold, in flight and queued (claim-planner.ts). */
-  holdTarget: number;
-  /** The last claim came back full: more may be due than was claimed. */
-  claimedFull: boolean;
-}
 
 /**
  * Delivers the outbox: claims due events, sends each as a signed POST, and settles what became of it, retrying on the
@@ -106,16 +82,10 @@ export class WebhookDispatcher implements WebhookStats {
   readonly #pollIntervalMs: number;
   readonly #pruneIntervalMs: number;
   readonly #stopGraceMs: number;
-  /**
-   * How long a claim lasts. An event queued here longer than its lease allows (the attempt's time limit plus a margin
-   * must remain) is released instead of attempted, so a live instance never sends an event another may have claimed.
-   */
-  readonly #leaseMs: number;
-  /** An attempt may start this long after its claim at most (see #leaseMs). */
-  readonly #startWithinMs: number;
-  /** How many events to hold per subscription and in all (claim-planner.ts). */
-  readonly #holdBounds: HoldBounds;
-  #subscriptions = new Map<bigint, SubscriptionState>();
+  /** How long a claim lasts, and how long after it an attempt may still start (claim-planner.ts). */
+  readonly #lease: ClaimLease;
+  /** The active subscriptions with the events claimed for each and not yet attempted. */
+  readonly #subscriptions: SubscriptionQueues;
   #results: WebhookAttemptResult[] = [];
   #inFlight = 0;
   #attempts = new Set<Promise<void>>();
@@ -141,9 +111,8 @@ export class WebhookDispatcher implements WebhookStats {
     this.#pollIntervalMs = options.pollIntervalMs ?? POLL_INTERVAL_MS;
     this.#pruneIntervalMs = options.pruneIntervalMs ?? PRUNE_INTERVAL_MS;
     this.#stopGraceMs = options.stopGraceMs;
-    this.#leaseMs = (PREFETCH + 1) * options.config.timeoutMs + LEASE_MARGIN_MS;
-    this.#startWithinMs = this.#leaseMs - options.config.timeoutMs - LEASE_MARGIN_MS;
-    this.#holdBounds = holdBounds(options.config);
+    this.#lease = claimLease(options.config);
+    this.#subscriptions = new SubscriptionQueues(holdBounds(options.config));
     this.#sender = new WebhookSender({
       timeoutMs: options.config.timeoutMs,
       allowPrivateNetworks: options.config.allowPrivateNetworks,
@@ -189,7 +158,7 @@ export class WebhookDispatcher implements WebhookStats {
     for (const timer of [this.#pollTimer, this.#pruneTimer]) clearTimeout(timer);
     this.#tickTimer.cancel();
     this.#retryTimer.cancel();
-    for (const state of this.#subscriptions.values()) for (const { event } of state.queue.splice(0)) this.#release(event);
+    for (const event of this.#subscriptions.drain()) this.#release(event);
     if (this.#attempts.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<void>((resolve) => {
@@ -203,7 +172,7 @@ export class WebhookDispatcher implements WebhookStats {
     while (this.#ticking) await new Promise((resolve) => setTimeout(resolve, 5));
     if (this.#results.length > 0) {
       const results = this.#results.splice(0);
-      await this.#store.settleAndClaim(results, [], this.#leaseMs).then(
+      await this.#store.settleAndClaim(results, [], this.#lease.leaseMs).then(
         ({ disabled }) => this.#logDisabled(disabled),
         (error: unknown) => this.#log.warn({ err: error, results: results.length }, 'webhook results could not be recorded at shutdown; those events will be sent again'),
       );
@@ -215,20 +184,9 @@ export class WebhookDispatcher implements WebhookStats {
     if (this.#stopped) return;
     try {
       const active = await this.#store.active();
-      const next = new Map<bigint, SubscriptionState>();
-      for (const subscription of active) {
-        const state = this.#subscriptions.get(subscription.id);
-        next.set(
-          subscription.id,
-          state ? Object.assign(state, { subscription }) : { subscription, inFlight: 0, queue: [], holdTarget: this.#holdBounds.minHold, claimedFull: false },
-        );
-      }
       // A subscription disabled or removed meanwhile: events claimed for it and not yet sent are released.
-      for (const [id, state] of this.#subscriptions) {
-        if (!next.has(id)) for (const { event } of state.queue.splice(0)) this.#release(event);
-      }
-      this.#subscriptions = next;
-      if (next.size === 0) this.#stats.waiting = 0;
+      for (const event of this.#subscriptions.refresh(active)) this.#release(event);
+      if (this.#subscriptions.size === 0) this.#stats.waiting = 0;
       else if (performance.now() - this.#countedAt >= COUNT_INTERVAL_MS) {
         this.#countedAt = performance.now();
         this.#stats.waiting = await this.#store.countWaiting();
@@ -264,14 +222,9 @@ export class WebhookDispatcher implements WebhookStats {
     this.#tickTimer.atMost(delayMs);
   }
 
-  /** Before a claim: each subscription's hold target follows how fast its queue went since the last one. */
-  #adaptHoldTargets(): void {
-    for (const state of this.#subscriptions.values()) state.holdTarget = nextHoldTarget(state, this.#holdBounds);
-  }
-
   /** What to claim: for each subscription, room up to its hold target, within the overall bound. */
   #claims(): WebhookClaim[] {
-    return planClaims(this.#subscriptions.values(), this.#inFlight, this.#holdBounds);
+    return this.#subscriptions.claims(this.#inFlight);
   }
 
   /** One store round trip: settle finished attempts, claim what is due. Never two at once. */
@@ -287,7 +240,7 @@ export class WebhookDispatcher implements WebhookStats {
       this.#scheduleTick(wait);
       return;
     }
-    if (this.#mayBeDue) this.#adaptHoldTargets();
+    if (this.#mayBeDue) this.#subscriptions.adaptHoldTargets();
     const claims = this.#mayBeDue ? this.#claims() : [];
     const results = this.#results.splice(0);
     this.#ticking = true;
@@ -295,21 +248,16 @@ export class WebhookDispatcher implements WebhookStats {
     this.#lastRoundTripAt = claimedAt;
     if (claims.length > 0) this.#mayBeDue = false;
     try {
-      const { claimed, disabled } = await this.#store.settleAndClaim(results, claims, this.#leaseMs);
+      const { claimed, disabled } = await this.#store.settleAndClaim(results, claims, this.#lease.leaseMs);
       this.#logDisabled(disabled);
       for (const { outcome } of results) if (outcome.kind === 'retry') this.#wakeIn(outcome.retryInMs);
-      const claimedBy = new Map<bigint, number>();
-      for (const event of claimed) {
-        claimedBy.set(event.subscriptionId, (claimedBy.get(event.subscriptionId) ?? 0) + 1);
-        const state = this.#subscriptions.get(event.subscriptionId);
-        if (state && !this.#stopped) state.queue.push({ event, claimedAt });
-        else this.#release(event);
-      }
-      // A claim that came back full may have left more due behind it.
-      for (const claim of claims) {
-        const state = this.#subscriptions.get(claim.subscriptionId);
-        const full = (claimedBy.get(claim.subscriptionId) ?? 0) >= claim.limit;
-        if (state) state.claimedFull = full;
+      if (this.#stopped) {
+        // stop() has emptied the queues already: nothing more is queued, whatever was claimed meanwhile is released.
+        for (const event of claimed) this.#release(event);
+      } else {
+        const { unwanted, full } = this.#subscriptions.accept(claimed, claims, claimedAt);
+        for (const event of unwanted) this.#release(event);
+        // A claim that came back full may have left more due behind it.
         if (full) this.#mayBeDue = true;
       }
     } catch (error) {
@@ -339,11 +287,7 @@ export class WebhookDispatcher implements WebhookStats {
     for (const { name, reason } of disabled) {
       this.#stats.disabled += 1;
       this.#log.warn({ subscription: name, reason }, 'webhook subscription disabled');
-      for (const [id, state] of this.#subscriptions) {
-        if (state.subscription.name !== name) continue;
-        this.#subscriptions.delete(id);
-        for (const { event } of state.queue.splice(0)) this.#release(event);
-      }
+      for (const event of this.#subscriptions.remove(name)) this.#release(event);
     }
   }
 
@@ -356,19 +300,13 @@ export class WebhookDispatcher implements WebhookStats {
   #pump(): void {
     const now = performance.now();
     let released = false;
-    for (const state of this.#subscriptions.values()) {
-      while (
-        state.queue.length > 0 &&
-        state.inFlight < this.#config.maxInFlightPerSubscription &&
-        this.#inFlight < this.#config.maxInFlight &&
-        !this.#stopped
-      ) {
-        const { event, claimedAt } = state.queue.shift() as QueuedEvent;
-        if (now - claimedAt <= this.#startWithinMs) this.#attempt(state, event);
-        else {
-          this.#release(event);
-          released = true;
-        }
+    const hasRoom = (state: SubscriptionState) =>
+      state.inFlight < this.#config.maxInFlightPerSubscription && this.#inFlight < this.#config.maxInFlight && !this.#stopped;
+    for (const { state, queued } of this.#subscriptions.take(hasRoom)) {
+      if (now - queued.claimedAt <= this.#lease.startWithinMs) this.#attempt(state, queued.event);
+      else {
+        this.#release(queued.event);
+        released = true;
       }
     }
     if (released) {

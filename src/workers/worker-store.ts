@@ -12,21 +12,13 @@
 import type { Config } from '../config.js';
 import type { StorageObserver } from '../storage/observer.js';
 import { openStore } from '../storage/open.js';
-import type { CreateOutcome, Plant, PlantListQuery, PlantStore } from '../storage/plant-store.js';
-import { keysetFrom, toPlant, type PlantRow } from '../storage/rows.js';
-import {
-  blobToBuffer,
-  openConnection,
-  prepare,
-  translateSqliteError,
-  type Connection,
-  type Unlocked,
-} from '../storage/sqlite/connection.js';
+import type { CreateOutcome, Plant, PlantStore } from '../storage/plant-store.js';
+import { openConnection, translateSqliteError, type Connection, type Unlocked } from '../storage/sqlite/connection.js';
 import { LockRetry } from '../storage/sqlite/lock-retry.js';
-import { SQLITE_LIST_QUERIES } from '../storage/sqlite/plants.js';
+import { SqlitePlantReads } from '../storage/sqlite/plants.js';
+import { SqliteTokenReads } from '../storage/sqlite/tokens.js';
 import type { Store } from '../storage/store.js';
-import { STORED_TOKEN_COLUMNS, TOKEN_INFO_COLUMNS, tokenRows, type StoredTokenRowOf, type TokenInfoRowOf } from '../storage/token-rows.js';
-import type { StoredToken, TokenInfo, TokenStore } from '../storage/token-store.js';
+import type { TokenStore } from '../storage/token-store.js';
 import type { WebhookStore } from '../storage/webhook-store.js';
 import type { MainOperations, WorkerOperations } from './protocol.js';
 import type { Endpoint } from './rpc.js';
@@ -46,20 +38,13 @@ function notInWorker(operation: string): Promise<never> {
   return Promise.reject(new Error(`${operation} is not done in a worker thread: the instance's main thread and the CLI do it`));
 }
 
-/** Plants in a worker: reads on the worker's connection, creates and deletes by the main thread's writer. */
-class WorkerSqlitePlants implements PlantStore {
-  readonly #read: Unlocked;
+/** Plants in a worker: reads on the worker's connection (as SqlitePlants reads), creates and deletes by the main thread's writer. */
+class WorkerSqlitePlants extends SqlitePlantReads implements PlantStore {
   readonly #main: MainThread;
-  readonly #statements;
 
   constructor(reader: Connection, read: Unlocked, main: MainThread) {
-    this.#read = read;
+    super(reader, read);
     this.#main = main;
-    this.#statements = {
-      getPlant: prepare<[bigint], PlantRow>(reader, 'SELECT id, name, tag FROM plants WHERE id = ?', { bigInts: true }),
-      listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
-      listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
-    };
   }
 
   async create(plants: readonly Plant[]): Promise<CreateOutcome[]> {
@@ -69,60 +54,19 @@ class WorkerSqlitePlants implements PlantStore {
   delete(id: bigint): Promise<boolean> {
     return this.#main.call('delete', id);
   }
-
-  get(id: bigint): Promise<Plant | undefined> {
-    return this.#read(() => {
-      const row = this.#statements.getPlant.get(id);
-      return row && toPlant(row);
-    });
-  }
-
-  list(query: PlantListQuery): Promise<Plant[]> {
-    const from = keysetFrom(query.after);
-    if (from === undefined) return Promise.resolve([]);
-    return this.#read(() =>
-      (query.tag === undefined
-        ? this.#statements.listAll.all(from, query.limit)
-        : this.#statements.listByTag.all(query.tag, from, query.limit)
-      ).map(toPlant),
-    );
-  }
 }
 
-const tokenRow = tokenRows<number, Uint8Array>((ms) => new Date(ms), blobToBuffer);
-
 /**
- * Tokens in a worker: what the token cache needs (find, all, record uses, through the main thread's writer) and the
- * list `serve` checks at start; adding, revoking and moving tokens is the CLI's.
+ * Tokens in a worker: what the token cache needs (find and all on the worker's connection, as SqliteTokens reads;
+ * uses recorded through the main thread's writer) and the list `serve` checks at start; adding, revoking and moving
+ * tokens is the CLI's.
  */
-class WorkerSqliteTokens implements TokenStore {
-  readonly #read: Unlocked;
+class WorkerSqliteTokens extends SqliteTokenReads implements TokenStore {
   readonly #main: MainThread;
-  readonly #statements;
 
   constructor(reader: Connection, read: Unlocked, main: MainThread) {
-    this.#read = read;
+    super(reader, read);
     this.#main = main;
-    this.#statements = {
-      list: prepare<[], TokenInfoRowOf<number>>(reader, `SELECT ${TOKEN_INFO_COLUMNS} FROM tokens ORDER BY name`),
-      find: prepare<[Buffer], StoredTokenRowOf<number, Uint8Array>>(reader, `SELECT ${STORED_TOKEN_COLUMNS} FROM tokens WHERE hash = ?`),
-      all: prepare<[], StoredTokenRowOf<number, Uint8Array>>(reader, `SELECT ${STORED_TOKEN_COLUMNS} FROM tokens`),
-    };
-  }
-
-  find(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#read(() => {
-      const row = this.#statements.find.get(hash);
-      return row && tokenRow.stored(row);
-    });
-  }
-
-  all(): Promise<StoredToken[]> {
-    return this.#read(() => this.#statements.all.all().map(tokenRow.stored));
-  }
-
-  list(): Promise<TokenInfo[]> {
-    return this.#read(() => this.#statements.list.all().map(tokenRow.info));
   }
 
   recordUse(uses: ReadonlyMap<string, Date>): Promise<void> {

@@ -1,10 +1,10 @@
 /**
  * How many events the dispatcher claims ahead: each subscription's hold target adapts to how fast its queue goes,
- * and claims fill each up to its target within what the instance may hold in all.
+ * and claims fill each up to its target within what the instance may hold in all; and how long a claim lasts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { holdBounds, nextHoldTarget, planClaims, type HoldBounds, type SubscriptionHold } from '../../src/webhooks/claim-planner.js';
+import { claimLease, holdBounds, nextHoldTarget, planClaims, type HoldBounds, type SubscriptionHold } from '../../src/webhooks/claim-planner.js';
 
 function hold(id: bigint, holdTarget: number, inFlight = 0, queued = 0, claimedFull = false): SubscriptionHold {
   return { subscription: { id }, inFlight, queue: { length: queued }, holdTarget, claimedFull };
@@ -64,4 +64,12 @@ describe('the claim planner', () => {
   for (const { name, states, inFlight, bounds = BOUNDS, claims } of plans) {
     it(`claims ${name}`, () => assert.deepEqual(planClaims(states, inFlight, bounds), claims));
   }
+
+  it('leases a claim for five attempts and a margin, and starts an attempt only while its time limit and the margin remain', () => {
+    assert.deepEqual(claimLease({ timeoutMs: 10_000 }), { leaseMs: 55_000, startWithinMs: 40_000 });
+    for (const timeoutMs of [1, 250, 600_000]) {
+      const { leaseMs, startWithinMs } = claimLease({ timeoutMs });
+      assert.equal(leaseMs - startWithinMs, timeoutMs + 5000, `timeout ${timeoutMs} ms`);
+    }
+  });
 });

@@ -97,16 +97,16 @@ export class PostgresTokens implements TokenStore {
         const { name, hash, scopes, createdAt, expiresAt, lastUsedAt } = token;
         const inserted = await query(IMPORT_TOKEN, [name, hash, scopesColumn(scopes), createdAt, expiresAt, lastUsedAt]);
         if (inserted.rowCount === 1) {
-          outcomes.push({ status: 'created' });
+          outcomes.push({ kind: 'created' });
           continue;
         }
         const stored = rows.record((await query<TokenRecordRow>(CLASHING_TOKEN, [name, hash])).rows[0] as TokenRecordRow);
         if (!isSameToken(stored, token)) {
-          outcomes.push({ status: 'conflict', stored });
+          outcomes.push({ kind: 'conflict', stored });
           continue;
         }
         if (lastUsedAt !== null) await query(TOUCH_TOKEN, [name, lastUsedAt]);
-        outcomes.push({ status: 'exists' });
+        outcomes.push({ kind: 'replayed' });
       }
       return outcomes;
     });

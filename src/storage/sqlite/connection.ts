@@ -24,7 +24,7 @@ export interface Runners {
   readonly write: Unlocked;
 }
 
-export interface OpenOptions {
+export interface ConnectionOptions {
   /** Opens the file read-only; a file that does not exist is then an error rather than created. */
   readonly readOnly?: boolean;
   /** How long a statement waits for another connection's lock before SQLITE_BUSY; 0 answers at once. */
@@ -32,7 +32,7 @@ export interface OpenOptions {
 }
 
 /** A connection to `file` (created if missing, unless read-only), with no settings of this service's applied. */
-export function openDatabase(file: string, options: OpenOptions = {}): Connection {
+export function openDatabase(file: string, options: ConnectionOptions = {}): Connection {
   return new DatabaseSync(file, { readOnly: options.readOnly ?? false, timeout: options.timeoutMs ?? 0 });
 }
 

@@ -1,7 +1,7 @@
 import { alreadyStored, type CreateOutcome, type Plant, type PlantListQuery, type PlantStore } from '../plant-store.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type Unlocked } from './connection.js';
-import type { SqliteWebhooks } from './webhooks.js';
+import type { SqliteWebhookOutbox } from './webhook-outbox.js';
 
 /** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
 export const SQLITE_LIST_QUERIES = {
@@ -12,28 +12,62 @@ export const SQLITE_LIST_QUERIES = {
 const GET_PLANT = 'SELECT id, name, tag FROM plants WHERE id = ?';
 
 /**
- * The plant sub-store of SQLite. Reads use the read connection; writes the one write connection, each one durable
- * commit that takes the write lock at once or throws SQLITE_BUSY having changed nothing, which the runners retry;
- * a write commits only into the database file still at its path (`runners.write`).
+ * The plant reads of SQLite, on a read connection: SqlitePlants's, and a worker thread's store's
+ * (src/workers/worker-store.ts), which reads the same file on a connection of its own and leaves writes to the main
+ * thread. `read` runs each read, retried while another connection holds a lock it needs.
  */
-export class SqlitePlants implements PlantStore {
-  readonly #unlocked: Unlocked;
-  readonly #write: Unlocked;
-  readonly #writer: Connection;
+export class SqlitePlantReads implements Pick<PlantStore, 'get' | 'list'> {
+  readonly #read: Unlocked;
   readonly #statements;
-  /** The webhook outbox, on the same write connection: its events are written in create's transaction. */
-  readonly #webhooks: Pick<SqliteWebhooks, 'recordEvents'>;
 
-  /** `writer` is the write connection. */
-  constructor(reader: Connection, writer: Connection, webhooks: Pick<SqliteWebhooks, 'recordEvents'>, runners: Runners) {
-    this.#unlocked = runners.read;
-    this.#write = runners.write;
-    this.#writer = writer;
-    this.#webhooks = webhooks;
+  constructor(reader: Connection, read: Unlocked) {
+    this.#read = read;
     this.#statements = {
       getPlant: prepare<[bigint], PlantRow>(reader, GET_PLANT, { bigInts: true }),
       listAll: prepare<[bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listAll, { bigInts: true }),
       listByTag: prepare<[string, bigint, number], PlantRow>(reader, SQLITE_LIST_QUERIES.listByTag, { bigInts: true }),
+    };
+  }
+
+  get(id: bigint): Promise<Plant | undefined> {
+    return this.#read(() => {
+      const row = this.#statements.getPlant.get(id);
+      return row && toPlant(row);
+    });
+  }
+
+  list(query: PlantListQuery): Promise<Plant[]> {
+    const from = keysetFrom(query.after);
+    if (from === undefined) return Promise.resolve([]);
+    return this.#read(() => {
+      const rows =
+        query.tag === undefined
+          ? this.#statements.listAll.all(from, query.limit)
+          : this.#statements.listByTag.all(query.tag, from, query.limit);
+      return rows.map(toPlant);
+    });
+  }
+}
+
+/**
+ * The plant sub-store of SQLite: its reads (SqlitePlantReads) on the read connection; writes on the one write
+ * connection, each one durable commit that takes the write lock at once or throws SQLITE_BUSY having changed nothing,
+ * which the runners retry; a write commits only into the database file still at its path (`runners.write`).
+ */
+export class SqlitePlants extends SqlitePlantReads implements PlantStore {
+  readonly #write: Unlocked;
+  readonly #writer: Connection;
+  readonly #statements;
+  /** The webhook outbox, on the same write connection: its events are written in create's transaction. */
+  readonly #webhooks: Pick<SqliteWebhookOutbox, 'recordEvents'>;
+
+  /** `writer` is the write connection. */
+  constructor(reader: Connection, writer: Connection, webhooks: Pick<SqliteWebhookOutbox, 'recordEvents'>, runners: Runners) {
+    super(reader, runners.read);
+    this.#write = runners.write;
+    this.#writer = writer;
+    this.#webhooks = webhooks;
+    this.#statements = {
       insertPlant: prepareWrite<[bigint, string, string | null]>(writer, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
       // In create's transaction, on the write connection: the row as this transaction sees it.
       storedPlant: prepare<[bigint], PlantRow>(writer, GET_PLANT, { bigInts: true }),
@@ -63,25 +97,6 @@ export class SqlitePlants implements PlantStore {
       // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
       this.#webhooks.recordEvents(plants, outcomes);
       return outcomes;
-    });
-  }
-
-  get(id: bigint): Promise<Plant | undefined> {
-    return this.#unlocked(() => {
-      const row = this.#statements.getPlant.get(id);
-      return row && toPlant(row);
-    });
-  }
-
-  list(query: PlantListQuery): Promise<Plant[]> {
-    const from = keysetFrom(query.after);
-    if (from === undefined) return Promise.resolve([]);
-    return this.#unlocked(() => {
-      const rows =
-        query.tag === undefined
-          ? this.#statements.listAll.all(from, query.limit)
-          : this.#statements.listByTag.all(query.tag, from, query.limit);
-      return rows.map(toPlant);
     });
   }
 

@@ -28,11 +28,46 @@ const rows = tokenRows<number, Uint8Array>((ms) => new Date(ms), blobToBuffer);
 const msOrNull = (date: Date | null) => date?.getTime() ?? null;
 
 /**
- * The token sub-store of SQLite. Reads use the read connection; writes the one write connection, each a durable
- * commit of its own that takes the write lock at once or throws SQLITE_BUSY having changed nothing, which the runners
- * retry; a write commits only into the database file still at its path (`runners.write`).
+ * The token reads the token cache and `serve`'s start check make, on a read connection: SqliteTokens's, and a worker
+ * thread's store's (src/workers/worker-store.ts), which reads the same file on a connection of its own and leaves
+ * writes to the main thread. `read` runs each read, retried while another connection holds a lock it needs.
  */
-export class SqliteTokens implements TokenStore {
+export class SqliteTokenReads implements Pick<TokenStore, 'find' | 'all' | 'list'> {
+  readonly #read: Unlocked;
+  readonly #statements;
+
+  constructor(reader: Connection, read: Unlocked) {
+    this.#read = read;
+    this.#statements = {
+      // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
+      list: prepare<[], TokenInfoRowOf<number>>(reader, `SELECT ${TOKEN_INFO_COLUMNS} FROM tokens ORDER BY name`),
+      find: prepare<[Buffer], StoredTokenRowOf<number, Uint8Array>>(reader, `SELECT ${STORED_TOKEN_COLUMNS} FROM tokens WHERE hash = ?`),
+      all: prepare<[], StoredTokenRowOf<number, Uint8Array>>(reader, `SELECT ${STORED_TOKEN_COLUMNS} FROM tokens`),
+    };
+  }
+
+  list(): Promise<TokenInfo[]> {
+    return this.#read(() => this.#statements.list.all().map(rows.info));
+  }
+
+  find(hash: Buffer): Promise<StoredToken | undefined> {
+    return this.#read(() => {
+      const row = this.#statements.find.get(hash);
+      return row && rows.stored(row);
+    });
+  }
+
+  all(): Promise<StoredToken[]> {
+    return this.#read(() => this.#statements.all.all().map(rows.stored));
+  }
+}
+
+/**
+ * The token sub-store of SQLite: its reads (SqliteTokenReads) on the read connection; writes on the one write
+ * connection, each a durable commit of its own that takes the write lock at once or throws SQLITE_BUSY having changed
+ * nothing, which the runners retry; a write commits only into the database file still at its path (`runners.write`).
+ */
+export class SqliteTokens extends SqliteTokenReads implements TokenStore {
   readonly #db: Connection;
   readonly #unlocked: Unlocked;
   readonly #write: Unlocked;
@@ -40,14 +75,11 @@ export class SqliteTokens implements TokenStore {
 
   /** `db` is the write connection. */
   constructor(reader: Connection, db: Connection, runners: Runners) {
+    super(reader, runners.read);
     this.#db = db;
     this.#unlocked = runners.read;
     this.#write = runners.write;
     this.#statements = {
-      // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
-      list: prepare<[], TokenInfoRowOf<number>>(reader, `SELECT ${TOKEN_INFO_COLUMNS} FROM tokens ORDER BY name`),
-      find: prepare<[Buffer], StoredTokenRowOf<number, Uint8Array>>(reader, `SELECT ${STORED_TOKEN_COLUMNS} FROM tokens WHERE hash = ?`),
-      all: prepare<[], StoredTokenRowOf<number, Uint8Array>>(reader, `SELECT ${STORED_TOKEN_COLUMNS} FROM tokens`),
       exportAll: prepare<[], TokenRecordRow>(reader, `SELECT ${TOKEN_RECORD_COLUMNS} FROM tokens ORDER BY name`),
       add: prepareWrite<[string, Buffer, string, number, number | null]>(
         db,
@@ -82,23 +114,8 @@ export class SqliteTokens implements TokenStore {
     );
   }
 
-  list(): Promise<TokenInfo[]> {
-    return this.#unlocked(() => this.#statements.list.all().map(rows.info));
-  }
-
   revoke(name: string): Promise<boolean> {
     return this.#write(() => this.#statements.revoke.run(name).changes > 0);
-  }
-
-  find(hash: Buffer): Promise<StoredToken | undefined> {
-    return this.#unlocked(() => {
-      const row = this.#statements.find.get(hash);
-      return row && rows.stored(row);
-    });
-  }
-
-  all(): Promise<StoredToken[]> {
-    return this.#unlocked(() => this.#statements.all.all().map(rows.stored));
   }
 
   async recordUse(uses: ReadonlyMap<string, Date>): Promise<void> {
@@ -123,11 +140,11 @@ export class SqliteTokens implements TokenStore {
         tokens.map((token): TokenImportOutcome => {
           const lastUsedAt = msOrNull(token.lastUsedAt);
           const inserted = insert.run(token.name, token.hash, scopesColumn(token.scopes), token.createdAt.getTime(), msOrNull(token.expiresAt), lastUsedAt);
-          if (inserted.changes === 1) return { status: 'created' };
+          if (inserted.changes === 1) return { kind: 'created' };
           const stored = rows.record(clashing.get(token.name, token.hash, token.name) as TokenRecordRow);
-          if (!isSameToken(stored, token)) return { status: 'conflict', stored };
+          if (!isSameToken(stored, token)) return { kind: 'conflict', stored };
           if (lastUsedAt !== null) touch.run(lastUsedAt, token.name, lastUsedAt);
-          return { status: 'exists' };
+          return { kind: 'replayed' };
         }),
       ),
     );
