@@ -178,7 +178,7 @@ export class WriteQueue {
     const started = performance.now();
     try {
       // Clients may send one id twice in one turn: every store creates it once and answers the later copies as the
-      // first left it (test/storage-contract.test.ts holds both to that).
+      // first left it (test/storage/storage-contract.test.ts holds both to that).
       outcomes = await this.#plants.create(batch.map((pending) => pending.plant));
     } catch (error) {
       if (error instanceof StorageUnavailableError) this.#shared.refusedAt = Date.now();

@@ -1,7 +1,7 @@
 /**
  * The plant sub-store (`Store.plants`): create a batch, get, list by keyset, delete. The write queue and the plant
  * service use it, and export, import and copy. Each database implements it in one module (src/storage/sqlite/plants.ts,
- * src/storage/postgres/plants.ts); test/storage-contract.test.ts holds the two to the same rules.
+ * src/storage/postgres/plants.ts); test/storage/storage-contract.test.ts holds the two to the same rules.
  */
 
 /**

@@ -7,8 +7,8 @@ import type { WebhookStore } from './webhook-store.js';
  * The storage interfaces. Each consumer sees only what it needs: the write queue and the plant service a
  * PlantStore (./plant-store.ts), the token cache a TokenLookup (./token-store.ts), readiness a WritableCheck, the
  * webhook dispatcher a WebhookOutbox (./webhook-store.ts). Both databases implement all of them as one Store;
- * test/storage-contract.test.ts holds the two to the same rules. Rows of either database are mapped to these types
- * before they leave storage, and failures are storage's own errors (./errors.ts), never HTTP ones.
+ * test/storage/storage-contract.test.ts holds the two to the same rules. Rows of either database are mapped to these
+ * types before they leave storage, and failures are storage's own errors (./errors.ts), never HTTP ones.
  */
 export interface WritableCheck {
   /**

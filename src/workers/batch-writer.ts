@@ -89,7 +89,7 @@ export class BatchWriter {
     const started = performance.now();
     try {
       // A repeated id, within a batch or across two workers' batches, is created once and its later copies answered
-      // as the first left it: the store holds to that (test/storage-contract.test.ts).
+      // as the first left it: the store holds to that (test/storage/storage-contract.test.ts).
       outcomes = await this.#plants.create(plants);
     } catch (error) {
       for (const batch of batches) batch.reject(error);

@@ -3,7 +3,9 @@ import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type Unlocked } from './connection.js';
 import type { SqliteWebhookOutbox } from './webhook-outbox.js';
 
-/** The keyset list queries (`id >= from`), exported so test/indexes.test.ts checks the plans of these very texts. */
+/**
+ * The keyset list queries (`id >= from`), exported so test/http/indexes.test.ts checks the plans of these very texts.
+ */
 export const SQLITE_LIST_QUERIES = {
   listAll: 'SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?',
   listByTag: 'SELECT id, name, tag FROM plants WHERE tag = ? AND id >= ? ORDER BY id LIMIT ?',

@@ -1,0 +1,202 @@
+/**
+ * SQLite's WAL is checkpointed only by the checkpointer thread (the write connection's automatic checkpoints are off),
+ * so a thread that dies, or checkpoints that keep failing inside it, must never go unnoticed: each is logged, a dead
+ * thread is restarted (ever more slowly if it keeps dying), and /readyz answers 503 while the WAL cannot be
+ * checkpointed, 200 again once it can. Whether a checkpoint happened is read from the database file itself: rows
+ * committed to the WAL appear in a copy of the file (without its WAL) only once they have been checkpointed.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import { DatabaseSync } from 'node:sqlite';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { createLogger } from '../../src/log.js';
+import { startServices } from '../../src/services.js';
+import { loadConfig } from '../../src/config.js';
+import { READY_REUSE_MS } from '../../src/health/readiness.js';
+import { CHECKPOINTER_DEFAULTS } from '../../src/storage/sqlite/checkpointer.js';
+import { prepareValue } from '../../src/storage/sqlite/connection.js';
+import { SqliteStore } from '../../src/storage/sqlite/sqlite-store.js';
+import type { StorageIncident } from '../../src/storage/store.js';
+import { assertErrorRecord } from '../helpers/assertions.js';
+
+/** Polls `check` every 20 ms until it is true; fails naming `what` after `withinMs`. Resolves with the time it took. */
+async function waitFor(what: string, withinMs: number, check: () => boolean | Promise<boolean>): Promise<number> {
+  const started = performance.now();
+  while (!(await check())) {
+    if (performance.now() - started > withinMs) assert.fail(`${what}: not within ${withinMs} ms`);
+    await sleep(20);
+  }
+  return Math.round(performance.now() - started);
+}
+
+/**
+ * Rows with ids in [from, to) in the database file alone, i.e. checkpointed: the file is copied without its WAL and
+ * the copy read. Undefined when the copy caught a checkpoint half-written (it is then simply read again).
+ */
+function checkpointedRows(file: string, scratch: string, from: bigint, to: bigint): number | undefined {
+  const copy = path.join(scratch, `copy-${process.hrtime.bigint()}.db`);
+  fs.copyFileSync(file, copy);
+  try {
+    const db = new DatabaseSync(copy);
+    try {
+      return prepareValue<[bigint, bigint], number>(db, 'SELECT count(*) FROM plants WHERE id >= ? AND id < ?').get(from, to);
+    } finally {
+      db.close();
+    }
+  } catch {
+    return undefined;
+  } finally {
+    for (const leftover of [copy, `${copy}-wal`, `${copy}-shm`]) fs.rmSync(leftover, { force: true });
+  }
+}
+
+interface Fixture {
+  readonly dir: string;
+  readonly file: string;
+  readonly store: SqliteStore;
+  readonly app: FastifyInstance;
+  /** The app's log lines, parsed. */
+  readonly logLines: Array<{ level: number; msg: string; err?: { message: string } }>;
+  readonly incidents: StorageIncident[];
+  close(): Promise<void>;
+}
+
+async function fixture(restartDelayMs: number): Promise<Fixture> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-checkpointer-'));
+  const file = path.join(dir, 'plants.db');
+  const store = SqliteStore.open(file, { checkpointer: { restartDelayMs } });
+  const incidents: StorageIncident[] = [];
+  store.onIncident((incident) => incidents.push(incident));
+  const logLines: Fixture['logLines'] = [];
+  const config = loadConfig({ DATABASE_URL: `sqlite:${file}`, LOG_LEVEL: 'info' });
+  const log = createLogger(config, { write: (line: string) => void logLines.push(JSON.parse(line) as Fixture['logLines'][number]) });
+  const services = await startServices(config, store, log);
+  const app = await buildApp(services);
+  await app.ready();
+  return {
+    dir,
+    file,
+    store,
+    app,
+    logLines,
+    incidents,
+    close: async () => {
+      await app.close();
+      await services.close();
+      await store.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const plants = (from: number, count: number) =>
+  Array.from({ length: count }, (_, index) => ({ id: BigInt(from + index), name: `Fern ${from + index}`, tag: null }));
+
+const readyz = (app: FastifyInstance) => app.inject({ method: 'GET', url: '/readyz' });
+const logged = (f: Fixture, level: number, message: RegExp) => f.logLines.find((line) => line.level === level && message.test(line.msg));
+const ERROR = 50;
+const WARN = 40;
+const INFO = 30;
+
+describe('the SQLite checkpointer thread', () => {
+  // Long enough to probe /readyz while the thread is dead, short enough for a quick test.
+  const RESTART_DELAY_MS = 1500;
+  let f: Fixture;
+
+  before(async () => {
+    f = await fixture(RESTART_DELAY_MS);
+  });
+  after(() => f?.close());
+
+  it('when it dies: logged, /readyz 503 while it is down, restarted, checkpoints resume, /readyz 200 again', async (t) => {
+    assert.equal((await readyz(f.app)).statusCode, 200);
+    await f.store.plants.create(plants(1, 20));
+    const firstCheckpointMs = await waitFor('rows checkpointed before the crash', 5000, () => checkpointedRows(f.file, f.dir, 1n, 21n) === 20);
+
+    const crashedAt = performance.now();
+    f.store.checkpointer.command({ kind: 'crash' });
+    await waitFor('the death logged', 2000, () => logged(f, ERROR, /checkpointer thread died/) !== undefined);
+    const death = logged(f, ERROR, /checkpointer thread died/);
+    assert.equal(death?.err?.message, 'checkpointer thread crashed on purpose', 'the log carries the thread\'s error');
+
+    // A heartbeat that succeeded before the crash answers probes for READY_REUSE_MS; after that, the truth.
+    await sleep(READY_REUSE_MS);
+    assertErrorRecord(await readyz(f.app), 503);
+    // Commits go on meanwhile, into the WAL only.
+    await f.store.plants.create(plants(1001, 50));
+    assert.equal(checkpointedRows(f.file, f.dir, 1001n, 1051n), 0, 'nothing checkpoints while the thread is dead');
+    assertErrorRecord(await readyz(f.app), 503);
+
+    await waitFor('the restart logged', RESTART_DELAY_MS + 2000, () => logged(f, INFO, /checkpointer thread was restarted/) !== undefined);
+    const downMs = Math.round(performance.now() - crashedAt);
+    assert.ok(downMs >= RESTART_DELAY_MS, `restarted after ${downMs} ms, not before the ${RESTART_DELAY_MS} ms delay`);
+    const resumedMs = await waitFor('the rows committed meanwhile checkpointed', 5000, () => checkpointedRows(f.file, f.dir, 1001n, 1051n) === 50);
+    const readyMs = await waitFor('/readyz 200 again', 3000, async () => (await readyz(f.app)).statusCode === 200);
+    assert.ok(logged(f, INFO, /restarted SQLite checkpointer thread checkpoints again/), 'the recovery is logged');
+    assert.ok(f.store.checkpointer.problem === undefined);
+    t.diagnostic(
+      `checkpointer crash: rows checkpointed ${firstCheckpointMs} ms after commit before it; thread restarted ${downMs} ms after ` +
+        `the crash; rows committed meanwhile checkpointed ${resumedMs} ms and /readyz 200 ${resumedMs + readyMs} ms after the restart`,
+    );
+  });
+
+  it('when checkpoints keep failing inside it: logged, /readyz 503 after a few in a row, 200 again once one succeeds', async (t) => {
+    const { intervalMs, failuresToUnready } = CHECKPOINTER_DEFAULTS;
+    assert.equal((await readyz(f.app)).statusCode, 200);
+    const failures = failuresToUnready + 6;
+    f.store.checkpointer.command({ kind: 'fail', count: failures });
+    await waitFor('the first failure logged', 2000, () => logged(f, WARN, /a WAL checkpoint failed/) !== undefined);
+    assert.equal(logged(f, WARN, /a WAL checkpoint failed/)?.err?.message, 'simulated checkpoint failure');
+    const unreadyMs = await waitFor('the run of failures logged', failuresToUnready * intervalMs + 2000, () =>
+      logged(f, ERROR, /WAL checkpoints keep failing/) !== undefined,
+    );
+    await sleep(READY_REUSE_MS);
+    const unready = await readyz(f.app);
+    assertErrorRecord(unready, 503);
+    // The 503 is logged with its cause, as every 5xx is: the operator sees why the instance is unready.
+    assert.ok(
+      f.logLines.some((line) => line.level === ERROR && /storage is unavailable.*the last \d+ WAL checkpoints failed/.test(line.err?.message ?? '')),
+      '/readyz logs why it answered 503',
+    );
+    await waitFor('the success logged', failures * intervalMs + 3000, () => logged(f, INFO, /WAL checkpoints succeed again after \d+ failed/) !== undefined);
+    assert.equal((await readyz(f.app)).statusCode, 200);
+    t.diagnostic(`${failures} checkpoints failing: logged at once, unready after ${unreadyMs} ms more, ready again after the first success`);
+  });
+});
+
+describe('a checkpointer thread that keeps dying', () => {
+  let f: Fixture;
+  const RESTART_DELAY_MS = 200;
+
+  before(async () => {
+    f = await fixture(RESTART_DELAY_MS);
+  });
+  after(() => f?.close());
+
+  it('is restarted after a delay that doubles each time it dies before checkpointing successfully', async (t) => {
+    const restartGaps: number[] = [];
+    for (let death = 1; death <= 3; death += 1) {
+      const restarts = f.incidents.filter((incident) => /was restarted/.test(incident.message)).length;
+      // Crash the thread before it ever checkpoints (its first checkpoint is an interval after it starts).
+      f.store.checkpointer.command({ kind: 'crash' });
+      const diedAt = performance.now();
+      await waitFor(`death ${death} reported`, 2000, () => f.incidents.filter((incident) => /died/.test(incident.message)).length === death);
+      await waitFor(`restart ${death}`, 5000, () => f.incidents.filter((incident) => /was restarted/.test(incident.message)).length === restarts + 1);
+      restartGaps.push(Math.round(performance.now() - diedAt));
+    }
+    const delays = f.incidents.filter((incident) => /died/.test(incident.message)).map((incident) => Number(/in (\d+) ms/.exec(incident.message)?.[1]));
+    assert.deepEqual(delays, [RESTART_DELAY_MS, 2 * RESTART_DELAY_MS, 4 * RESTART_DELAY_MS]);
+    restartGaps.forEach((gap, index) => assert.ok(gap >= (delays[index] as number) - 5, `restart ${index + 1} came ${gap} ms after the death`));
+    // Once it checkpoints successfully, the next death is restarted after the first delay again.
+    await waitFor('a successful checkpoint', 3000, () => f.store.checkpointer.problem === undefined);
+    f.store.checkpointer.command({ kind: 'crash' });
+    await waitFor('death 4 reported', 2000, () => f.incidents.filter((incident) => /died/.test(incident.message)).length === 4);
+    assert.match(f.incidents.filter((incident) => /died/.test(incident.message)).at(-1)?.message ?? '', new RegExp(`in ${RESTART_DELAY_MS} ms`));
+    t.diagnostic(`restart delays ${delays.join(', ')} ms; restarts came ${restartGaps.join(', ')} ms after each death`);
+  });
+});

@@ -1,0 +1,313 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { DatabaseSync } from 'node:sqlite';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { startServices } from '../../src/services.js';
+import { StorageUnavailableError } from '../../src/storage/errors.js';
+import { PostgresStore } from '../../src/storage/postgres/postgres-store.js';
+import type { CreateOutcome, Plant } from '../../src/storage/plant-store.js';
+import { startTestApp, type TestApp } from '../helpers/app.js';
+import { assertErrorRecord } from '../helpers/assertions.js';
+import { DATABASES, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { stopPostgresAfterAll } from '../helpers/postgres.js';
+import { parsePrometheusText, type Exposition } from '../helpers/prometheus.js';
+
+stopPostgresAfterAll();
+
+async function scrape(app: FastifyInstance): Promise<Exposition> {
+  // No Authorization header: a scraper needs no token, like a health probe.
+  const response = await app.inject({ method: 'GET', url: '/metrics' });
+  assert.equal(response.statusCode, 200, response.body);
+  assert.equal(response.headers['content-type'], 'text/plain; version=0.0.4; charset=utf-8');
+  return parsePrometheusText(response.body);
+}
+
+/** How much each series moved between two scrapes (a series absent before counts from 0). */
+function delta(before: Exposition, after: Exposition, name: string, labels: Record<string, string> = {}): number {
+  const now = after.value(name, labels);
+  assert.notEqual(now, undefined, `${name}${JSON.stringify(labels)} is exposed`);
+  return (now as number) - (before.value(name, labels) ?? 0);
+}
+
+const creates = (outcome: string) => ['plantstore_creates_total', { outcome }] as const;
+
+for (const database of DATABASES) {
+  describe(`GET /metrics on ${database.kind}`, () => {
+    let db: TestDatabase;
+    let t: TestApp;
+    let nextId = 1;
+    const create = (id: number, name: string, app: TestApp = t) =>
+      app.app.inject({ method: 'POST', url: '/plants', headers: app.headers, payload: JSON.stringify({ id, name }) });
+
+    before(async () => {
+      db = await database.create();
+      // No periodic token reload during a test (reloads are counted); one batch commits at a time on PostgreSQL too.
+      t = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2' });
+    });
+    after(async () => {
+      await t?.close();
+      await db?.cleanup();
+    });
+
+    it('answers without a token, in Prometheus text, with the process and runtime metrics prom-client collects', async () => {
+      const exposition = await scrape(t.app);
+      const types: Array<[string, string]> = [
+        ['process_resident_memory_bytes', 'gauge'],
+        ['process_cpu_seconds_total', 'counter'],
+        ['nodejs_eventloop_lag_seconds', 'gauge'],
+        ['nodejs_heap_size_used_bytes', 'gauge'],
+        ['nodejs_gc_duration_seconds', 'histogram'],
+        ['http_request_duration_seconds', 'histogram'],
+        ['plantstore_creates_total', 'counter'],
+        ['plantstore_write_queue_depth', 'gauge'],
+        ['plantstore_commit_batch_rows', 'histogram'],
+        ['plantstore_commit_duration_seconds', 'histogram'],
+        ['plantstore_storage_errors_total', 'counter'],
+        ['plantstore_token_cache_reloads_total', 'counter'],
+      ];
+      for (const [name, type] of types) assert.equal(exposition.families.get(name)?.type, type, name);
+      assert.ok((exposition.value('process_resident_memory_bytes') ?? 0) > 0);
+    });
+
+    it('counts creates by outcome, and times them under the route template: 3 created, 1 replayed, 1 conflict', async () => {
+      const before = await scrape(t.app);
+      const first = nextId;
+      for (let i = 0; i < 3; i += 1) assert.equal((await create(nextId++, 'Fern')).statusCode, 200);
+      assert.equal((await create(first, 'Fern')).statusCode, 200);
+      assert.equal((await create(first, 'Ivy')).statusCode, 409);
+      const read = await t.app.inject({ method: 'GET', url: `/plants/${first}`, headers: t.headers });
+      assert.equal(read.statusCode, 200);
+      const after = await scrape(t.app);
+
+      assert.equal(delta(before, after, ...creates('created')), 3);
+      assert.equal(delta(before, after, ...creates('replayed')), 1);
+      assert.equal(delta(before, after, ...creates('conflict')), 1);
+      assert.equal(delta(before, after, ...creates('refused')), 0);
+      const requests = (route: string, method: string, status: string) =>
+        delta(before, after, 'http_request_duration_seconds_count', { method, route, status_code: status });
+      assert.equal(requests('/plants', 'POST', '200'), 4);
+      assert.equal(requests('/plants', 'POST', '409'), 1);
+      assert.equal(requests('/plants/{id}', 'GET', '200'), 1);
+      // One create at a time: each was a batch of one row.
+      assert.equal(delta(before, after, 'plantstore_commit_batch_rows_count'), 5);
+      assert.equal(delta(before, after, 'plantstore_commit_batch_rows_sum'), 5);
+      assert.equal(delta(before, after, 'plantstore_commit_duration_seconds_count'), 5);
+      assert.ok(delta(before, after, 'plantstore_commit_duration_seconds_sum') > 0);
+    });
+
+    it('resolves sub-millisecond durations: its buckets start at 0.1 ms, not 5 ms', async () => {
+      const exposition = await scrape(t.app);
+      const bounds = exposition.families
+        .get('http_request_duration_seconds')
+        ?.samples.filter((sample) => sample.name.endsWith('_bucket') && sample.labels.route === '/plants')
+        .map((sample) => Number(sample.labels.le));
+      assert.ok(bounds?.includes(0.0001) && bounds.includes(0.0005) && bounds.includes(0.001) && bounds.includes(10), String(bounds));
+    });
+
+    it('times a request no route matched under one fixed label, never its path', async () => {
+      const before = await scrape(t.app);
+      const response = await t.app.inject({ method: 'POST', url: '/no/such/path-4711?x=1', payload: 'x' });
+      assertErrorRecord(response, 404);
+      const methodNotAllowed = await t.app.inject({ method: 'PUT', url: '/plants/4711' });
+      assertErrorRecord(methodNotAllowed, 405);
+      const after = await scrape(t.app);
+      assert.equal(delta(before, after, 'http_request_duration_seconds_count', { method: 'POST', route: '(unmatched)', status_code: '404' }), 1);
+      assert.equal(delta(before, after, 'http_request_duration_seconds_count', { method: 'PUT', route: '/plants/{id}', status_code: '405' }), 1);
+      const labelValues = [...after.families.values()].flatMap((family) => family.samples.flatMap((sample) => Object.values(sample.labels)));
+      assert.ok(!labelValues.some((value) => value.includes('4711')), 'no label carries a path or id a client sent');
+    });
+
+    it('counts a refused create (nothing stored) as refused', async () => {
+      const before = await scrape(t.app);
+      const createPlants = t.store.plants.create.bind(t.store.plants);
+      t.store.plants.create = () => Promise.reject(new StorageUnavailableError());
+      try {
+        assertErrorRecord(await create(nextId++, 'Fern'), 503);
+      } finally {
+        t.store.plants.create = createPlants;
+      }
+      const after = await scrape(t.app);
+      assert.equal(delta(before, after, ...creates('refused')), 1);
+      assert.equal(delta(before, after, ...creates('created')), 0);
+      assert.equal(delta(before, after, 'http_request_duration_seconds_count', { method: 'POST', route: '/plants', status_code: '503' }), 1);
+    });
+
+    it('reports the write queue depth when scraped: the creates waiting behind a batch that is committing', async () => {
+      assert.equal((await scrape(t.app)).value('plantstore_write_queue_depth'), 0);
+      const createPlants = t.store.plants.create.bind(t.store.plants);
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let committing!: () => void;
+      const batchStarted = new Promise<void>((resolve) => (committing = resolve));
+      t.store.plants.create = async (plants: readonly Plant[]): Promise<CreateOutcome[]> => {
+        t.store.plants.create = createPlants;
+        committing();
+        await released;
+        return createPlants(plants);
+      };
+      const first = create(nextId++, 'Fern');
+      await batchStarted;
+      const waiting = [create(nextId++, 'Fern'), create(nextId++, 'Fern')];
+      // Each request reaches the queue after a few turns of the event loop (authentication, body, validation).
+      for (let turn = 0; turn < 1000 && t.services.writes.depth < 2; turn += 1) await new Promise((resolve) => setImmediate(resolve));
+      try {
+        assert.equal((await scrape(t.app)).value('plantstore_write_queue_depth'), 2);
+      } finally {
+        release();
+      }
+      for (const response of await Promise.all([first, ...waiting])) assert.equal(response.statusCode, 200);
+      assert.equal((await scrape(t.app)).value('plantstore_write_queue_depth'), 0);
+    });
+
+    it('counts token cache reloads by result: an unknown token reloads the tokens once', async () => {
+      const unknown = { authorization: 'Bearer plst_unknown-token-for-metrics' };
+      const before = await scrape(t.app);
+      assertErrorRecord(await t.app.inject({ method: 'GET', url: '/plants', headers: unknown }), 401);
+      const allTokens = t.store.tokens.all.bind(t.store.tokens);
+      t.store.tokens.all = () => Promise.reject(new StorageUnavailableError());
+      try {
+        assertErrorRecord(await t.app.inject({ method: 'GET', url: '/plants', headers: unknown }), 503);
+      } finally {
+        t.store.tokens.all = allTokens;
+      }
+      const after = await scrape(t.app);
+      assert.equal(delta(before, after, 'plantstore_token_cache_reloads_total', { result: 'success' }), 1);
+      assert.equal(delta(before, after, 'plantstore_token_cache_reloads_total', { result: 'failure' }), 1);
+    });
+
+    it(`reports the PostgreSQL pool's connections ${database.kind === 'postgres' ? 'as gauges' : 'not at all (there is no pool)'}`, async () => {
+      const exposition = await scrape(t.app);
+      const names = ['plantstore_postgres_pool_connections', 'plantstore_postgres_pool_idle_connections', 'plantstore_postgres_pool_waiting_queries'];
+      if (database.kind === 'sqlite') {
+        for (const name of names) assert.equal(exposition.families.get(name), undefined, name);
+        return;
+      }
+      for (const name of names) assert.equal(exposition.families.get(name)?.type, 'gauge', name);
+      const [total, idle, waiting] = names.map((name) => exposition.value(name) as number);
+      assert.ok(total !== undefined && total >= 1 && total <= 2, `total ${total}`);
+      assert.ok(idle !== undefined && idle <= total, `idle ${idle}`);
+      assert.equal(waiting, 0);
+    });
+
+    it('keeps the metrics of each app apart: another app on the same database counts only its own', async () => {
+      const other = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2' });
+      try {
+        const mine = await scrape(t.app);
+        const theirsBefore = await scrape(other.app);
+        assert.equal(theirsBefore.value(...creates('created')), 0);
+        assert.equal((await create(nextId++, 'Fern', other)).statusCode, 200);
+        assert.equal(delta(theirsBefore, await scrape(other.app), ...creates('created')), 1);
+        assert.equal(delta(mine, await scrape(t.app), ...creates('created')), 0);
+      } finally {
+        await other.close();
+      }
+    });
+  });
+}
+
+describe('plantstore_storage_errors_total', () => {
+  it('counts a SQLite write that found the database locked past its wait as kind="locked"', async () => {
+    const db = await sqliteDatabase();
+    const t = await startTestApp(db.url);
+    const holder = new DatabaseSync(db.url.slice('sqlite:'.length));
+    try {
+      const before = await scrape(t.app);
+      // Another process's write transaction: the readiness heartbeat waits 1 s for it, then gives up.
+      holder.exec('BEGIN IMMEDIATE');
+      assertErrorRecord(await t.app.inject({ method: 'GET', url: '/readyz' }), 503);
+      holder.exec('ROLLBACK');
+      const after = await scrape(t.app);
+      assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'locked' }), 1);
+      assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'other' }), 0);
+    } finally {
+      holder.close();
+      await t.close();
+      await db.cleanup();
+    }
+  });
+
+  it('counts a PostgreSQL statement cut off by its timeout as kind="timeout"', async () => {
+    const db = await DATABASES[1].create();
+    const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: db.url });
+    assert.equal(config.database.kind, 'postgres');
+    // The real timeouts, shortened: a lock held elsewhere makes the heartbeat's statement time out.
+    const store = await PostgresStore.open(config.database as Extract<typeof config.database, { kind: 'postgres' }>, { connectMs: 2000, queryMs: 300 });
+    const services = await startServices(config, store, createLogger(config));
+    const app = await buildApp(services);
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    try {
+      const before = await scrape(app);
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE plantstore_heartbeat IN ACCESS EXCLUSIVE MODE');
+      assertErrorRecord(await app.inject({ method: 'GET', url: '/readyz' }), 503);
+      await holder.query('ROLLBACK');
+      const after = await scrape(app);
+      assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'timeout' }), 1);
+      assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'other' }), 0);
+    } finally {
+      await holder.end();
+      await app.close();
+      await services.close();
+      await store.close();
+      await db.cleanup();
+    }
+  });
+});
+
+describe('METRICS=off', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  before(async () => {
+    db = await sqliteDatabase();
+    t = await startTestApp(db.url, { METRICS: 'off' });
+  });
+  after(async () => {
+    await t?.close();
+    await db?.cleanup();
+  });
+
+  it('removes the route: GET /metrics is a 404 Error record, and /openapi.json does not describe it', async () => {
+    assertErrorRecord(await t.app.inject({ method: 'GET', url: '/metrics' }), 404, /^no route for GET \/metrics$/);
+    const document = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, unknown> };
+    assert.equal(document.paths['/metrics'], undefined);
+    assert.ok(document.paths['/healthz']);
+    assert.equal(t.services.metrics, null);
+    // Nothing else changes.
+    const response = await t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: '{"id":1,"name":"Fern"}' });
+    assert.equal(response.statusCode, 200);
+  });
+});
+
+describe('the Prometheus text reader of these tests', () => {
+  const valid = '# HELP a_total A.\n# TYPE a_total counter\na_total{x="1"} 2\n\n# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 3.5\nh_count 2\n';
+
+  it('reads valid text', () => {
+    const exposition = parsePrometheusText(valid);
+    assert.equal(exposition.value('a_total', { x: '1' }), 2);
+    assert.equal(exposition.value('h_count'), 2);
+    assert.equal(exposition.families.get('h')?.type, 'histogram');
+  });
+
+  const broken: Array<[string, string]> = [
+    ['no final newline', valid.slice(0, -1)],
+    ['a sample before its TYPE', 'b 1\n'],
+    ['a malformed value', '# TYPE b gauge\nb one\n'],
+    ['an unquoted label value', '# TYPE b gauge\nb{x=1} 1\n'],
+    ['a bad metric name', '# TYPE 1b gauge\n1b 1\n'],
+    ['a repeated series', '# TYPE b gauge\nb 1\nb 2\n'],
+    ['a family split in two', '# TYPE b gauge\nb{x="1"} 1\n# TYPE c gauge\nc 1\nb{x="2"} 1\n'],
+    ['buckets that are not cumulative', '# TYPE h histogram\nh_bucket{le="1"} 2\nh_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n'],
+    ['a +Inf bucket that is not the count', '# TYPE h histogram\nh_bucket{le="+Inf"} 2\nh_sum 1\nh_count 1\n'],
+    ['an unknown type', '# TYPE b meter\nb 1\n'],
+  ];
+  for (const [what, text] of broken) {
+    it(`refuses ${what}`, () => {
+      assert.throws(() => parsePrometheusText(text));
+    });
+  }
+});

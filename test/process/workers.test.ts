@@ -1,0 +1,248 @@
+/**
+ * WORKERS=2 on each store: an instance of worker threads in this process (src/workers/instance.ts) on a real port,
+ * each request on a connection of its own so that the kernel spreads them over both workers (each phase checks from
+ * the workers' own metrics that both answered). What holds for one process holds for the instance: a create
+ * answered by one worker is a replay or a conflict for the other, /metrics counts the whole instance, a rate limit
+ * and a revocation are the instance's, each webhook event is sent once, and a worker that ends is replaced while
+ * the instance goes on serving, losing nothing it acknowledged.
+ */
+import assert from 'node:assert/strict';
+import { randomInt } from 'node:crypto';
+import { after, describe, it } from 'node:test';
+import { generateToken, hashToken } from '../../src/auth/tokens.js';
+import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
+import type { Plant } from '../../src/storage/plant-store.js';
+import type { Store } from '../../src/storage/store.js';
+import { loadConfig } from '../../src/config.js';
+import { startInstance, type RunningInstance } from '../../src/workers/instance.js';
+import { generateEventIdPrefix, generateWebhookSecret } from '../../src/webhooks/signature.js';
+import { DATABASES } from '../helpers/databases.js';
+import { freshRequest, requestsByWorker, startTestInstance, type TestInstance } from '../helpers/instance.js';
+import { stopPostgresAfterAll } from '../helpers/postgres.js';
+import { newToken } from '../helpers/tokens.js';
+import { parsePrometheusText } from '../helpers/prometheus.js';
+import { Receiver } from '../helpers/receiver.js';
+import { waitFor } from '../helpers/wait.js';
+
+stopPostgresAfterAll();
+
+const plantBody = (id: bigint, name: string, tag?: string) => `{"id":${id},"name":${JSON.stringify(name)}${tag === undefined ? '' : `,"tag":${JSON.stringify(tag)}`}}`;
+
+/** Runs `phase`, then checks that every worker answered some of its requests. */
+async function onEveryWorker<T>(instance: RunningInstance, phase: () => Promise<T>): Promise<T> {
+  const before = await requestsByWorker(instance);
+  const result = await phase();
+  const after = await requestsByWorker(instance);
+  const answered = [...after].map(([slot, count]) => count - (before.get(slot) ?? 0));
+  assert.equal(answered.length, 2, 'both workers report');
+  assert.ok(
+    answered.every((count) => count > 0),
+    `both workers answered requests of this phase (${answered.join(' and ')}); with connections spread by the kernel, one getting none is a 1 in 2^(n-1) chance`,
+  );
+  return result;
+}
+
+for (const { kind, create } of DATABASES) {
+  describe(`WORKERS=2 on ${kind}`, { timeout: 180_000 }, () => {
+    const cleanups: Array<() => Promise<void>> = [];
+    after(async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup();
+    });
+    const start = async (env: Record<string, string> = {}, options: Parameters<typeof startTestInstance>[2] = {}): Promise<TestInstance> => {
+      const db = await create();
+      cleanups.push(() => db.cleanup());
+      const t = await startTestInstance(db.url, env, options);
+      cleanups.push(() => t.close());
+      return t;
+    };
+
+    it('stores a create answered by either worker once; the other answers its replay 200 and a different body 409, with the exact id', async () => {
+      const t = await start();
+      const ids = [1n, 9007199254740993n, INT64_MAX, INT64_MIN, ...Array.from({ length: 16 }, (_, index) => BigInt(index) * 1_000_003n + 7n)];
+      await onEveryWorker(t.instance, async () => {
+        for (const id of ids) {
+          const created = await freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(id, `plant ${id}`, 'tag') });
+          assert.equal(created.status, 200, created.body);
+        }
+        for (const id of ids) {
+          const replay = await freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(id, `plant ${id}`, 'tag') });
+          assert.deepEqual([replay.status, JSON.parse(replay.body)], [200, { name: `plant ${id}`, tag: 'tag' }]);
+          const conflict = await freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(id, 'another name') });
+          assert.equal(conflict.status, 409, conflict.body);
+          const read = await freshRequest(t.url, { path: `/plants/${id}`, token: t.token });
+          assert.equal(read.status, 200);
+          assert.match(read.body, new RegExp(`^\\{"id":${id},`), 'the id with all its digits');
+        }
+      });
+      for (const id of ids) assert.deepEqual(await t.store.plants.get(id), { id, name: `plant ${id}`, tag: 'tag' });
+    });
+
+    it('answers concurrent creates of one id sent to both workers as one create: one body wins, its copies replay, the other body is 409', async () => {
+      const t = await start();
+      const id = 424242n;
+      const answers = await onEveryWorker(t.instance, () =>
+        Promise.all(
+          Array.from({ length: 40 }, (_, index) => {
+            const name = index % 2 === 0 ? 'even' : 'odd';
+            return freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(id, name) }).then((answer) => ({ name, ...answer }));
+          }),
+        ),
+      );
+      const stored = (await t.store.plants.get(id)) as Plant;
+      assert.ok(stored, 'stored');
+      for (const answer of answers) assert.equal(answer.status, answer.name === stored.name ? 200 : 409, `${answer.name}: ${answer.body}`);
+    });
+
+    it('counts the whole instance in /metrics, whichever worker answers it', async () => {
+      const t = await start();
+      const creates = 12;
+      await onEveryWorker(t.instance, async () => {
+        for (let index = 0; index < creates; index += 1) {
+          const answer = await freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(BigInt(index + 1), 'counted') });
+          assert.equal(answer.status, 200);
+        }
+        for (let scrape = 0; scrape < 6; scrape += 1) {
+          const answer = await freshRequest(t.url, { path: '/metrics' });
+          assert.equal(answer.status, 200);
+          const metrics = parsePrometheusText(answer.body);
+          assert.equal(metrics.value('plantstore_creates_total', { outcome: 'created' }), creates);
+          assert.equal(metrics.value('http_request_duration_seconds_count', { method: 'POST', route: '/plants', status_code: '200' }), creates);
+          const threads = metrics.families.get('nodejs_eventloop_lag_seconds')?.samples.map((sample) => sample.labels['thread']).sort();
+          assert.deepEqual(threads, ['main', 'worker-1', 'worker-2']);
+          if (kind === 'sqlite') {
+            // The main thread commits every worker's creates: its commits are the instance's.
+            assert.equal(metrics.value('plantstore_commit_batch_rows_sum'), creates);
+          }
+        }
+      });
+    });
+
+    it('limits a token per instance, not per worker: RATE_LIMIT_BURST requests pass in all', async () => {
+      const t = await start({ RATE_LIMIT_MAX: '1', RATE_LIMIT_WINDOW_MS: '3600000', RATE_LIMIT_BURST: '4' });
+      const statuses = await onEveryWorker(t.instance, async () => {
+        const answers: number[] = [];
+        for (let index = 0; index < 16; index += 1) answers.push((await freshRequest(t.url, { path: '/plants', token: t.token })).status);
+        return answers;
+      });
+      assert.deepEqual(statuses.slice(0, 4), [200, 200, 200, 200]);
+      assert.deepEqual(statuses.slice(4), Array<number>(12).fill(429));
+    });
+
+    it('holds a token to its scopes and its expiry in every worker', async () => {
+      const t = await start();
+      const reader = generateToken();
+      const expired = generateToken();
+      await t.store.tokens.add(newToken('reader', hashToken(reader), { scopes: ['plants:read'] }));
+      await t.store.tokens.add(newToken('expired', hashToken(expired), { expiresAt: new Date(Date.now() - 1000) }));
+      await onEveryWorker(t.instance, async () => {
+        for (let index = 0; index < 8; index += 1) {
+          assert.equal((await freshRequest(t.url, { path: '/plants', token: reader })).status, 200);
+          const refused = await freshRequest(t.url, { method: 'POST', path: '/plants', token: reader, body: plantBody(BigInt(index + 1), 'not allowed') });
+          assert.deepEqual([refused.status, JSON.parse(refused.body)], [403, { error: 403, message: 'this token may not create plants: it lacks the plants:create scope' }]);
+          const late = await freshRequest(t.url, { path: '/plants', token: expired });
+          assert.deepEqual([late.status, JSON.parse(late.body)], [401, { error: 401, message: 'the token has expired' }]);
+        }
+      });
+      assert.deepEqual(await t.store.plants.list({ limit: 10 }), [], 'nothing was created');
+    });
+
+    it('refuses a revoked token in every worker within TOKEN_CACHE_MS', async () => {
+      const t = await start({ TOKEN_CACHE_MS: '300' });
+      await onEveryWorker(t.instance, async () => {
+        for (let index = 0; index < 10; index += 1) assert.equal((await freshRequest(t.url, { path: '/plants', token: t.token })).status, 200);
+      });
+      assert.equal(await t.store.tokens.revoke(t.tokenName), true);
+      const revokedAt = performance.now();
+      // One cache period, and the reload it starts (a read of the tokens), at most.
+      await new Promise((resolve) => setTimeout(resolve, 300 + 200));
+      const statuses = await onEveryWorker(t.instance, async () => {
+        const answers: number[] = [];
+        for (let index = 0; index < 16; index += 1) answers.push((await freshRequest(t.url, { path: '/plants', token: t.token })).status);
+        return answers;
+      });
+      assert.deepEqual(statuses, Array<number>(16).fill(401), `refused from ${Math.round(performance.now() - revokedAt)} ms after the revocation`);
+    });
+
+    it('sends each webhook event once, from the instance\'s one dispatcher, woken by creates in either worker', async () => {
+      const receiver = await Receiver.start();
+      cleanups.push(() => receiver.close());
+      // The poll is an hour away: every delivery here comes from a wake-up by a create.
+      const t = await start(
+        { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' },
+        {
+          webhookPollIntervalMs: 3_600_000,
+          prepare: (store: Store) =>
+            store.webhooks.add({ name: 'hook', url: receiver.url(), secret: generateWebhookSecret(), idPrefix: generateEventIdPrefix(), createdAt: new Date() }),
+        },
+      );
+      const creates = 30;
+      await onEveryWorker(t.instance, async () => {
+        for (let index = 0; index < creates; index += 1) {
+          const answer = await freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(BigInt(index + 1), 'hooked') });
+          assert.equal(answer.status, 200, answer.body);
+        }
+      });
+      await receiver.waitFor((received) => received.length >= creates, 20_000, `${creates} events`);
+      // Anything sent twice would arrive within the attempt's own time: wait past a few round trips of the dispatcher.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      const ids = receiver.received.map((request) => request.headers['webhook-id']);
+      assert.equal(receiver.received.length, creates, 'one request per event');
+      assert.equal(new Set(ids).size, creates, 'every event a different id');
+      const plants = receiver.received.map((request) => (JSON.parse(request.body) as { id: number }).id).sort((a, b) => a - b);
+      assert.deepEqual(plants, Array.from({ length: creates }, (_, index) => index + 1));
+    });
+
+    it('refuses to start a second instance on a port an instance holds, rather than share the port with it', async () => {
+      const t = await start();
+      const port = Number(new URL(t.url).port);
+      const second = loadConfig({ LOG_LEVEL: 'silent', WORKERS: '2', DATABASE_URL: t.config.database.kind === 'sqlite' ? `sqlite:${t.config.database.path}` : t.config.database.url, HOST: '127.0.0.1', PORT: String(port) });
+      await assert.rejects(startInstance(second), (error: Error & { code?: string }) => error.code === 'EADDRINUSE');
+      assert.equal((await freshRequest(t.url, { path: '/healthz' })).status, 200, 'the first instance serves on');
+    });
+
+    it('replaces a worker that ends, logging it, and goes on serving; every create it acknowledged is stored', async () => {
+      const t = await start();
+      const acknowledged = new Map<bigint, string>();
+      let stopped = false;
+      let refused = 0;
+      const client = async () => {
+        while (!stopped) {
+          const id = BigInt(randomInt(1, 2 ** 47));
+          try {
+            const answer = await freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(id, `n${id}`) });
+            if (answer.status === 200) acknowledged.set(id, `n${id}`);
+            else refused += 1;
+          } catch {
+            // A connection of the worker that ended: not acknowledged.
+          }
+        }
+      };
+      const clients = Array.from({ length: 8 }, client);
+      try {
+        await waitFor('some creates', () => acknowledged.size >= 50, { timeoutMs: 30_000 });
+        const ended = t.instance.workers.threads()[0];
+        assert.ok(ended, 'worker 1 runs');
+        await ended.terminate();
+        await waitFor(
+          'the replacement to listen',
+          () => t.logs().some((line) => line['msg'] === 'the replacement worker thread listens' && line['worker'] === 1),
+          { timeoutMs: 30_000 },
+        );
+        const replacement = t.instance.workers.threads()[0];
+        assert.ok(replacement && replacement !== ended, 'a new thread in slot 1');
+        const afterReplacement = acknowledged.size;
+        await onEveryWorker(t.instance, () => waitFor('creates after the replacement', () => acknowledged.size >= afterReplacement + 100, { timeoutMs: 30_000 }));
+      } finally {
+        // A failed step must not leave the clients running: the file would never end.
+        stopped = true;
+        await Promise.all(clients);
+      }
+      const died = t.logs().find((line) => line['msg'] === 'a worker thread ended unexpectedly; replacing it');
+      assert.equal(died?.['worker'], 1);
+      assert.equal(died?.['level'], 50, 'logged as an error');
+      assert.equal(refused, 0, 'no create was answered anything but 200');
+      for (const [id, name] of acknowledged) assert.equal((await t.store.plants.get(id))?.name, name, `acknowledged ${id} is stored`);
+      assert.equal((await freshRequest(t.url, { path: '/readyz' })).status, 200);
+    });
+  });
+}

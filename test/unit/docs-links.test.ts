@@ -1,0 +1,199 @@
+/**
+ * The documentation travels with the code: every relative link in the repository's Markdown pages (the *.md at its
+ * root and every *.md under docs/, subfolders included) names a file of this repository, so a fresh clone has
+ * everything its documents point to (README.md once linked the interface document at ../shared/interface.md,
+ * outside the repository); and a link to a section (`page.md#section`, `#section`) names a heading that page has,
+ * so moving a section from one page to another cannot leave its old links pointing nowhere.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { marked, type Token } from 'marked';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/** Made by `npm ci` and the build, never committed: a link into them is dead in a fresh clone. */
+const GENERATED = ['node_modules', 'dist'];
+
+/** The pages checked: the Markdown files at the root and under docs/ (at any depth), relative to ROOT. */
+function documents(root: string): string[] {
+  const top = fs.readdirSync(root).filter((name) => name.endsWith('.md'));
+  const docs = (fs.readdirSync(path.join(root, 'docs'), { recursive: true }) as string[])
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => path.join('docs', name));
+  return [...top, ...docs].sort();
+}
+
+/** Every link and image target of a Markdown text, as CommonMark reads it (none from code spans or blocks). */
+function targets(markdown: string): string[] {
+  const found: string[] = [];
+  marked.walkTokens(marked.lexer(markdown), (token) => {
+    if (token.type === 'link' || token.type === 'image') found.push(token.href);
+  });
+  return found;
+}
+
+/** The text a heading shows: its inline tokens' text, without the Markdown around it (code spans, emphasis, links). */
+function shownText(tokens: Token[]): string {
+  return tokens
+    .map((token) => {
+      if ('tokens' in token && Array.isArray(token.tokens) && token.tokens.length > 0) return shownText(token.tokens);
+      if (token.type === 'html') return '';
+      return 'text' in token && typeof token.text === 'string' ? token.text : '';
+    })
+    .join('');
+}
+
+/**
+ * GitHub's anchor for a heading: lower case, every character but letters, marks, digits, `_`, `-` and spaces
+ * dropped, each space a `-`; a repeated anchor gets `-1`, `-2`, ... in page order.
+ */
+function headingAnchor(text: string): string {
+  return text
+    .toLowerCase()
+    .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '')
+    .replace(/ /g, '-');
+}
+
+/** Every anchor a page offers: one per heading, and any `<a id>` or `<a name>` written in HTML. */
+function anchors(markdown: string): Set<string> {
+  const found = new Set<string>();
+  const seen = new Map<string, number>();
+  marked.walkTokens(marked.lexer(markdown), (token) => {
+    if (token.type === 'heading') {
+      const base = headingAnchor(shownText(token.tokens ?? []));
+      const count = seen.get(base) ?? 0;
+      seen.set(base, count + 1);
+      found.add(count === 0 ? base : `${base}-${count}`);
+    } else if (token.type === 'html') {
+      for (const match of token.raw.matchAll(/<a\s[^>]*\b(?:id|name)="([^"]+)"/g)) found.add(match[1] as string);
+    }
+  });
+  return found;
+}
+
+/** A link with a scheme (https:, mailto:) or protocol-relative leaves nothing in the repository to check. */
+function isExternal(target: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//');
+}
+
+/** What is wrong with each relative link of `markdown`, a document at `document` (relative to `root`). */
+function brokenLinks(root: string, document: string, markdown: string): string[] {
+  const broken: string[] = [];
+  for (const target of targets(markdown).filter((target) => !isExternal(target))) {
+    const hash = target.indexOf('#');
+    const fragment = hash === -1 ? undefined : decodeURIComponent(target.slice(hash + 1));
+    const filePart = decodeURIComponent(target.replace(/[?#].*$/s, ''));
+    let page: string | undefined;
+    if (filePart === '') {
+      page = markdown;
+    } else {
+      // GitHub reads a leading slash as the repository's root.
+      const resolved = filePart.startsWith('/') ? path.join(root, filePart) : path.resolve(root, path.dirname(document), filePart);
+      const inRepository = path.relative(root, resolved);
+      if (inRepository.startsWith('..') || path.isAbsolute(inRepository)) {
+        broken.push(`${document}: ${target} points outside the repository`);
+        continue;
+      }
+      if (GENERATED.includes(inRepository.split(path.sep)[0] as string)) {
+        broken.push(`${document}: ${target} points into ${inRepository.split(path.sep)[0]}/, which a clone does not have`);
+        continue;
+      }
+      if (!fs.existsSync(resolved)) {
+        broken.push(`${document}: ${target} names no file of the repository`);
+        continue;
+      }
+      if (resolved.endsWith('.md')) page = fs.readFileSync(resolved, 'utf8');
+    }
+    if (fragment !== undefined && page !== undefined && !anchors(page).has(fragment)) {
+      broken.push(`${document}: ${target} names no heading of ${filePart === '' ? 'this page' : filePart}`);
+    }
+  }
+  return broken;
+}
+
+describe('documentation links', () => {
+  it('checks the root pages and every page under docs/, subfolders included', () => {
+    const pages = documents(ROOT);
+    for (const page of ['README.md', 'BENCHMARKS.md', path.join('docs', 'interface.md'), path.join('docs', 'configuration.md')]) {
+      assert.ok(pages.includes(page), `${page} is checked`);
+    }
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'docs-links-'));
+    try {
+      fs.mkdirSync(path.join(folder, 'docs', 'deploy'), { recursive: true });
+      for (const file of ['README.md', 'notes.txt', 'docs/a.md', 'docs/deploy/b.md']) fs.writeFileSync(path.join(folder, file), '# x\n');
+      assert.deepEqual(documents(folder), ['README.md', 'docs/a.md', path.join('docs', 'deploy', 'b.md')]);
+    } finally {
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('every relative link in those pages names a file inside the repository, and a heading of it when it names one', () => {
+    let checked = 0;
+    let sections = 0;
+    const broken: string[] = [];
+    for (const document of documents(ROOT)) {
+      const markdown = fs.readFileSync(path.join(ROOT, document), 'utf8');
+      const relative = targets(markdown).filter((target) => !isExternal(target));
+      checked += relative.length;
+      sections += relative.filter((target) => target.includes('#')).length;
+      broken.push(...brokenLinks(ROOT, document, markdown));
+    }
+    assert.deepEqual(broken, []);
+    assert.ok(checked >= 5, `links were found to check (${checked})`);
+    assert.ok(sections >= 5, `links to sections were found to check (${sections})`);
+  });
+
+  it('README.md links the interface document 1.0.0, kept in the repository', () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    assert.ok(targets(readme).includes('docs/interface.md'), 'README.md links docs/interface.md');
+    const document = fs.readFileSync(path.join(ROOT, 'docs', 'interface.md'), 'utf8');
+    assert.match(document, /^# Plant Store Service Interface\n/);
+    assert.match(document, /carries the version number 1\.0\.0 and is licensed under the MIT license/);
+  });
+
+  it('names headings as GitHub anchors them', () => {
+    const cases: Array<[string, string]> = [
+      ['The contract', 'the-contract'],
+      ["The dispatcher's records", 'the-dispatchers-records'],
+      ['The SQLite driver: node:sqlite against better-sqlite3', 'the-sqlite-driver-nodesqlite-against-better-sqlite3'],
+      ['Webhook: creates with one subscription ÷ with none — npm run bench -- --webhook', 'webhook-creates-with-one-subscription--with-none--npm-run-bench------webhook'],
+      ['Large stores: 5 million plants', 'large-stores-5-million-plants'],
+      ['WEBHOOK_RETRY_SCHEDULE (café)', 'webhook_retry_schedule-café'],
+    ];
+    for (const [text, anchor] of cases) assert.equal(headingAnchor(text), anchor, text);
+    const page = ['# Page', '## Run `npm test`', '## Notes', '### Notes', '<a id="kept"></a>', '```', '# not a heading', '```'].join('\n');
+    assert.deepEqual([...anchors(page)].sort(), ['kept', 'notes', 'notes-1', 'page', 'run-npm-test']);
+  });
+
+  it('the check finds links outside the repository, to missing files, into generated folders and to missing sections, and only those', () => {
+    const markdown = [
+      '# The contract',
+      '[outside](../shared/interface.md) [missing](docs/nowhere.md) [generated](dist/src/cli.js)',
+      '[present](docs/design.md#group-commit) [rooted](/package.json) [anchor](#the-contract) [web](https://example.com/x.md)',
+      '[escaped](docs/design%2Emd) ![image](docs/missing.png) [reference][ref]',
+      '[no section](docs/design.md#no-such-section) [not here](#nowhere) [source line](src/cli/plantstore.ts#L1)',
+      '`[in code](nowhere-in-code.md)`',
+      '```',
+      '[in a block](nowhere-in-block.md)',
+      '```',
+      '[ref]: ../elsewhere.md',
+    ].join('\n');
+    assert.deepEqual(brokenLinks(ROOT, 'README.md', markdown), [
+      'README.md: ../shared/interface.md points outside the repository',
+      'README.md: docs/nowhere.md names no file of the repository',
+      'README.md: dist/src/cli.js points into dist/, which a clone does not have',
+      'README.md: docs/missing.png names no file of the repository',
+      'README.md: ../elsewhere.md points outside the repository',
+      'README.md: docs/design.md#no-such-section names no heading of docs/design.md',
+      'README.md: #nowhere names no heading of this page',
+    ]);
+    // From a page in a subfolder, links resolve from that folder.
+    assert.deepEqual(brokenLinks(ROOT, path.join('docs', 'deploy', 'x.md'), '[up](../../README.md#tests) [gone](../../README.md#the-contract) [sibling](../design.md)'), [
+      `${path.join('docs', 'deploy', 'x.md')}: ../../README.md#the-contract names no heading of ../../README.md`,
+    ]);
+  });
+});
