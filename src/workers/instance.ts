@@ -31,7 +31,7 @@ import { BatchWriter } from './batch-writer.js';
 import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics.js';
 import type { MainOperations, MetricsSnapshot, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
 import { Endpoint, type Handlers } from './rpc.js';
-import { createInstanceMemory, forgetWorker, type InstanceMemory } from './shared-memory.js';
+import { createInstanceMemory, forgetWorker, writesComing, type InstanceMemory } from './shared-memory.js';
 import { packOutcomes, unpackPlants } from './wire.js';
 
 const WORKER_SCRIPT = new URL('./worker-thread.js', import.meta.url);
@@ -41,6 +41,12 @@ const WORKER_SCRIPT = new URL('./worker-thread.js', import.meta.url);
  * round trips are one at a time, and a second connection lets a count or a prune run beside them.
  */
 const MAIN_POOL_SIZE = 2;
+
+/**
+ * The longest the writer holds a commit for a batch another worker is about to hand over (./batch-writer.ts,
+ * Gathering): about one commit's fsync, so a held commit costs a create at most what waiting for the next would.
+ */
+const GATHER_MAX_WAIT_MS = 1;
 
 /** A replacement starts at once; one that fails to start, or dies soon after, waits this long, doubling. */
 const REPLACE_DELAY_MS = 500;
@@ -90,9 +96,15 @@ export async function startInstance(config: Config, options: InstanceOptions = {
     ...(options.webhookResolver ? { resolve: options.webhookResolver } : {}),
     ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
   });
+  const memory = createInstanceMemory(config.workers);
   const writer =
     store.kind === 'sqlite'
-      ? new BatchWriter(store.plants, { batchLimit: config.writes.batchLimit, ...(metrics ? { observer: metrics } : {}), onCreated: () => dispatcher.wake() })
+      ? new BatchWriter(store.plants, {
+          batchLimit: config.writes.batchLimit,
+          ...(metrics ? { observer: metrics } : {}),
+          onCreated: () => dispatcher.wake(),
+          gathering: { maxWaitMs: GATHER_MAX_WAIT_MS, coming: writesComing(memory) },
+        })
       : null;
   let pool: WorkerPool | undefined;
   try {
@@ -106,7 +118,6 @@ export async function startInstance(config: Config, options: InstanceOptions = {
       );
     }
     const port = await claimPort(config.host, config.port);
-    const memory = createInstanceMemory(config.workers);
     pool = new WorkerPool({
       config,
       port,
@@ -114,7 +125,7 @@ export async function startInstance(config: Config, options: InstanceOptions = {
       log,
       tls,
       onCreated: () => dispatcher.wake(),
-      handlers: (workers) => mainHandlers(store, writer, metrics, workers),
+      handlers: (workers, slot) => mainHandlers(store, writer, metrics, workers, slot),
     });
     const url = await pool.start();
     log.info({ workers: config.workers, url }, 'every worker thread listens');
@@ -159,13 +170,13 @@ async function claimPort(host: string, port: number): Promise<number> {
 }
 
 /** What the main thread answers a worker: on SQLite every write, and GET /metrics for the instance. */
-function mainHandlers(store: Store, writer: BatchWriter | null, metrics: Metrics | null, workers: WorkerPool): Handlers<MainOperations> {
+function mainHandlers(store: Store, writer: BatchWriter | null, metrics: Metrics | null, workers: WorkerPool, slot: number): Handlers<MainOperations> {
   const sqliteOnly = (operation: string) => {
     if (writer === null) throw new Error(`${operation} is asked of the main thread only on SQLite`);
     return writer;
   };
   return {
-    create: async (packed) => packOutcomes(await sqliteOnly('create').write(unpackPlants(packed))),
+    create: async (packed) => packOutcomes(await sqliteOnly('create').write(unpackPlants(packed), slot)),
     delete: (id) => store.plants.delete(id),
     recordTokenUse: (uses) => store.tokens.recordUse(uses),
     checkWritable: () => store.checkWritable(),
@@ -186,7 +197,8 @@ interface PoolOptions {
   readonly tls: TlsCredentials | undefined;
   /** A worker committed creates itself (PostgreSQL): the dispatcher may wake. */
   readonly onCreated: () => void;
-  readonly handlers: (pool: WorkerPool) => Handlers<MainOperations>;
+  /** What the main thread answers the worker in `slot`. */
+  readonly handlers: (pool: WorkerPool, slot: number) => Handlers<MainOperations>;
 }
 
 interface Slot {
@@ -204,7 +216,6 @@ interface Slot {
 /** The worker threads of an instance, one per slot, each replaced when it ends unexpectedly. */
 export class WorkerPool {
   readonly #options: PoolOptions;
-  readonly #handlers: Handlers<MainOperations>;
   readonly #slots: Slot[];
   #stopping = false;
   #tls: TlsCredentials | undefined;
@@ -213,7 +224,6 @@ export class WorkerPool {
 
   constructor(options: PoolOptions) {
     this.#options = options;
-    this.#handlers = options.handlers(this);
     this.#tls = options.tls;
     this.#slots = Array.from({ length: options.config.workers }, (_, index) => ({
       slot: index + 1,
@@ -306,7 +316,7 @@ export class WorkerPool {
     const announce = !this.#announced;
     this.#announced = true;
     const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, tls, announce } satisfies WorkerData });
-    const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#handlers);
+    const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#options.handlers(this, slot.slot));
     slot.worker = worker;
     slot.endpoint = endpoint;
     slot.listeningSince = undefined;
