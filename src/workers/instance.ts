@@ -7,7 +7,7 @@
  *     creates over in one message, and batches from every worker that arrive during one commit join the next.
  *   - The webhook dispatcher, so each event is sent once per attempt however many workers there are.
  *   - GET /metrics for the instance: a worker asked for it asks the main thread, which sums every thread's.
- *   - The supervision of the workers: a worker that ends unexpectedly is logged and replaced; close() drains every
+ *   - The supervision of the workers (./worker-pool.ts): a worker that ends unexpectedly is logged and replaced; close() drains every
  *     worker, then closes storage. Threads end with the process, so a SIGKILL leaves no worker behind.
  *   - With TLS, the certificate and key: read once here, at start and on each reload (SIGHUP), and handed to every
  *     worker, so every listening socket serves the same pair and a replacement worker starts with the latest one.
@@ -17,10 +17,9 @@
  */
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
-import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { certificateReloader, readTlsCredentials, type TlsCredentials } from '../http/tls.js';
+import { certificateReloader, readTlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
 import { Metrics } from '../metrics.js';
 import { openStore, type OpenOptions } from '../storage/open.js';
@@ -29,12 +28,11 @@ import type { Resolver } from '../webhooks/address-policy.js';
 import { WebhookDispatcher } from '../webhooks/dispatcher.js';
 import { BatchWriter } from './batch-writer.js';
 import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics.js';
-import type { MainOperations, MetricsSnapshot, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
-import { Endpoint, type Handlers } from './rpc.js';
-import { createInstanceMemory, forgetWorker, type InstanceMemory } from './shared-memory.js';
+import type { MainOperations } from './protocol.js';
+import type { Handlers } from './rpc.js';
+import { createInstanceMemory, writesComing } from './shared-memory.js';
 import { packOutcomes, unpackPlants } from './wire.js';
-
-const WORKER_SCRIPT = new URL('./worker-thread.js', import.meta.url);
+import { WorkerPool } from './worker-pool.js';
 
 /**
  * PostgreSQL connections the main thread keeps for the dispatcher (each worker has PG_POOL_SIZE of its own): its
@@ -42,15 +40,11 @@ const WORKER_SCRIPT = new URL('./worker-thread.js', import.meta.url);
  */
 const MAIN_POOL_SIZE = 2;
 
-/** A replacement starts at once; one that fails to start, or dies soon after, waits this long, doubling. */
-const REPLACE_DELAY_MS = 500;
-const REPLACE_DELAY_MAX_MS = 30_000;
-/** A worker that has served this long before dying is replaced at once again: its death was not a start-up loop. */
-const STABLE_AFTER_MS = 10_000;
-/** A drained worker's thread ends by itself; if some handle keeps it, it is terminated after this. */
-const DRAINED_EXIT_GRACE_MS = 1000;
-/** GET /metrics leaves out a worker that has not answered within this (one stuck in a long task): better partial than none. */
-const WORKER_METRICS_WAIT_MS = 2000;
+/**
+ * The longest the writer holds a commit for a batch another worker is about to hand over (./batch-writer.ts,
+ * Gathering): about one commit's fsync, so a held commit costs a create at most what waiting for the next would.
+ */
+const GATHER_MAX_WAIT_MS = 1;
 
 export interface RunningInstance {
   /** The address every worker listens on, e.g. http://127.0.0.1:8080 */
@@ -90,9 +84,15 @@ export async function startInstance(config: Config, options: InstanceOptions = {
     ...(options.webhookResolver ? { resolve: options.webhookResolver } : {}),
     ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
   });
+  const memory = createInstanceMemory(config.workers);
   const writer =
     store.kind === 'sqlite'
-      ? new BatchWriter(store.plants, { batchLimit: config.writes.batchLimit, ...(metrics ? { observer: metrics } : {}), onCreated: () => dispatcher.wake() })
+      ? new BatchWriter(store.plants, {
+          batchLimit: config.writes.batchLimit,
+          ...(metrics ? { observer: metrics } : {}),
+          onCreated: () => dispatcher.wake(),
+          gathering: { maxWaitMs: GATHER_MAX_WAIT_MS, coming: writesComing(memory) },
+        })
       : null;
   let pool: WorkerPool | undefined;
   try {
@@ -106,7 +106,6 @@ export async function startInstance(config: Config, options: InstanceOptions = {
       );
     }
     const port = await claimPort(config.host, config.port);
-    const memory = createInstanceMemory(config.workers);
     pool = new WorkerPool({
       config,
       port,
@@ -114,7 +113,7 @@ export async function startInstance(config: Config, options: InstanceOptions = {
       log,
       tls,
       onCreated: () => dispatcher.wake(),
-      handlers: (workers) => mainHandlers(store, writer, metrics, workers),
+      handlers: (workers, slot) => mainHandlers(store, writer, metrics, workers, slot),
     });
     const url = await pool.start();
     log.info({ workers: config.workers, url }, 'every worker thread listens');
@@ -159,13 +158,13 @@ async function claimPort(host: string, port: number): Promise<number> {
 }
 
 /** What the main thread answers a worker: on SQLite every write, and GET /metrics for the instance. */
-function mainHandlers(store: Store, writer: BatchWriter | null, metrics: Metrics | null, workers: WorkerPool): Handlers<MainOperations> {
+function mainHandlers(store: Store, writer: BatchWriter | null, metrics: Metrics | null, workers: WorkerPool, slot: number): Handlers<MainOperations> {
   const sqliteOnly = (operation: string) => {
     if (writer === null) throw new Error(`${operation} is asked of the main thread only on SQLite`);
     return writer;
   };
   return {
-    create: async (packed) => packOutcomes(await sqliteOnly('create').write(unpackPlants(packed))),
+    create: async (packed) => packOutcomes(await sqliteOnly('create').write(unpackPlants(packed), slot)),
     delete: (id) => store.plants.delete(id),
     recordTokenUse: (uses) => store.tokens.recordUse(uses),
     checkWritable: () => store.checkWritable(),
@@ -175,192 +174,4 @@ function mainHandlers(store: Store, writer: BatchWriter | null, metrics: Metrics
       return aggregateInstanceMetrics(threads, store.kind === 'sqlite').metrics();
     },
   };
-}
-
-interface PoolOptions {
-  readonly config: Config;
-  readonly port: number;
-  readonly memory: InstanceMemory;
-  readonly log: Logger;
-  /** The certificate and key every worker starts with; replaced by useCertificate. */
-  readonly tls: TlsCredentials | undefined;
-  /** A worker committed creates itself (PostgreSQL): the dispatcher may wake. */
-  readonly onCreated: () => void;
-  readonly handlers: (pool: WorkerPool) => Handlers<MainOperations>;
-}
-
-interface Slot {
-  readonly slot: number;
-  worker: Worker | undefined;
-  endpoint: Endpoint<WorkerOperations, MainOperations> | undefined;
-  /** performance.now() when the current worker began to listen; undefined while it starts. */
-  listeningSince: number | undefined;
-  exited: Promise<void>;
-  /** Replacements in a row that failed to start or died soon after. */
-  failures: number;
-  replaceTimer: NodeJS.Timeout | undefined;
-}
-
-/** The worker threads of an instance, one per slot, each replaced when it ends unexpectedly. */
-export class WorkerPool {
-  readonly #options: PoolOptions;
-  readonly #handlers: Handlers<MainOperations>;
-  readonly #slots: Slot[];
-  #stopping = false;
-  #tls: TlsCredentials | undefined;
-  /** Only the first worker of the start logs what the instance serves (HTTPS, or plain HTTP beyond loopback). */
-  #announced = false;
-
-  constructor(options: PoolOptions) {
-    this.#options = options;
-    this.#handlers = options.handlers(this);
-    this.#tls = options.tls;
-    this.#slots = Array.from({ length: options.config.workers }, (_, index) => ({
-      slot: index + 1,
-      worker: undefined,
-      endpoint: undefined,
-      listeningSince: undefined,
-      exited: Promise.resolve(),
-      failures: 0,
-      replaceTimer: undefined,
-    }));
-  }
-
-  /** Starts every worker; resolves with the address once all listen, rejects with the first failure. */
-  async start(): Promise<string> {
-    const started = await Promise.allSettled(this.#slots.map((slot) => this.#spawn(slot)));
-    const failed = started.find((result) => result.status === 'rejected');
-    if (failed) throw failed.reason;
-    return (started[0] as PromiseFulfilledResult<string>).value;
-  }
-
-  /** The worker thread in each slot now (undefined while one is being replaced), for tests. */
-  threads(): Array<Worker | undefined> {
-    return this.#slots.map((slot) => (slot.listeningSince === undefined ? undefined : slot.worker));
-  }
-
-  /** Each listening worker's own metrics; a worker that ends while asked, or does not answer in time, is left out. */
-  async metrics(): Promise<Array<{ slot: number; metrics: MetricsSnapshot }>> {
-    const answers = await Promise.all(
-      this.#slots.map(async ({ slot, endpoint, listeningSince }) => {
-        if (endpoint === undefined || listeningSince === undefined) return undefined;
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<undefined>((resolve) => {
-          timer = setTimeout(() => resolve(undefined), WORKER_METRICS_WAIT_MS);
-        });
-        try {
-          const metrics = await Promise.race([endpoint.call('metrics', undefined), late]);
-          return metrics === undefined ? undefined : { slot, metrics };
-        } catch {
-          return undefined;
-        } finally {
-          clearTimeout(timer);
-        }
-      }),
-    );
-    return answers.filter((answer) => answer !== undefined);
-  }
-
-  /**
-   * Serves new connections with `credentials` in every worker, those still starting included, and starts every
-   * later worker with them. Rejects if a worker could not use them (that worker keeps its previous pair).
-   */
-  async useCertificate(credentials: TlsCredentials): Promise<void> {
-    this.#tls = credentials;
-    const results = await Promise.allSettled(
-      this.#slots.map(({ endpoint }) => endpoint?.call('useCertificate', { cert: credentials.cert, key: credentials.key })),
-    );
-    const failed = results.find((result) => result.status === 'rejected');
-    if (failed) throw failed.reason;
-  }
-
-  /** Drains every worker and waits for its thread to end; no worker is replaced from now on. */
-  async stop(): Promise<void> {
-    this.#stopping = true;
-    await Promise.all(
-      this.#slots.map(async (slot) => {
-        clearTimeout(slot.replaceTimer);
-        const { worker, endpoint, listeningSince } = slot;
-        if (worker === undefined) return;
-        if (endpoint !== undefined && listeningSince !== undefined) {
-          try {
-            await endpoint.call('drain', undefined);
-          } catch (error) {
-            this.#options.log.error({ worker: slot.slot, err: error }, 'a worker thread failed to drain');
-          }
-          const grace = setTimeout(() => void worker.terminate(), DRAINED_EXIT_GRACE_MS);
-          await slot.exited;
-          clearTimeout(grace);
-        } else {
-          await worker.terminate();
-          await slot.exited;
-        }
-      }),
-    );
-  }
-
-  /** Starts a worker in `slot`; resolves with its address once it listens, rejects if it ends before that. */
-  #spawn(slot: Slot): Promise<string> {
-    const { config, port, memory } = this.#options;
-    const tls = this.#tls && { cert: this.#tls.cert, key: this.#tls.key, certificate: this.#tls.certificate };
-    const announce = !this.#announced;
-    this.#announced = true;
-    const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, tls, announce } satisfies WorkerData });
-    const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#handlers);
-    slot.worker = worker;
-    slot.endpoint = endpoint;
-    slot.listeningSince = undefined;
-    let failure: Error | undefined;
-    return new Promise((resolve, reject) => {
-      worker.on('message', (message: unknown) => {
-        if (endpoint.receive(message)) return;
-        const notice = message as WorkerNotice;
-        if (notice.kind === 'created') this.#options.onCreated();
-        else if (notice.kind === 'listening') {
-          slot.listeningSince = performance.now();
-          resolve(notice.url);
-        }
-      });
-      worker.on('error', (error) => {
-        failure ??= error;
-      });
-      slot.exited = new Promise((exited) => {
-        worker.once('exit', (code) => {
-          endpoint.fail(new Error(`worker thread ${slot.slot} ended`));
-          const wasListening = slot.listeningSince;
-          if (slot.worker === worker) {
-            slot.worker = undefined;
-            slot.endpoint = undefined;
-            slot.listeningSince = undefined;
-          }
-          forgetWorker(memory, slot.slot);
-          exited();
-          if (wasListening === undefined) reject(failure ?? new Error(`worker thread ${slot.slot} exited with code ${code} before listening`));
-          else if (!this.#stopping) this.#replace(slot, code, failure, performance.now() - wasListening);
-        });
-      });
-    });
-  }
-
-  #replace(slot: Slot, code: number, failure: Error | undefined, servedMs: number): void {
-    const { log } = this.#options;
-    slot.failures = servedMs >= STABLE_AFTER_MS ? 0 : slot.failures + 1;
-    const delayMs = slot.failures === 0 ? 0 : Math.min(REPLACE_DELAY_MS * 2 ** (slot.failures - 1), REPLACE_DELAY_MAX_MS);
-    log.error({ worker: slot.slot, exitCode: code, err: failure, replaceInMs: delayMs }, 'a worker thread ended unexpectedly; replacing it');
-    const attempt = () => {
-      slot.replaceTimer = undefined;
-      if (this.#stopping) return;
-      this.#spawn(slot).then(
-        () => log.info({ worker: slot.slot }, 'the replacement worker thread listens'),
-        (error: unknown) => {
-          if (this.#stopping) return;
-          slot.failures += 1;
-          const retryInMs = Math.min(REPLACE_DELAY_MS * 2 ** (slot.failures - 1), REPLACE_DELAY_MAX_MS);
-          log.error({ worker: slot.slot, err: error, retryInMs }, 'a replacement worker thread failed to start');
-          slot.replaceTimer = setTimeout(attempt, retryInMs);
-        },
-      );
-    };
-    slot.replaceTimer = setTimeout(attempt, delayMs);
-  }
 }

@@ -93,6 +93,18 @@ export function forgetWorker(memory: InstanceMemory, slot: number): void {
   Atomics.store(new Int32Array(memory.writeDepths), slot - 1, 0);
 }
 
+/**
+ * Asks whether a worker whose slot is not in `present` has writes admitted that it has not handed over yet: its
+ * next batch is on its way to the writer (a delete waiting counts too; the writer's wait for it is bounded).
+ */
+export function writesComing(memory: InstanceMemory): (present: ReadonlySet<number>) => boolean {
+  const depths = new Int32Array(memory.writeDepths);
+  return (present) => {
+    for (let index = 0; index < depths.length; index += 1) if (!present.has(index + 1) && Atomics.load(depths, index) > 0) return true;
+    return false;
+  };
+}
+
 /** Writes waiting in every worker's queue together. */
 export function instanceWriteDepth(memory: InstanceMemory): number {
   const depths = new Int32Array(memory.writeDepths);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
-import { SharedWrites, createInstanceMemory, forgetWorker, instanceWriteDepth, type InstanceMemory } from '../../src/workers/shared-memory.js';
+import { SharedWrites, createInstanceMemory, forgetWorker, instanceWriteDepth, writesComing, type InstanceMemory } from '../../src/workers/shared-memory.js';
 
 describe('SharedWrites: the write bound of an instance', () => {
   it('admits writes from every worker against one limit, and each release makes room for any worker', () => {
@@ -29,6 +29,18 @@ describe('SharedWrites: the write bound of an instance', () => {
     forgetWorker(memory, 1);
     assert.equal(instanceWriteDepth(memory), 0);
     assert.deepEqual([living.admit(), living.admit()], [true, true]);
+  });
+
+  it('tells the writer whether a worker not yet heard from has writes admitted and not handed over', () => {
+    const memory = createInstanceMemory(3);
+    const coming = writesComing(memory);
+    const second = new SharedWrites(memory, 2, 10);
+    assert.equal(coming(new Set([1])), false, 'no worker has admitted anything');
+    assert.equal(second.admit(), true);
+    assert.equal(coming(new Set([1])), true, 'worker 2 admitted a write it has not handed over');
+    assert.equal(coming(new Set([1, 2])), false, 'worker 2\'s batch is already with the writer');
+    second.release(1);
+    assert.equal(coming(new Set([1])), false, 'handed over');
   });
 
   it('remembers the latest refusal for every worker, and forgets it when any batch commits whole', () => {
