@@ -42,6 +42,8 @@ interface ConnectionState {
   head: number;
   /** When an answer last left for the kernel (a response finished, or the socket drained). */
   progressAt: number;
+  /** A release of this connection's waiting requests is scheduled (`#scheduleRelease`). */
+  releaseScheduled: boolean;
 }
 
 /**
@@ -52,6 +54,14 @@ interface ConnectionState {
  * unread for `stalledMs` is closed. Node's own back-pressure (it stops reading a socket whose answers exceed its
  * high-water mark) then keeps further requests in the kernel: it works once answers exist, which handlers that run
  * at once for every pipelined request would build ahead of it without bound.
+ *
+ * No handler starts from Node's request event itself, only from a release scheduled after the event loop's poll
+ * phase (`#scheduleRelease`). Node parses a whole socket read in one go and emits a request for each request in it,
+ * and the event loop reads every socket that has data before its check phase: a handler started from the event
+ * would build its answer before the parser had reached the request that overruns `unanswered`, and a flood of large
+ * answers (a page of a thousand plants each) built so, by connections about to be closed, cost more memory than all
+ * their parsed requests. Released later, a connection that overruns within what the event loop read runs no handler
+ * at all; and between two releases of one connection the event loop reads and serves the others.
  *
  * Answers keep the order of their requests: Node queues responses per connection, and waiting handlers start in
  * the order their requests came.
@@ -78,8 +88,8 @@ export class ConnectionBounds {
       this.#overrun(socket, 'too many unanswered requests');
       return;
     }
-    if (waiting === 0 && this.#mayStart(socket, state)) this.#start(socket, state, request, response);
-    else state.waiting.push([request, response]);
+    state.waiting.push([request, response]);
+    this.#scheduleRelease(socket, state);
   };
 
   /** Stops the timer that closes stalled connections; the server calls it when it closes. */
@@ -91,11 +101,11 @@ export class ConnectionBounds {
   #stateOf(socket: Socket): ConnectionState {
     let state = this.#connections.get(socket);
     if (!state) {
-      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now() };
+      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now(), releaseScheduled: false };
       this.#connections.set(socket, state);
       const progressed = () => {
         (state as ConnectionState).progressAt = performance.now();
-        this.#release(socket, state as ConnectionState);
+        this.#scheduleRelease(socket, state as ConnectionState);
       };
       socket.on('drain', progressed);
       socket.once('close', () => {
@@ -122,11 +132,21 @@ export class ConnectionBounds {
     const answered = () => {
       if (!state.handled.delete(request)) return;
       state.progressAt = performance.now();
-      this.#release(socket, state);
+      this.#scheduleRelease(socket, state);
     };
     response.once('finish', answered);
     response.once('close', answered);
     this.#handler(request, response);
+  }
+
+  /** Releases the connection's waiting requests in the check phase, once per turn of the event loop (see the class). */
+  #scheduleRelease(socket: Socket, state: ConnectionState): void {
+    if (state.releaseScheduled) return;
+    state.releaseScheduled = true;
+    setImmediate(() => {
+      state.releaseScheduled = false;
+      this.#release(socket, state);
+    });
   }
 
   /** Starts waiting handlers while the connection has room for them. */
