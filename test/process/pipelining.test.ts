@@ -22,6 +22,13 @@ const PIPELINED = 7500;
  * Measured figures are in BENCHMARKS.md, "Pipelining without reading".
  */
 const RSS_GROWTH_LIMIT_MIB = 100;
+/**
+ * The connections that stay under CONNECTION_LIMITS.unanswered are held to more: they stay open until their answers
+ * stall, so all their parsed requests are alive at once, and on a server whose young generation V8 has not yet widened
+ * those alone reach the target above, handlers or none (BENCHMARKS.md, "Pipelining without reading"). What this case
+ * checks is that the stall rule closes them and that what they hold stays bounded.
+ */
+const RSS_GROWTH_LIMIT_STALLED_MIB = 140;
 
 function rssMiB(pid: number): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -143,10 +150,10 @@ function describeObserved(label: string, observed: Observed): string {
   );
 }
 
-function assertBounded(observed: Observed): void {
+function assertBounded(observed: Observed, rssGrowthLimitMiB = RSS_GROWTH_LIMIT_MIB): void {
   assert.ok(
-    observed.rssPeakMiB - observed.rssBeforeMiB < RSS_GROWTH_LIMIT_MIB,
-    `RSS grew ${(observed.rssPeakMiB - observed.rssBeforeMiB).toFixed(0)} MiB (limit ${RSS_GROWTH_LIMIT_MIB})`,
+    observed.rssPeakMiB - observed.rssBeforeMiB < rssGrowthLimitMiB,
+    `RSS grew ${(observed.rssPeakMiB - observed.rssBeforeMiB).toFixed(0)} MiB (limit ${rssGrowthLimitMiB})`,
   );
   assert.ok(observed.healthzMedianMs < 100, `/healthz median ${observed.healthzMedianMs.toFixed(1)} ms during the flood`);
   assert.ok(observed.healthzAfterMs < 100, `/healthz took ${observed.healthzAfterMs.toFixed(1)} ms after the flood`);
@@ -196,7 +203,7 @@ describe('pipelining without reading, against a real server', { timeout: 180_000
   it(`${CONNECTIONS} connections × ${UNDER_BOUND} (fewer than ${CONNECTION_LIMITS.unanswered} unanswered) never read: held bounded, closed ${CONNECTION_LIMITS.stalledMs / 1000} s after their answers stall`, async (t) => {
     const observed = await observeFlood(server, 'GET /openapi.json HTTP/1.1\r\nHost: a\r\n\r\n', UNDER_BOUND, CONNECTION_LIMITS.stalledMs + 5000, 500);
     t.diagnostic(describeObserved(`${UNDER_BOUND} × GET /openapi.json`, observed));
-    assertBounded(observed);
+    assertBounded(observed, RSS_GROWTH_LIMIT_STALLED_MIB);
   });
 
   it('500 requests pipelined on one connection and read as they come are all answered, in order', async () => {
