@@ -59,6 +59,13 @@ export interface Config {
     readonly nameLength: number;
     readonly tagLength: number;
   };
+  /** Streamed bulk creates (POST /plants as NDJSON). */
+  readonly bulk: {
+    /** Lines one request may have; the next is answered by a final 413 line. */
+    readonly maxLines: number;
+    /** Lines of one request read and not yet answered at most (not configurable: bounds a request's memory). */
+    readonly window: number;
+  };
   readonly writes: {
     /** Creates waiting for storage before new ones are refused with 503. */
     readonly queueLimit: number;
@@ -83,6 +90,12 @@ export interface Config {
 }
 
 const MAX_TAG_LENGTH = 600;
+
+/**
+ * Lines of one streamed bulk create read and not yet answered at most: about two group commits of the default
+ * WRITE_BATCH_LIMIT, so one commits while the next fills, and a few streams together stay well under WRITE_QUEUE_LIMIT.
+ */
+const BULK_WINDOW = 1024;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -234,6 +247,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
       // Tags are indexed with the id: 600 characters (at most 2400 bytes of UTF-8) keep an index entry within what a
       // PostgreSQL B-tree page holds (about 2700 bytes); a longer one would fail its whole create batch there.
       tagLength: integer(env, 'TAG_MAX_LENGTH', 64, 1, MAX_TAG_LENGTH),
+    },
+    bulk: {
+      maxLines: integer(env, 'BULK_MAX_LINES', 1_000_000, 1, 1_000_000_000),
+      window: BULK_WINDOW,
     },
     writes: {
       queueLimit: integer(env, 'WRITE_QUEUE_LIMIT', 10_000, 1, 10_000_000),
