@@ -64,6 +64,8 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
   reply.raw.once('finish', () => {
     if (!answer.unreadRequest || request.raw.complete) return;
     const socket = request.raw.socket;
+    // An injected request (tests) has a socket that is no net.Socket: nothing to close.
+    if (typeof socket.end !== 'function') return;
     socket.end();
     setTimeout(() => socket.destroy(), UNREAD_LINGER_MS).unref();
   });
