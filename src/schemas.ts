@@ -100,6 +100,7 @@ export function plantSchemas(limits: SchemaLimits) {
           line: lineNumber,
           status: Type.Literal(200, { description: 'Stored now, or an identical replay of a stored plant' }),
           plant: Plant,
+          created: Type.Boolean({ description: 'true when stored by this line, false for an identical replay of a stored plant' }),
         },
         { additionalProperties: false },
       ),

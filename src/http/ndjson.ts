@@ -18,7 +18,7 @@ export class LineStreamBody {
 
 /** One line of the answer: the outcome of the request line `line` (numbered from 1), as the single create would answer it. */
 export type BulkResultLine =
-  | { readonly line: number; readonly status: 200; readonly plant: PlantBody }
+  | { readonly line: number; readonly status: 200; readonly plant: PlantBody; readonly created: boolean }
   | ({ readonly line: number; readonly status: number } & ErrorBody);
 
 export interface BulkCreateOptions {
@@ -33,7 +33,7 @@ export interface BulkCreateOptions {
   /** One line's text to the plant it asks for, exactly as a single create reads its body; throws the 400 to answer. */
   readonly readPlant: (text: Buffer) => Plant;
   /** The single create: durable before it resolves; throws what the single create would answer. */
-  readonly create: (plant: Plant) => Promise<PlantBody>;
+  readonly create: (plant: Plant) => Promise<{ readonly plant: PlantBody; readonly created: boolean }>;
   /** The Error record the single create would answer for an error. */
   readonly errorRecord: (error: unknown) => ErrorBody;
   /** Resolves when one more line may be created (rate limiting), or undefined when every line may go at once. */
@@ -168,7 +168,7 @@ export class BulkCreateAnswer extends Readable {
             continue;
           }
           this.#options.create(plant).then(
-            (stored) => this.#settle(entry, `${JSON.stringify({ line: entry.line, status: 200, plant: stored })}\n`),
+            ({ plant: stored, created }) => this.#settle(entry, `${JSON.stringify({ line: entry.line, status: 200, plant: stored, created })}\n`),
             (error: unknown) => this.#settle(entry, errorLine(entry.line, this.#options.errorRecord(error))),
           );
         }

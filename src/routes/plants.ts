@@ -57,7 +57,10 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
     window: bulk.window,
     idleTimeoutMs: bulk.idleTimeoutMs,
     readPlant: bulk.readPlant,
-    create: async (plant) => toPlantBody(await plants.create(plant)),
+    create: async (plant) => {
+      const answer = await plants.createTelling(plant);
+      return { plant: toPlantBody(answer.plant), created: answer.created };
+    },
     errorRecord: (error) => bulk.errorRecord(error, request),
     ...(bulk.admitLine ? { admitLine: () => bulk.admitLine?.(request) } : {}),
   });

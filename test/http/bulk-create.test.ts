@@ -75,9 +75,9 @@ for (const database of DATABASES) {
       assert.deepEqual(results.map(({ line, status }) => [line, status]), [
         [1, 200], [2, 200], [4, 400], [5, 400], [6, 200], [7, 409], [9, 200], [10, 400], [11, 200], [12, 400],
       ]);
-      assert.equal(results[0]?.text, '{"line":1,"status":200,"plant":{"name":"exact","tag":"t"}}');
+      assert.equal(results[0]?.text, '{"line":1,"status":200,"plant":{"name":"exact","tag":"t"},"created":true}');
       assert.equal(results[2]?.text, '{"line":4,"status":400,"error":400,"message":"line.name must not be empty"}');
-      assert.equal(results[4]?.text, '{"line":6,"status":200,"plant":{"name":"stored"}}');
+      assert.equal(results[4]?.text, '{"line":6,"status":200,"plant":{"name":"stored"},"created":false}');
       assert.match(results[5]?.text ?? '', /^\{"line":7,"status":409,"error":409,"message":"[^"]+"\}$/);
       assert.match(results[7]?.text ?? '', /int64/);
       assert.match(results[9]?.text ?? '', /unknown property 'colour'/);
@@ -138,12 +138,12 @@ for (const database of DATABASES) {
       const [response] = (await once(request, 'response')) as [http.IncomingMessage];
       assert.equal(response.statusCode, 200);
       const [first] = (await once(response, 'data')) as [Buffer];
-      assert.equal(String(first), '{"line":1,"status":200,"plant":{"name":"first"}}\n');
+      assert.equal(String(first), '{"line":1,"status":200,"plant":{"name":"first"},"created":true}\n');
       assert.equal((await t.store.plants.get(51n))?.name, 'first');
       request.end('{"id":52,"name":"second"}\n');
       let rest = '';
       for await (const chunk of response) rest += String(chunk);
-      assert.equal(rest, '{"line":2,"status":200,"plant":{"name":"second"}}\n');
+      assert.equal(rest, '{"line":2,"status":200,"plant":{"name":"second"},"created":true}\n');
     });
 
     it('answers a token without plants:create 403 before reading any line', async () => {
