@@ -248,13 +248,13 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
       // PostgreSQL B-tree page holds (about 2700 bytes); a longer one would fail its whole create batch there.
       tagLength: integer(env, 'TAG_MAX_LENGTH', 64, 1, MAX_TAG_LENGTH),
     },
-    bulk: {
-      maxLines: integer(env, 'BULK_MAX_LINES', 1_000_000, 1, 1_000_000_000),
-      window: BULK_WINDOW,
-    },
     writes: {
       queueLimit: integer(env, 'WRITE_QUEUE_LIMIT', 10_000, 1, 10_000_000),
       batchLimit: integer(env, 'WRITE_BATCH_LIMIT', 500, 1, 100_000),
+    },
+    bulk: {
+      maxLines: integer(env, 'BULK_MAX_LINES', 1_000_000, 1, 1_000_000_000),
+      window: BULK_WINDOW,
     },
     tokenCacheMs: integer(env, 'TOKEN_CACHE_MS', 1000, 0, 60_000),
     rateLimit:
