@@ -213,6 +213,38 @@ for (const database of DATABASES) {
       });
     });
 
+    it('stops reading the request while the client does not read the answer', async () => {
+      const first = 5_000_000;
+      const count = 400_000;
+      const request = openStream(t.headers.authorization as string);
+      let sent = 0;
+      const writeMore = () => {
+        while (sent < count) {
+          let text = '';
+          for (let i = 0; i < 1000; i += 1, sent += 1) text += `{"id":${first + sent},"name":"p"}\n`;
+          if (!request.write(text)) return void request.once('drain', writeMore);
+        }
+        request.end();
+      };
+      writeMore();
+      const [response] = (await once(request, 'response')) as [http.IncomingMessage];
+      // Never read: the answer piles up in the socket buffers, and then the server must stop taking lines.
+      response.pause();
+      const storedCount = async () => (await t.store.plants.list({ limit: count, after: BigInt(first - 1) })).length;
+      let before = -1;
+      let now = await storedCount();
+      const deadline = performance.now() + 20_000;
+      while (now !== before && performance.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        before = now;
+        now = await storedCount();
+      }
+      request.destroy();
+      assert.equal(now, before, 'the server kept taking lines that no one read the answers to');
+      // What is stored is what the window and the buffers between the two ends hold answers for: a fraction of the request.
+      assert.ok(now > 0 && now < count / 3, `stored ${now} of ${count}, ${sent} sent`);
+    });
+
     it('writes one webhook event per created line, none for replays, conflicts or bad lines', async () => {
       const hook = await Receiver.start();
       try {
