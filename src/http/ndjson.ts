@@ -33,7 +33,9 @@ export interface BulkCreateOptions {
   /** One line's text to the plant it asks for, exactly as a single create reads its body; throws the 400 to answer. */
   readonly readPlant: (text: Buffer) => Plant;
   /** The single create: durable before it resolves; throws what the single create would answer. */
-  readonly create: (plant: Plant) => Promise<{ readonly plant: PlantBody; readonly created: boolean }>;
+  readonly create: (plant: Plant) => Promise<{ readonly plant: Plant; readonly created: boolean }>;
+  /** The stored plant as the single create answers it. */
+  readonly plantBody: (plant: Plant) => PlantBody;
   /** The Error record the single create would answer for an error. */
   readonly errorRecord: (error: unknown) => ErrorBody;
   /** Resolves when one more line may be created (rate limiting), or undefined when every line may go at once. */
@@ -168,7 +170,8 @@ export class BulkCreateAnswer extends Readable {
             continue;
           }
           this.#options.create(plant).then(
-            ({ plant: stored, created }) => this.#settle(entry, `${JSON.stringify({ line: entry.line, status: 200, plant: stored, created })}\n`),
+            ({ plant: stored, created }) =>
+              this.#settle(entry, `${JSON.stringify({ line: entry.line, status: 200, plant: this.#options.plantBody(stored), created })}\n`),
             (error: unknown) => this.#settle(entry, errorLine(entry.line, this.#options.errorRecord(error))),
           );
         }

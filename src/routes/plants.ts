@@ -57,10 +57,8 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
     window: bulk.window,
     idleTimeoutMs: bulk.idleTimeoutMs,
     readPlant: bulk.readPlant,
-    create: async (plant) => {
-      const answer = await plants.createTelling(plant);
-      return { plant: toPlantBody(answer.plant), created: answer.created };
-    },
+    create: (plant) => plants.createTelling(plant),
+    plantBody: toPlantBody,
     errorRecord: (error) => bulk.errorRecord(error, request),
     ...(bulk.admitLine ? { admitLine: () => bulk.admitLine?.(request) } : {}),
   });

@@ -15,6 +15,7 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
 import { DATABASES, type TestDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { Receiver } from '../helpers/receiver.js';
+import { FakeClock } from '../helpers/clock.js';
 import { newToken } from '../helpers/tokens.js';
 
 stopPostgresAfterAll();
@@ -243,6 +244,47 @@ for (const database of DATABASES) {
       assert.equal(now, before, 'the server kept taking lines that no one read the answers to');
       // What is stored is what the window and the buffers between the two ends hold answers for: a fraction of the request.
       assert.ok(now > 0 && now < count / 3, `stored ${now} of ${count}, ${sent} sent`);
+    });
+
+    it('takes one rate-limit token per line, waiting for the next token instead of refusing', async () => {
+      const clock = new FakeClock();
+      // 1 token per 1000 ms, 3 at once: the request takes one, lines 1 and 2 the others, line 3 waits for the clock.
+      const limited = await startTestApp(db.url, { RATE_LIMIT_MAX: '1', RATE_LIMIT_WINDOW_MS: '1000', RATE_LIMIT_BURST: '3' }, { now: clock.now });
+      try {
+        await limited.app.listen({ host: '127.0.0.1', port: 0 });
+        const request = http.request({
+          host: '127.0.0.1',
+          port: (limited.app.server.address() as AddressInfo).port,
+          method: 'POST',
+          path: '/plants',
+          headers: { authorization: limited.headers.authorization, 'content-type': NDJSON },
+        });
+        request.end([70, 71, 72, 73].map((id) => `{"id":${id},"name":"r"}\n`).join(''));
+        const [response] = (await once(request, 'response')) as [http.IncomingMessage];
+        assert.equal(response.statusCode, 200);
+        let body = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (body += chunk));
+        const ended = once(response, 'end');
+        const answered = async (lines: number) => {
+          for (let waited = 0; body.split('\n').length - 1 < lines; waited += 10) {
+            assert.ok(waited < 5000, `waiting for ${lines} lines, got: ${body}`);
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        };
+        await answered(2);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.equal(body.split('\n').length - 1, 2, 'line 3 waits for a token');
+        assert.equal(await limited.store.plants.get(72n), undefined);
+        clock.advance(1000);
+        await answered(3);
+        clock.advance(1000);
+        await answered(4);
+        await ended;
+        assert.deepEqual(resultLines(body).map(({ status }) => status), [200, 200, 200, 200]);
+      } finally {
+        await limited.close();
+      }
     });
 
     it('writes one webhook event per created line, none for replays, conflicts or bad lines', async () => {
