@@ -287,6 +287,46 @@ for (const database of DATABASES) {
       }
     });
 
+    it('outlasts REQUEST_TIMEOUT_MS while lines keep coming, and ends with a 408 line once they stop for that long', async () => {
+      const timed = await startTestApp(db.url, { REQUEST_TIMEOUT_MS: '700' });
+      try {
+        await timed.app.listen({ host: '127.0.0.1', port: 0 });
+        const request = http.request({
+          host: '127.0.0.1',
+          port: (timed.app.server.address() as AddressInfo).port,
+          method: 'POST',
+          path: '/plants',
+          headers: { authorization: timed.headers.authorization, 'content-type': NDJSON, 'transfer-encoding': 'chunked' },
+        });
+        request.on('error', () => undefined);
+        const started = performance.now();
+        let sent = 0;
+        const response = once(request, 'response') as Promise<[http.IncomingMessage]>;
+        // One line every 250 ms for 2 s: three times the whole-request timeout, never idle for as long as it.
+        await new Promise<void>((resolve) => {
+          const timer = setInterval(() => {
+            sent += 1;
+            request.write(`{"id":${80 + sent},"name":"slow"}\n`);
+            if (sent === 8) {
+              clearInterval(timer);
+              resolve();
+            }
+          }, 250);
+        });
+        // Then nothing: the request is left open.
+        const [answer] = await response;
+        let body = '';
+        for await (const chunk of answer) body += String(chunk);
+        request.destroy();
+        assert.ok(performance.now() - started > 2000);
+        const results = resultLines(body);
+        assert.deepEqual(results.map(({ line, status }) => [line, status]), [[1, 200], [2, 200], [3, 200], [4, 200], [5, 200], [6, 200], [7, 200], [8, 200], [9, 408]]);
+        assert.match(results[8]?.text ?? '', /"error":408,"message":"the request sent nothing for 700 ms/);
+      } finally {
+        await timed.close();
+      }
+    });
+
     it('writes one webhook event per created line, none for replays, conflicts or bad lines', async () => {
       const hook = await Receiver.start();
       try {
