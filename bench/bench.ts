@@ -21,6 +21,7 @@ import { pinning, unpinned } from './environment.js';
 import { chooseGenerator } from './generator.js';
 import { PROGRAMS, ROOT } from './layout.js';
 import { BENCH_USAGE, readOptions, UsageError, workloadTitle } from './options.js';
+import { runBulk } from './scenarios/bulk.js';
 import { runCreates } from './scenarios/creates.js';
 import { runReads } from './scenarios/reads.js';
 import { runWebhook } from './scenarios/webhook.js';
@@ -39,7 +40,7 @@ async function main(): Promise<void> {
   const setup: BenchSetup = { options, pinning: options.workers ? unpinned() : pinning(), generator: chooseGenerator(options.generator), log };
   log(`bench: ${workloadTitle(options)} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
   log(`bench: ${setup.pinning.note}; load generator: ${setup.generator.description} (${setup.generator.note})`);
-  await (options.reads ? runReads(setup) : options.webhook ? runWebhook(setup) : options.workers ? runWorkers(setup) : runCreates(setup));
+  await (options.bulk ? runBulk(setup) : options.reads ? runReads(setup) : options.webhook ? runWebhook(setup) : options.workers ? runWorkers(setup) : runCreates(setup));
 }
 
 main().catch((error: unknown) => {

@@ -20,6 +20,8 @@ export interface BenchOptions {
   readonly quick: boolean;
   /** Reads scenario: page reads and GET by id over a prefilled store, plantstore only. */
   readonly reads: boolean;
+  /** Bulk scenario: streamed bulk creates (NDJSON) against single creates, in pairs; then latency beside a stream and RSS over 1,000,000 lines. */
+  readonly bulk: boolean;
   /** Webhook scenario: plantstore with one subscription (a local receiver) against plantstore with none, in pairs. */
   readonly webhook: boolean;
   /** Also run plantstore's HTTP layer on a store that keeps nothing, in every pair. */
@@ -50,6 +52,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --soak S                                              one long run (memory drift)
   --store sqlite|postgres                               the storage (PostgreSQL: the embedded test server)
   --reads | --webhook | --app-only                      page reads; one webhook subscription; also plantstore's HTTP layer alone
+  --bulk                                                streamed bulk creates (NDJSON) against single creates
   --workers N                                           pairs of WORKERS=1 and WORKERS=N, unpinned (also with --webhook)
   --generator auto|wrk|autocannon                       the load generator
   --baseline DIR --baseline-env NAME=VALUE ...          an A/B in one run: another built checkout and/or settings
@@ -80,6 +83,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
         store: { type: 'string' },
         quick: { type: 'boolean' },
         reads: { type: 'boolean' },
+        bulk: { type: 'boolean' },
         webhook: { type: 'boolean' },
         'app-only': { type: 'boolean' },
         workers: { type: 'string' },
@@ -144,6 +148,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
     store,
     quick,
     reads,
+    bulk: values.bulk ?? false,
     webhook,
     appOnly: values['app-only'] ?? false,
     workers,

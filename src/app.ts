@@ -11,25 +11,30 @@ import Fastify, {
 } from 'fastify';
 import type { Scope } from './auth/scopes.js';
 import { readBearerToken, singleAuthorization } from './http/bearer.js';
-import { MethodNotAllowedError, NotFoundError, TooManyRequestsError } from './http/errors.js';
+import { MethodNotAllowedError, NotFoundError, TooManyRequestsError, UnsupportedMediaTypeError } from './http/errors.js';
 import { framingProblem, httpServer } from './http/http-server.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.js';
-import { STRICT_AJV_OPTIONS } from './http/new-plant.js';
+import { STRICT_AJV_OPTIONS, newPlantReader } from './http/new-plant.js';
 import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
-import { tokenBucketStore, type BucketCells } from './http/rate-limit.js';
+import { LocalBucketCells, TokenBucketStore, tokenBucketStore, type BucketCells } from './http/rate-limit.js';
+import { LineStreamBody, NDJSON } from './http/ndjson.js';
 import { endFailedHandshakes, withTls, type TlsCredentials } from './http/tls.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import { openApiPath, type RouteSpec } from './http/route-spec.js';
 import { UNMATCHED_ROUTE } from './metrics.js';
-import { plantRoutes } from './routes/plants.js';
+import { plantRoutes, type BulkCreateSettings } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { ErrorRecord, plantSchemas } from './schemas.js';
 import type { Services } from './services.js';
 
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route takes a line-stream body beside JSON (RouteSpec.lineStream): the NDJSON parser hands it the stream. */
+    lineStream?: boolean;
+  }
   interface FastifyRequest {
     /** Name of the token that authenticated this request; '' before authentication. */
     tokenName: string;
@@ -121,6 +126,21 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     }
   });
 
+  // A streamed bulk create (POST /plants as NDJSON): the body is not read here but handed to the route as the stream it
+  // is, read line by line as lines commit (src/http/ndjson.ts). Only routes that say they take it (lineStream) do.
+  app.addContentTypeParser(NDJSON, (request, payload, done) => {
+    try {
+      if (request.routeOptions.config.lineStream !== true) {
+        throw new UnsupportedMediaTypeError('Content-Type must be application/json');
+      }
+      checkContentEncoding(request.headers['content-encoding']);
+      checkJsonMediaType(request.headers['content-type'] ?? '');
+      done(null, new LineStreamBody(payload as IncomingMessage));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+
   app.setErrorHandler(replyWithError);
   // The first hook of every routed request, so every answer carries it: a header set now stays through the error
   // handler, and so is also on the errors decided at onRequest (404, 405, 401, 429) and after it (400, 413, 415, 500).
@@ -153,8 +173,20 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.decorateRequest('tokenName', '');
 
   const schemas = plantSchemas(config.limits);
+  // Rate-limit buckets: the plugin's store and the per-line admission of streamed bulk creates share them.
+  const bucketCells = options.rateLimitCells ?? new LocalBucketCells();
+  const bulk: BulkCreateSettings = {
+    maxLineBytes: config.limits.bodyBytes,
+    maxLines: config.bulk.maxLines,
+    window: config.bulk.window,
+    idleTimeoutMs: config.http.requestTimeoutMs,
+    // The single create's parser and NewPlant validation, line by line; messages name the line ("line.name must ...").
+    readPlant: newPlantReader(config.limits, 'line'),
+    errorRecord: (error, request) => toErrorReply(error, request.log, config.limits.bodyBytes).body,
+    ...(config.rateLimit ? { admitLine: lineAdmission(new TokenBucketStore(config.rateLimit, options.now, bucketCells), config.rateLimit.burst) } : {}),
+  };
   const routes: RouteSpec[] = [
-    ...plantRoutes(schemas, services.plants),
+    ...plantRoutes(schemas, services.plants, bulk),
     // The document describes every route, itself included, so it is built after the list and read lazily.
     ...systemRoutes(services.readiness, () => (openApiJson ??= JSON.stringify(openApi)), services.metrics),
   ];
@@ -164,7 +196,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   let openApiJson: string | undefined;
   const openApi = buildOpenApi(
     routes,
-    { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, Error: ErrorRecord },
+    { NewPlant: schemas.NewPlant, Plant: schemas.Plant, StoredPlant: schemas.StoredPlant, BulkCreateResult: schemas.BulkCreateResult, Error: ErrorRecord },
     { externalDocs: { description: 'Interactive reference: this document, rendered', url: API_REFERENCE_PATH }, webhooks: newPlantWebhook() },
   );
 
@@ -181,7 +213,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     await app.register(rateLimit, {
       global: false,
       // The bucket decides; the plugin compares its answer with the burst and sends the headers and the 429.
-      store: tokenBucketStore(config.rateLimit, options.now, options.rateLimitCells),
+      store: tokenBucketStore(config.rateLimit, options.now, bucketCells),
       max: config.rateLimit.burst,
       timeWindow: config.rateLimit.windowMs,
       keyGenerator: (request) => request.tokenName,
@@ -215,7 +247,13 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     app.route({
       method: route.method,
       url: route.url,
-      schema: { ...route.schema, response: withoutNulls(route.schema.response) },
+      schema: {
+        ...route.schema,
+        // With a line-stream media type beside it, the JSON body schema is the application/json body's only.
+        ...(route.lineStream && route.schema.body ? { body: { content: { 'application/json': { schema: route.schema.body } } } } : {}),
+        response: withoutNulls(route.schema.response),
+      },
+      ...(route.lineStream ? { config: { lineStream: true } } : {}),
       ...(route.scope ? { onRequest: [authenticateFor(route.scope), ...rateLimitHooks] } : {}),
       ...timed(route.url),
       handler: route.handler,
@@ -244,6 +282,24 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // No token, no rate limit: the page and its assets are public, like /openapi.json itself.
   await registerApiReference(app, openApi);
   return app;
+}
+
+/**
+ * Rate limiting of a streamed bulk create: besides the request itself (counted at onRequest like any), each line
+ * takes one token of the same bucket; when the bucket is empty the stream waits for the next token (reading pauses)
+ * rather than refusing the line, so a bulk stream creates at the token's rate and no faster.
+ */
+function lineAdmission(bucket: TokenBucketStore, burst: number): NonNullable<BulkCreateSettings['admitLine']> {
+  return (request) =>
+    new Promise<void>((resolve, reject) => {
+      const attempt = () =>
+        bucket.incr(request.tokenName, (error, result) => {
+          if (error) reject(error);
+          else if (result && result.current > burst) setTimeout(attempt, Math.max(1, result.ttl));
+          else resolve();
+        });
+      attempt();
+    });
 }
 
 /** A request that declared a body (a length or chunked encoding) not yet read to its end. */

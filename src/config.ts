@@ -59,6 +59,13 @@ export interface Config {
     readonly nameLength: number;
     readonly tagLength: number;
   };
+  /** Streamed bulk creates (POST /plants as NDJSON). */
+  readonly bulk: {
+    /** Lines one request may have; the next is answered by a final 413 line. */
+    readonly maxLines: number;
+    /** Lines of one request read and not yet answered at most (not configurable: bounds a request's memory). */
+    readonly window: number;
+  };
   readonly writes: {
     /** Creates waiting for storage before new ones are refused with 503. */
     readonly queueLimit: number;
@@ -83,6 +90,12 @@ export interface Config {
 }
 
 const MAX_TAG_LENGTH = 600;
+
+/**
+ * Lines of one streamed bulk create read and not yet answered at most: about two group commits of the default
+ * WRITE_BATCH_LIMIT, so one commits while the next fills, and a few streams together stay well under WRITE_QUEUE_LIMIT.
+ */
+const BULK_WINDOW = 1024;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -238,6 +251,10 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
     writes: {
       queueLimit: integer(env, 'WRITE_QUEUE_LIMIT', 10_000, 1, 10_000_000),
       batchLimit: integer(env, 'WRITE_BATCH_LIMIT', 500, 1, 100_000),
+    },
+    bulk: {
+      maxLines: integer(env, 'BULK_MAX_LINES', 1_000_000, 1, 1_000_000_000),
+      window: BULK_WINDOW,
     },
     tokenCacheMs: integer(env, 'TOKEN_CACHE_MS', 1000, 0, 60_000),
     rateLimit:

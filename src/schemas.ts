@@ -88,7 +88,36 @@ export function plantSchemas(limits: SchemaLimits) {
     { additionalProperties: false },
   );
 
-  return { Plant, NewPlant, StoredPlant, PlantList, PlantIdParams, PlantListQueryString };
+  /**
+   * One line of the answer to a streamed bulk create (`POST /plants` as application/x-ndjson): the outcome of request
+   * line `line`, with the status and body the single create would have answered for it.
+   */
+  const lineNumber = Type.Integer({ minimum: 1, description: 'The request line this result answers, numbered from 1 (blank lines count, and get no result)' });
+  const BulkCreateResult = Type.Union(
+    [
+      Type.Object(
+        {
+          line: lineNumber,
+          status: Type.Literal(200, { description: 'Stored now, or an identical replay of a stored plant' }),
+          plant: Plant,
+          created: Type.Boolean({ description: 'true when stored by this line, false for an identical replay of a stored plant' }),
+        },
+        { additionalProperties: false },
+      ),
+      Type.Object(
+        {
+          line: lineNumber,
+          status: Type.Integer({ minimum: 400, maximum: 599, description: 'What the single create would have answered: 400, 409, 413, 503, ...' }),
+          error: ErrorRecord.properties.error,
+          message: ErrorRecord.properties.message,
+        },
+        { additionalProperties: false },
+      ),
+    ],
+    { description: 'The outcome of one request line of a streamed bulk create, in request order' },
+  );
+
+  return { Plant, NewPlant, StoredPlant, PlantList, PlantIdParams, PlantListQueryString, BulkCreateResult };
 }
 
 /** GET /plants answers this many plants when the client names no limit, and at most MAX_PAGE_LIMIT. */

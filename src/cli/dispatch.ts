@@ -11,6 +11,7 @@ import * as exportCommand from './commands/export.js';
 import * as importCommand from './commands/import.js';
 import * as migrate from './commands/migrate.js';
 import * as plants from './commands/plants.js';
+import * as push from './commands/push.js';
 import * as restore from './commands/restore.js';
 import * as serve from './commands/serve.js';
 import * as token from './commands/token.js';
@@ -29,6 +30,7 @@ const COMMANDS: ReadonlyMap<string, Command> = new Map<string, Command>([
   ['restore', restore],
   ['export', exportCommand],
   ['import', importCommand],
+  ['push', push],
   ['copy', copy],
   ['webhook', webhook],
   ['version', version],

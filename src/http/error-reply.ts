@@ -5,6 +5,7 @@ import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from '../auth
 import { PlantConflictError, PlantNotFoundError } from '../plants/errors.js';
 import { WriteQueueFullError } from '../plants/write-queue.js';
 import { NO_NUL, type ErrorBody } from '../schemas.js';
+import { NDJSON } from './ndjson.js';
 import { StorageUnavailableError } from '../storage/errors.js';
 import {
   ApiError,
@@ -97,6 +98,12 @@ export function describeValidationError(errors: FastifySchemaValidationError[], 
   return new BadRequestError(`${field} ${describe ? describe(first) : (first.message ?? 'is invalid')}`);
 }
 
+/** Whether the response now on the socket is a streamed bulk create's answer, its request still being read. */
+function answersALineStream(socket: Socket): boolean {
+  const inProgress = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  return inProgress?.req.complete === false && String(inProgress.getHeader('content-type') ?? '').startsWith(NDJSON);
+}
+
 /** Sockets whose parser error is already being answered: Node reports the error again for every later chunk. */
 const answering = new WeakSet<Socket>();
 
@@ -112,6 +119,9 @@ const answering = new WeakSet<Socket>();
  * body that never arrived): it can never finish, and the error is its answer.
  */
 export function writeClientError(error: Error & { code?: string }, socket: Socket): void {
+  // A streamed bulk create answers while its request is still being read, for as long as lines keep coming: it is
+  // bounded by its own idle timeout (src/http/ndjson.ts), not by a time for the whole request.
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && answersALineStream(socket)) return;
   if (answering.has(socket)) return;
   answering.add(socket);
   const status =

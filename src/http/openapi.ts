@@ -48,13 +48,15 @@ export function buildOpenApi(
       const description = SUCCESS_DESCRIPTIONS[code] ?? ERROR_DESCRIPTIONS[code] ?? String(code);
       const headers = { ...EVERY_RESPONSE_HEADERS, ...STATUS_HEADERS[code], ...route.responseHeaders?.[code] };
       const mediaType = route.responseMediaTypes?.[code];
+      // A line-stream answer is documented by the schema of each of its lines (OpenAPI 3.1 has no item schema).
+      const streamed = code === 200 && route.lineStream ? { [route.lineStream.mediaType]: { schema: ref(route.lineStream.result) } } : {};
       responses[status] = {
         description,
         headers,
         ...(mediaType
           ? { content: { [mediaType]: { schema: { type: 'string' } } } }
           : schema
-            ? { content: { 'application/json': { schema: ref(schema) } } }
+            ? { content: { 'application/json': { schema: ref(schema) }, ...streamed } }
             : code === 204
               ? {}
               : { content: { 'application/json': {} } }),
@@ -73,7 +75,16 @@ export function buildOpenApi(
       security: route.scope ? [{ bearerAuth: [route.scope] }] : [],
       ...(parameters.length ? { parameters } : {}),
       ...(route.schema.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: ref(route.schema.body) } } } }
+        ? {
+            requestBody: {
+              required: true,
+              content: {
+                'application/json': { schema: ref(route.schema.body) },
+                // Each line of a line-stream body is one of these.
+                ...(route.lineStream ? { [route.lineStream.mediaType]: { schema: ref(route.lineStream.line) } } : {}),
+              },
+            },
+          }
         : {}),
       responses,
     };

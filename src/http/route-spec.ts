@@ -24,6 +24,12 @@ export interface RouteSpec {
     readonly params?: TSchema;
     readonly response: Readonly<Record<number, TSchema | null>>;
   };
+  /**
+   * A second request media type the operation takes, whose body the handler reads itself as a stream of lines (a
+   * streamed bulk create): each line is a `line`, and the 200 answer is a stream of `result` lines of the same media
+   * type. Fastify validates only the application/json body against `schema.body`.
+   */
+  readonly lineStream?: { readonly mediaType: string; readonly line: TSchema; readonly result: TSchema };
   /** The media type of a status's body when it is not application/json (its body is then documented as a string). */
   readonly responseMediaTypes?: Readonly<Record<number, string>>;
   /** Headers a response of this route carries beyond those every response of its status carries (STATUS_HEADERS). */
@@ -99,7 +105,7 @@ export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
   409: 'A plant with this id already exists with a different name or tag.',
   413: 'The request body is larger than the configured limit (BODY_LIMIT_BYTES, default 16384).',
   414: 'A path parameter is longer than 100 characters.',
-  415: 'The request body is not application/json in UTF-8, or carries a Content-Encoding other than identity.',
+  415: 'The request body is not application/json (or application/x-ndjson, where the operation takes it) in UTF-8, or carries a Content-Encoding other than identity.',
   429: 'The token has sent more requests than its rate limit allows; see Retry-After.',
   431: 'The request headers are larger than the configured limit (MAX_HEADER_BYTES, default 8192); the connection is closed.',
   500: 'An unexpected failure; details are logged, not sent.',

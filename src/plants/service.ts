@@ -62,6 +62,11 @@ export class PlantService {
    * retry safely; the same id with another name or tag is a conflict.
    */
   async create(plant: Plant): Promise<Plant> {
+    return (await this.createTelling(plant)).plant;
+  }
+
+  /** A create that also tells whether the plant was stored now (true) or was an identical replay (false). */
+  async createTelling(plant: Plant): Promise<{ readonly plant: Plant; readonly created: boolean }> {
     let outcome: CreateOutcome;
     try {
       outcome = await this.#writes.create(plant);
@@ -72,10 +77,10 @@ export class PlantService {
     switch (outcome.kind) {
       case 'created':
         this.#observer.createAnswered('created');
-        return plant;
+        return { plant, created: true };
       case 'replayed':
         this.#observer.createAnswered('replayed');
-        return outcome.stored;
+        return { plant: outcome.stored, created: false };
       case 'conflict':
         this.#observer.createAnswered('conflict');
         throw new PlantConflictError(plant.id);

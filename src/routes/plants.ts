@@ -1,10 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { plantFromBody } from '../http/json-body.js';
+import { BulkCreateAnswer, LineStreamBody, NDJSON, type BulkCreateOptions } from '../http/ndjson.js';
 import { parseInt64Parameter, parseLimitParameter } from '../http/params.js';
 import type { RouteSpec } from '../http/route-spec.js';
 import type { PlantService } from '../plants/service.js';
 import {
   ErrorRecord,
+  type ErrorBody,
   type NewPlantBody,
   type PlantBody,
   type PlantIdParams,
@@ -33,7 +35,45 @@ export function nextPageLink(limit: number, after: bigint, tag: string | undefin
   return `</plants?limit=${limit}&after=${after}${tagPart}>; rel="next"`;
 }
 
-export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteSpec[] {
+/** How a streamed bulk create reads and answers its lines (src/http/ndjson.ts); the app builds it from the configuration. */
+export interface BulkCreateSettings extends Pick<BulkCreateOptions, 'maxLineBytes' | 'maxLines' | 'window' | 'idleTimeoutMs' | 'readPlant'> {
+  /** The Error record the single create would answer for this error. */
+  errorRecord(error: unknown, request: FastifyRequest): ErrorBody;
+  /** Waits for the request's token to earn one more create (rate limiting), or undefined at once when it may go. */
+  admitLine?(request: FastifyRequest): Promise<void> | undefined;
+}
+
+/** How long a connection whose request was left unread after its answer may linger before it is closed. */
+const UNREAD_LINGER_MS = 1000;
+
+/**
+ * A streamed bulk create: one result line per request line, written as lines commit. When the request was not read
+ * to its end (too many lines, a timeout) the connection is closed after the answer: its remaining bytes are no request.
+ */
+function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: FastifyReply, plants: PlantService, bulk: BulkCreateSettings) {
+  const answer = new BulkCreateAnswer(body.source, {
+    maxLineBytes: bulk.maxLineBytes,
+    maxLines: bulk.maxLines,
+    window: bulk.window,
+    idleTimeoutMs: bulk.idleTimeoutMs,
+    readPlant: bulk.readPlant,
+    create: (plant) => plants.createTelling(plant),
+    plantBody: toPlantBody,
+    errorRecord: (error) => bulk.errorRecord(error, request),
+    ...(bulk.admitLine ? { admitLine: () => bulk.admitLine?.(request) } : {}),
+  });
+  reply.raw.once('finish', () => {
+    if (!answer.unreadRequest || request.raw.complete) return;
+    const socket = request.raw.socket;
+    // An injected request (tests) has a socket that is no net.Socket: nothing to close.
+    if (typeof socket.end !== 'function') return;
+    socket.end();
+    setTimeout(() => socket.destroy(), UNREAD_LINGER_MS).unref();
+  });
+  return reply.code(200).type(NDJSON).send(answer);
+}
+
+export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: BulkCreateSettings): RouteSpec[] {
   return [
     {
       method: 'POST',
@@ -43,8 +83,15 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
       description:
         'Stores a new plant durably (committed and fsync\'d before the answer) and answers the Plant, without its id. ' +
         'Sending an id that is already stored with the same name and tag is an idempotent replay and answers 200; ' +
-        'with a different name or tag it answers 409.',
+        'with a different name or tag it answers 409.\n\n' +
+        'Sent as `application/x-ndjson`, the body is a stream of NewPlant lines (a streamed bulk create): each line is read ' +
+        'and stored exactly as a single create\'s body, and the answer is `200` `application/x-ndjson` with one `BulkCreateResult` ' +
+        'line per non-blank request line, in request order, each written once its plant is committed and fsync\'d (or refused). ' +
+        'A bad line never stops the lines after it. Blank lines are skipped (they keep their number). At most `BULK_MAX_LINES` ' +
+        'lines are read; the next one is answered by a final 413 line, and a request that sends nothing for `REQUEST_TIMEOUT_MS` ' +
+        'by a final 408 line; the connection then closes.',
       scope: 'plants:create',
+      lineStream: { mediaType: NDJSON, line: schemas.NewPlant, result: schemas.BulkCreateResult },
       schema: {
         body: schemas.NewPlant,
         response: {
@@ -59,7 +106,10 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService): RouteS
           503: ErrorRecord,
         },
       },
-      handler: async (request: FastifyRequest) => toPlantBody(await plants.create(plantFromBody(request.body as NewPlantBody))),
+      handler: async (request: FastifyRequest, reply: FastifyReply) =>
+        request.body instanceof LineStreamBody
+          ? answerLineStream(request.body, request, reply, plants, bulk)
+          : toPlantBody(await plants.create(plantFromBody(request.body as NewPlantBody))),
     },
     {
       method: 'GET',

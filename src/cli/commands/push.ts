@@ -1,0 +1,117 @@
+import fs from 'node:fs';
+import type { Readable } from 'node:stream';
+import { parseArgs } from 'node:util';
+import { request } from 'undici';
+import { NDJSON } from '../../http/ndjson.js';
+import { readLines } from '../../transfer/lines.js';
+import type { CommandContext } from '../command.js';
+import { UsageError } from '../errors.js';
+import { ProgressLine } from '../output.js';
+
+export const usage = `  push FILE --url URL --token-file TOKEN_FILE
+                              send the NewPlant JSON lines of FILE (- for standard input) to a running server
+                              as one streamed POST /plants (application/x-ndjson); the token (plants:create)
+                              is read from TOKEN_FILE, never from the command line; reports each refused line`;
+
+export interface PushCounts {
+  /** Result lines received. */
+  answered: number;
+  created: number;
+  /** Identical replays of plants already stored. */
+  replayed: number;
+  /** 409: the id is stored with another name or tag. */
+  conflicts: number;
+  /** 400 and 413: lines that are no valid NewPlant, or too long. */
+  bad: number;
+  /** Anything else (503: storage or the write queue refused; a final 408 or 413 line: the rest was not read). */
+  refused: number;
+}
+
+function summary(counts: Readonly<PushCounts>): string {
+  return (
+    `${counts.answered} lines answered: ${counts.created} created, ${counts.replayed} replayed, ` +
+    `${counts.conflicts} conflicts, ${counts.bad} bad lines, ${counts.refused} refused`
+  );
+}
+
+interface ResultLine {
+  readonly line: number;
+  readonly status: number;
+  readonly created?: boolean;
+  readonly message?: string;
+}
+
+/** The file's bytes as they are: the server splits and reads the lines, exactly as it does any client's. */
+function input(file: string): Readable {
+  return file === '-' ? process.stdin : fs.createReadStream(file);
+}
+
+export async function run(args: string[], context: CommandContext): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { url: { type: 'string' }, 'token-file': { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  const [file] = positionals;
+  if (file === undefined || positionals.length !== 1) throw new UsageError('push needs exactly one FILE (- for standard input)');
+  if (values.url === undefined) throw new UsageError('push needs --url, the server to send to (e.g. http://127.0.0.1:8080)');
+  if (values['token-file'] === undefined) throw new UsageError('push needs --token-file, a file holding a token with the plants:create scope');
+  let url: URL;
+  try {
+    url = new URL('/plants', values.url);
+  } catch {
+    throw new UsageError(`--url ${JSON.stringify(values.url)} is not a URL`);
+  }
+  const token = fs.readFileSync(values['token-file'], 'utf8').trim();
+  if (token === '') throw new UsageError(`--token-file ${values['token-file']} is empty`);
+  // Answer lines are at most a message long; the limit only keeps a broken server from growing one line without end.
+  const maxAnswerLine = context.config().limits.bodyBytes + 1024;
+
+  const answer = await request(url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': NDJSON },
+    body: input(file),
+    // The answer streams as lines commit, for as long as the file takes: no whole-answer timeout, only silence.
+    bodyTimeout: 0,
+    headersTimeout: 0,
+  });
+  if (answer.statusCode !== 200) {
+    const text = await answer.body.text();
+    let message = text;
+    try {
+      message = (JSON.parse(text) as { message?: string }).message ?? text;
+    } catch {
+      // Not an Error record: shown as it came.
+    }
+    process.stderr.write(`push: the server answered ${answer.statusCode}: ${message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+
+  const counts: PushCounts = { answered: 0, created: 0, replayed: 0, conflicts: 0, bad: 0, refused: 0 };
+  const progress = new ProgressLine();
+  try {
+    for await (const lines of readLines(answer.body, maxAnswerLine)) {
+      for (const line of lines) {
+        if (!('text' in line)) throw new Error(`the server answered a line of ${line.tooLongBytes} bytes, which is no result line`);
+        const result = JSON.parse(line.text.toString('utf8')) as ResultLine;
+        counts.answered += 1;
+        if (result.status === 200) {
+          if (result.created === false) counts.replayed += 1;
+          else counts.created += 1;
+          continue;
+        }
+        if (result.status === 409) counts.conflicts += 1;
+        else if (result.status === 400 || (result.status === 413 && result.message?.startsWith('line is longer'))) counts.bad += 1;
+        else counts.refused += 1;
+        progress.line(`line ${result.line}: ${result.status} ${result.message ?? ''}`);
+      }
+      progress.update(`push: ${summary(counts)}`);
+    }
+  } finally {
+    progress.clear();
+  }
+  process.stderr.write(`push: ${summary(counts)}\n`);
+  if (counts.conflicts + counts.bad + counts.refused > 0) process.exitCode = 1;
+}

@@ -1,0 +1,228 @@
+import { Readable } from 'node:stream';
+import type { ErrorBody, PlantBody } from '../schemas.js';
+import type { Plant } from '../storage/plant-store.js';
+import { isBlank, readLines, type InputLine } from '../transfer/lines.js';
+
+const TIMED_OUT = Symbol('timedOut');
+
+/** The media type of a streamed bulk create, request and answer: one JSON text per line (NDJSON). */
+export const NDJSON = 'application/x-ndjson';
+
+/**
+ * The body of a `POST /plants` sent as NDJSON: the request stream itself, unread. The content-type parser hands it over
+ * as it is, so that the route reads it line by line, as fast as lines commit, instead of a whole body held in memory.
+ */
+export class LineStreamBody {
+  constructor(readonly source: NodeJS.ReadableStream & { destroy(error?: Error): void }) {}
+}
+
+/** One line of the answer: the outcome of the request line `line` (numbered from 1), as the single create would answer it. */
+export type BulkResultLine =
+  | { readonly line: number; readonly status: 200; readonly plant: PlantBody; readonly created: boolean }
+  | ({ readonly line: number; readonly status: number } & ErrorBody);
+
+export interface BulkCreateOptions {
+  /** The longest line (BODY_LIMIT_BYTES, the single create's body limit); a longer one is answered 413 alone. */
+  readonly maxLineBytes: number;
+  /** Lines a request may have (BULK_MAX_LINES); the next one is answered by a final 413 line and the rest is not read. */
+  readonly maxLines: number;
+  /** Lines read and not yet handed to the answer stream at most: the memory of one request, whatever its length. */
+  readonly window: number;
+  /** The request sends nothing for this long while the server waits for it: a final 408 line, the rest is not read. */
+  readonly idleTimeoutMs: number;
+  /** One line's text to the plant it asks for, exactly as a single create reads its body; throws the 400 to answer. */
+  readonly readPlant: (text: Buffer) => Plant;
+  /** The single create: durable before it resolves; throws what the single create would answer. */
+  readonly create: (plant: Plant) => Promise<{ readonly plant: Plant; readonly created: boolean }>;
+  /** The stored plant as the single create answers it. */
+  readonly plantBody: (plant: Plant) => PlantBody;
+  /** The Error record the single create would answer for an error. */
+  readonly errorRecord: (error: unknown) => ErrorBody;
+  /** Resolves when one more line may be created (rate limiting), or undefined when every line may go at once. */
+  readonly admitLine?: () => Promise<void> | undefined;
+}
+
+interface Entry {
+  readonly line: number;
+  /** The serialized result line, once the line's outcome is known. */
+  result: string | undefined;
+}
+
+/** The answer to a line that could not be read into a plant, or whose create failed. */
+function errorLine(line: number, record: ErrorBody): string {
+  return `${JSON.stringify({ line, status: record.error, error: record.error, message: record.message })}\n`;
+}
+
+/**
+ * The answer to an NDJSON `POST /plants`: a readable stream of result lines, one per non-blank request line, in request
+ * order, each written once its line's outcome is known (a 200 only after its plant is committed and fsync'd: it waits
+ * for the single create, which waits for group commit).
+ *
+ * Memory is bounded whatever the request's length: at most `window` lines are read and unanswered, and no line is read
+ * while the answer stream is over its high-water mark (the client is not reading): the request stream is then not
+ * read either, and TCP's flow control stops the client. Lines are handed to the write queue as they are read, so the
+ * lines of one socket read join one group commit, and the next read is parsed while that one commits.
+ */
+export class BulkCreateAnswer extends Readable {
+  readonly #options: BulkCreateOptions;
+  readonly #source: LineStreamBody['source'];
+  readonly #entries: Entry[] = [];
+  #head = 0;
+  #flushScheduled = false;
+  #backedUp = false;
+  #wake: (() => void) | undefined;
+  #stopped = false;
+  #reading = true;
+  /** True when the request was not read to its end (a limit, a timeout): the connection must close after the answer. */
+  unreadRequest = false;
+
+  constructor(source: LineStreamBody['source'], options: BulkCreateOptions) {
+    super({ highWaterMark: 16 * 1024 });
+    this.#options = options;
+    this.#source = source;
+    void this.#readAll();
+  }
+
+  override _read(): void {
+    this.#backedUp = false;
+    this.#wakeReader();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    // The client went away (or the answer failed): stop reading. Lines already handed to the write queue still commit
+    // or fail whole, each on its own; none is half-written.
+    this.#stopped = true;
+    this.#wakeReader();
+    callback(error);
+  }
+
+  get #inWindow(): number {
+    return this.#entries.length - this.#head;
+  }
+
+  #hasRoom(): boolean {
+    return this.#stopped || (!this.#backedUp && this.#inWindow < this.#options.window);
+  }
+
+  #wakeReader(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+
+  /** The next lines of the request, or TIMED_OUT when it sends nothing for idleTimeoutMs. */
+  #nextWithin(next: Promise<IteratorResult<InputLine[]>>): Promise<IteratorResult<InputLine[]> | typeof TIMED_OUT> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
+      timer = setTimeout(() => resolve(TIMED_OUT), this.#options.idleTimeoutMs);
+    });
+    return Promise.race([next, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  async #readAll(): Promise<void> {
+    const { maxLineBytes, maxLines, readPlant, idleTimeoutMs } = this.#options;
+    // Not destroyed when reading stops early (a limit, a timeout): that would close the socket under the answer.
+    const chunks = (this.#source as unknown as Readable).iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
+    const lines = readLines(chunks, maxLineBytes)[Symbol.asyncIterator]();
+    let lastLine = 0;
+    try {
+      for (;;) {
+        const next = await this.#nextWithin(lines.next());
+        if (next === TIMED_OUT) {
+          this.#finalLine = errorLine(lastLine + 1, {
+            error: 408,
+            message: `the request sent nothing for ${idleTimeoutMs} ms (REQUEST_TIMEOUT_MS); the rest was not read`,
+          });
+          this.unreadRequest = true;
+          return;
+        }
+        if (next.done) return;
+        for (const line of next.value) {
+          if (this.#stopped) return;
+          lastLine = line.number;
+          if (line.number > maxLines) {
+            this.#finalLine = errorLine(line.number, {
+              error: 413,
+              message: `the request has more than ${maxLines} lines (BULK_MAX_LINES); lines from ${line.number} on were not read`,
+            });
+            this.unreadRequest = true;
+            return;
+          }
+          if ('text' in line && isBlank(line.text)) continue;
+          if (!this.#hasRoom()) await new Promise<void>((resolve) => (this.#wake = resolve));
+          if (this.#stopped) return;
+          const admitted = this.#options.admitLine?.();
+          if (admitted) await admitted;
+          const entry: Entry = { line: line.number, result: undefined };
+          this.#entries.push(entry);
+          if (!('text' in line)) {
+            entry.result = errorLine(line.number, {
+              error: 413,
+              message: `line is longer than the limit of ${maxLineBytes} bytes (BODY_LIMIT_BYTES)`,
+            });
+            continue;
+          }
+          let plant: Plant;
+          try {
+            plant = readPlant(line.text);
+          } catch (error) {
+            entry.result = errorLine(line.number, this.#options.errorRecord(error));
+            continue;
+          }
+          this.#options.create(plant).then(
+            ({ plant: stored, created }) =>
+              this.#settle(entry, `${JSON.stringify({ line: entry.line, status: 200, plant: this.#options.plantBody(stored), created })}\n`),
+            (error: unknown) => this.#settle(entry, errorLine(entry.line, this.#options.errorRecord(error))),
+          );
+        }
+        this.#scheduleFlush();
+      }
+    } catch {
+      // The request ended before its end (the client closed it): what was read is answered, as far as it can be.
+      this.unreadRequest = true;
+    } finally {
+      this.#reading = false;
+      this.#scheduleFlush();
+    }
+  }
+
+  /** A last line after every line's result: why the request was not read to its end. */
+  #finalLine: string | undefined;
+  #ended = false;
+
+  #settle(entry: Entry, result: string): void {
+    entry.result = result;
+    if (this.#entries[this.#head] === entry) this.#scheduleFlush();
+  }
+
+  /** Once per microtask checkpoint: every create of a commit settles in one, and their lines leave in one push. */
+  #scheduleFlush(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    queueMicrotask(this.#flush);
+  }
+
+  readonly #flush = (): void => {
+    this.#flushScheduled = false;
+    if (this.destroyed) return;
+    let text = '';
+    while (this.#head < this.#entries.length) {
+      const result = (this.#entries[this.#head] as Entry).result;
+      if (result === undefined) break;
+      text += result;
+      this.#head += 1;
+    }
+    // The window is a queue read from the front: dropping its answered part now and then keeps shifting amortized O(1).
+    if (this.#head > 1024 && this.#head * 2 > this.#entries.length) {
+      this.#entries.splice(0, this.#head);
+      this.#head = 0;
+    }
+    if (text !== '' && !this.push(text)) this.#backedUp = true;
+    if (this.#hasRoom()) this.#wakeReader();
+    if (!this.#reading && this.#inWindow === 0 && !this.#ended) {
+      this.#ended = true;
+      if (this.#finalLine !== undefined) this.push(this.#finalLine);
+      this.push(null);
+    }
+  };
+}

@@ -1,0 +1,139 @@
+/**
+ * The streamed bulk create as a real server process: SIGKILL mid-stream loses no line that was answered 200 (with one
+ * thread and with worker threads), and `plantstore push` sends a file through the bin and reports what it got.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { loadConfig } from '../../src/config.js';
+import { openStore } from '../../src/storage/open.js';
+import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { CLI, createToken, startServer } from '../helpers/process.js';
+
+const LINES = 200_000;
+
+/** Streams LINES lines to the server and kills it once `killAfter` lines are answered; resolves with the lines answered 200. */
+async function streamAndKill(base: string, token: string, killAfter: number, kill: () => void): Promise<number[]> {
+  const url = new URL('/plants', base);
+  const request = http.request({
+    host: url.hostname,
+    port: url.port,
+    method: 'POST',
+    path: '/plants',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson', 'transfer-encoding': 'chunked' },
+  });
+  request.on('error', () => undefined);
+  let sent = 0;
+  const writeMore = () => {
+    while (sent < LINES) {
+      let text = '';
+      for (let i = 0; i < 1000; i += 1, sent += 1) text += `{"id":${-9223372036854775808n + BigInt(sent)},"name":"n${sent}","tag":"k${sent % 7}"}\n`;
+      if (!request.write(text)) return void request.once('drain', writeMore);
+    }
+    request.end();
+  };
+  writeMore();
+  const [response] = (await once(request, 'response')) as [http.IncomingMessage];
+  assert.equal(response.statusCode, 200);
+  const answered: number[] = [];
+  let text = '';
+  let killed = false;
+  try {
+    for await (const chunk of response) {
+      text += String(chunk);
+      const end = text.lastIndexOf('\n');
+      for (const line of text.slice(0, end + 1).split('\n')) {
+        if (line === '') continue;
+        const result = JSON.parse(line) as { line: number; status: number };
+        assert.equal(result.status, 200, line);
+        answered.push(result.line);
+      }
+      text = text.slice(end + 1);
+      if (!killed && answered.length >= killAfter) {
+        killed = true;
+        kill();
+      }
+    }
+  } catch {
+    // The connection dies with the server.
+  }
+  return answered;
+}
+
+describe('streamed bulk create, as a process', () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  after(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+  });
+
+  for (const workers of [1, 2]) {
+    it(`loses no line answered 200 when SIGKILLed mid-stream (WORKERS=${workers})`, async () => {
+      const db: TestDatabase = await sqliteDatabase();
+      cleanups.push(() => db.cleanup());
+      const env = { DATABASE_URL: db.url, WORKERS: String(workers) };
+      const token = createToken('bulk', env);
+      const server = await startServer(env);
+      cleanups.push(() => server.kill());
+      const answered = await streamAndKill(server.base, token, 20_000, () => server.child.kill('SIGKILL'));
+      await server.kill();
+      assert.ok(answered.length >= 20_000 && answered.length < LINES, `answered ${answered.length} of ${LINES}`);
+      assert.deepEqual(answered.slice(0, 5), [1, 2, 3, 4, 5]);
+      const store = await openStore(loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'silent' }).database);
+      try {
+        for (const line of answered) {
+          const index = line - 1;
+          const stored = await store.plants.get(-9223372036854775808n + BigInt(index));
+          assert.deepEqual(stored, { id: -9223372036854775808n + BigInt(index), name: `n${index}`, tag: `k${index % 7}` }, `line ${line}`);
+        }
+      } finally {
+        await store.close();
+      }
+    });
+  }
+
+  it('plantstore push sends a file and reports created, replayed, conflicts and bad lines', async () => {
+    const db = await sqliteDatabase();
+    cleanups.push(() => db.cleanup());
+    const env = { DATABASE_URL: db.url };
+    const token = createToken('pusher', env);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-push-'));
+    cleanups.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
+    const tokenFile = path.join(dir, 'token');
+    fs.writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+    const file = path.join(dir, 'plants.jsonl');
+    const lines = [
+      '{"id":9223372036854775807,"name":"max"}',
+      '{"id":9007199254740993,"name":"exact","tag":"t"}',
+      '',
+      '{"id":9007199254740993,"name":"exact","tag":"t"}',
+      '{"id":9007199254740993,"name":"other"}',
+      '{"id":3,"name":""}',
+    ];
+    fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    const server = await startServer(env);
+    cleanups.push(() => server.kill());
+    const result = spawnSync(process.execPath, [CLI, 'push', file, '--url', server.base, '--token-file', tokenFile], {
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+    });
+    assert.equal(result.status, 1, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.match(result.stderr, /^line 5: 409 /m);
+    assert.match(result.stderr, /^line 6: 400 line\.name must not be empty$/m);
+    assert.match(result.stderr, /push: 5 lines answered: 2 created, 1 replayed, 1 conflicts, 1 bad lines, 0 refused\n$/);
+    assert.ok(!result.stderr.includes(token), 'the token is never printed');
+    const stored = await fetch(`${server.base}/plants/9007199254740993`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(await stored.text(), '{"id":9007199254740993,"name":"exact","tag":"t"}');
+
+    const refused = spawnSync(process.execPath, [CLI, 'push', file, '--url', server.base, '--token-file', path.join(dir, 'missing')], {
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+    });
+    assert.notEqual(refused.status, 0);
+  });
+});
