@@ -228,3 +228,32 @@ describe('tracing off', () => {
     assert.ok((await connectionsMadeWith({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })) > 0, 'the control: with the endpoint set, spans are exported to it');
   });
 });
+
+describe('with WORKERS=2', () => {
+  it('keeps the spans of each request in one trace, whichever worker thread served it', async () => {
+    const db = await sqliteDatabase();
+    const collector = await OtlpReceiver.start();
+    const env = { DATABASE_URL: db.url };
+    const token = createToken('traced', env);
+    let server: ServerProcess | undefined;
+    try {
+      server = await startServer({ ...env, WORKERS: '2', OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, { startTimeoutMs: 60_000 });
+      const running = server;
+      const traces = Array.from({ length: 8 }, () => ({ traceId: hex(16), parent: hex(8) }));
+      // Separate connections, at once: the kernel spreads them over both workers.
+      const answers = await Promise.all(traces.map(({ traceId, parent }, index) => create(running, token, 1000n + BigInt(index), { traceparent: `00-${traceId}-${parent}-01`, connection: 'close' })));
+      for (const answer of answers) assert.equal(answer.status, 200, answer.body);
+      const spans = await collector.waitForSpans((found) => traces.every(({ traceId }) => found.some((span) => span.traceId === traceId && span.name === 'commit')));
+      for (const { traceId, parent } of traces) {
+        const serverSpan = spans.find((span) => span.traceId === traceId && span.name === 'POST /plants');
+        assert.ok(serverSpan, `the server span of trace ${traceId}`);
+        assert.equal(serverSpan.parentSpanId, parent);
+        for (const name of ['authenticate', 'write queue wait', 'commit']) assert.ok(child(spans, serverSpan, name), `${name} in trace ${traceId}`);
+      }
+    } finally {
+      await server?.stop();
+      await collector.close();
+      await db.cleanup();
+    }
+  });
+});
