@@ -103,6 +103,8 @@ function sampler(config: TracingConfig): Sampler {
 class ExportCounts {
   /** Spans handed to the batch processor and not yet taken by an export. */
   waiting = 0;
+  /** Spans in export requests the collector has not answered yet. */
+  sending = 0;
   dropped = 0;
   failed = 0;
 }
@@ -113,7 +115,9 @@ class CountingExporter implements SpanExporter {
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
     this.counts.waiting -= spans.length;
+    this.counts.sending += spans.length;
     this.inner.export(spans, (result) => {
+      this.counts.sending -= spans.length;
       if (result.code !== ExportResultCode.SUCCESS) this.counts.failed += spans.length;
       done(result);
     });
@@ -220,13 +224,14 @@ export function createTracing(config: TracingConfig, log: Logger): Tracing {
   const queued = new WeakMap<object, QueuedCreate>();
 
   let reported = { dropped: 0, failed: 0 };
-  const reporter = setInterval(() => {
+  const report = () => {
     const dropped = counts.dropped - reported.dropped;
     const failed = counts.failed - reported.failed;
     if (dropped === 0 && failed === 0) return;
     reported = { dropped: counts.dropped, failed: counts.failed };
-    log.warn({ droppedSpans: dropped, failedSpans: failed, queueLimit: EXPORT_LIMITS.queue, url: redactedUrl(config.url) }, 'spans were not exported in the last minute (queue full, or the collector refused or did not answer)');
-  }, DROP_REPORT_MS);
+    log.warn({ droppedSpans: dropped, failedSpans: failed, queueLimit: EXPORT_LIMITS.queue, url: redactedUrl(config.url) }, 'spans were not exported (queue full, or the collector refused or did not answer)');
+  };
+  const reporter = setInterval(report, DROP_REPORT_MS);
   reporter.unref();
 
   const traceIdsOf = (span: Span): TraceIds => {
@@ -401,7 +406,10 @@ export function createTracing(config: TracingConfig, log: Logger): Tracing {
       );
       const outcome = await Promise.race([flushed, gaveUp]);
       clearTimeout(timer);
-      if (outcome === 'timeout') log.warn({ waitedMs: SHUTDOWN_FLUSH_MS, waitingSpans: counts.waiting }, 'spans still queued at shutdown were not exported');
+      // Spans still queued or sent and unanswered are lost with the process; what was lost since the last report is
+      // said before it goes.
+      if (outcome === 'timeout') counts.failed += counts.waiting + counts.sending;
+      report();
       context.disable();
     },
   };

@@ -172,6 +172,16 @@ describe('a collector that refuses or hangs', () => {
         const exit = await server.stop();
         assert.equal(exit.code, 0);
         assert.ok(performance.now() - stopping < 5000, `shutdown took ${(performance.now() - stopping).toFixed(0)} ms`);
+        if (behaviour === 'hangs') {
+          // The spans that never reached it are counted and said (here at shutdown; while serving, once a minute).
+          const warning = server
+            .output()
+            .stdout.split('\n')
+            .filter((line) => line.includes('spans were not exported'))
+            .map((line) => JSON.parse(line) as { droppedSpans: number; failedSpans: number; url: string });
+          assert.equal(warning.length, 1, server.output().stdout);
+          assert.ok((warning[0]?.droppedSpans ?? 0) + (warning[0]?.failedSpans ?? 0) > 0);
+        }
       } finally {
         await server.kill();
         await collector.close();
