@@ -6,6 +6,7 @@ import Fastify, {
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
+  type FastifyServerOptions,
   type HTTPMethods,
   type onResponseHookHandler,
 } from 'fastify';
@@ -29,6 +30,7 @@ import { plantRoutes, type BulkCreateSettings } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { ErrorRecord, plantSchemas } from './schemas.js';
 import type { Services } from './services.js';
+import { activeTracing, type Tracing } from './tracing/tracing.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -80,6 +82,7 @@ export interface AppOptions {
  */
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
   const { config } = services;
+  const tracing = activeTracing();
   const replyWithError = (error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const { status, headers, body } = toErrorReply(error, request.log, config.limits.bodyBytes);
     // Answered before its body was read (401, 404, 405, 429 at onRequest; 413 part-way): kept alive, the connection
@@ -107,8 +110,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     frameworkErrors: (error, request, reply) => replyWithError(error, request, reply.header(REQUEST_ID_HEADER, request.id)),
     // request.ip (the remoteAddress of request log lines), .protocol and .host follow X-Forwarded-* only from these.
     trustProxy: config.trustProxy.length > 0 ? [...config.trustProxy] : false,
+    // Tracing (src/tracing/): the request's server span begins with its logger, so every line it logs, the first
+    // included, carries trace_id and span_id. With tracing off the option is left at Fastify's default.
+    ...(tracing ? { childLoggerFactory: tracedLogger(tracing, options.tls ? 'https' : 'http') } : {}),
   }, options.tls));
   endFailedHandshakes(app);
+  if (tracing) traceRequests(app, tracing);
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
@@ -204,7 +211,14 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const authenticateFor = (scope: Scope) => async (request: FastifyRequest) => {
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation, and a
     // token without the scope (403) cannot make the server read or parse a body either.
-    request.tokenName = await services.tokens.authenticate(readBearerToken(singleAuthorization(request.raw.rawHeaders)), scope);
+    const span = tracing?.child(request.raw, 'authenticate');
+    try {
+      request.tokenName = await services.tokens.authenticate(readBearerToken(singleAuthorization(request.raw.rawHeaders)), scope);
+    } catch (error) {
+      span?.end(error);
+      throw error;
+    }
+    span?.end();
   };
   // Per-token rate limiting, off unless RATE_LIMIT_MAX is set: it runs after authentication (keyed by the token's
   // name) and before the body is read, so a limited client costs no parsing; 429 is an Error record with Retry-After.
@@ -256,7 +270,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       ...(route.lineStream ? { config: { lineStream: true } } : {}),
       ...(route.scope ? { onRequest: [authenticateFor(route.scope), ...rateLimitHooks] } : {}),
       ...timed(route.url),
-      handler: route.handler,
+      handler: tracing ? withTrace(tracing, route.handler) : route.handler,
     });
     const allowed = allowedByUrl.get(route.url) ?? [];
     allowed.push(route.method, ...(route.method === 'GET' ? (['HEAD'] as const) : []));
@@ -300,6 +314,35 @@ function lineAdmission(bucket: TokenBucketStore, burst: number): NonNullable<Bul
         });
       attempt();
     });
+}
+
+/** Each request's logger, made as Fastify makes it, once the request's server span has begun: it carries its ids. */
+function tracedLogger(tracing: Tracing, scheme: string): FastifyServerOptions['childLoggerFactory'] {
+  return function childLogger(this: FastifyInstance, logger, bindings, childOptions, raw) {
+    const ids = tracing.startRequest(raw as IncomingMessage, scheme);
+    return logger.child(ids ? { ...bindings, ...ids } : bindings, childOptions);
+  };
+}
+
+/** Ends each request's server span with its answer (or its abort), named by its route template, never its path. */
+function traceRequests(app: FastifyInstance, tracing: Tracing): void {
+  const routeOf = (request: FastifyRequest) => (request.is404 || !request.routeOptions.url ? undefined : openApiPath(request.routeOptions.url));
+  app.addHook('onResponse', (request, reply, done) => {
+    tracing.endRequest(request.raw, routeOf(request), reply.statusCode);
+    done();
+  });
+  app.addHook('onRequestAbort', (request, done) => {
+    // No answer was sent: the client went away before it.
+    tracing.endRequest(request.raw, routeOf(request), null);
+    done();
+  });
+}
+
+/** A route handler run with its request's span active, so the write it queues and the queries it makes join the trace. */
+function withTrace(tracing: Tracing, handler: RouteSpec['handler']): RouteSpec['handler'] {
+  return function traced(this: FastifyInstance, request, reply) {
+    return tracing.within(request.raw, () => handler.call(this, request, reply));
+  } as RouteSpec['handler'];
 }
 
 /** A request that declared a body (a length or chunked encoding) not yet read to its end. */

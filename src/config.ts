@@ -6,6 +6,7 @@ import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, boolean, duration, integer, onOff, parseDuration, read, MAX_DURATION_MS, type Env } from './config-variables.js';
+import { tracingConfig, type TracingConfig } from './tracing/settings.js';
 
 export type DatabaseConfig =
   | { readonly kind: 'sqlite'; readonly path: string }
@@ -87,6 +88,8 @@ export interface Config {
   readonly webhooks: WebhookConfig;
   /** Threads serving HTTP on the one PORT (WORKERS); 1 is the single-threaded server, more an instance of src/workers/. */
   readonly workers: number;
+  /** OpenTelemetry traces (the standard OTEL_* variables); null, the default, when no OTLP endpoint is set. */
+  readonly tracing: TracingConfig | null;
 }
 
 const MAX_TAG_LENGTH = 600;
@@ -275,6 +278,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
     metrics: onOff(env, 'METRICS', true),
     webhooks: webhooks(env),
     workers: workers(env, host),
+    tracing: tracingConfig(env),
   };
   return deepFreeze(config);
 }

@@ -5,6 +5,7 @@ import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCer
 import { createLogger } from './log.js';
 import { startServices, type Services } from './services.js';
 import { openStore, type OpenOptions } from './storage/open.js';
+import { startTracing, stopTracing } from './tracing/tracing.js';
 import type { Store } from './storage/store.js';
 
 export interface RunningServer {
@@ -23,7 +24,15 @@ export async function startServer(config: Config, open: OpenOptions = {}): Promi
   const log = createLogger(config);
   // Before storage is opened: a certificate or key that cannot be used fails the start with nothing to close.
   const tls = config.tls ? await readTlsCredentials(config.tls) : undefined;
-  const store = await openStore(config.database, open);
+  // Tracing (src/tracing/): loaded and started only when an OTLP endpoint is configured.
+  await startTracing(config.tracing, log);
+  let store: Store;
+  try {
+    store = await openStore(config.database, open);
+  } catch (error) {
+    await stopTracing();
+    throw error;
+  }
   let services: Services | undefined;
   let app: FastifyInstance | undefined;
   try {
@@ -45,6 +54,7 @@ export async function startServer(config: Config, open: OpenOptions = {}): Promi
     await app?.close().catch(() => undefined);
     await services?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
+    await stopTracing();
     throw error;
   }
 }
@@ -65,6 +75,7 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
       });
       await services.close();
       await store.close();
+      await stopTracing();
       if (appFailure) throw appFailure.error;
     })());
 }

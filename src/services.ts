@@ -8,6 +8,16 @@ import { WriteQueue, type SharedWriteState } from './plants/write-queue.js';
 import type { Store } from './storage/store.js';
 import type { Resolver } from './webhooks/address-policy.js';
 import { WebhookDispatcher, type WebhookStats } from './webhooks/dispatcher.js';
+import { activeTracing, type Tracing } from './tracing/tracing.js';
+import type { WriteQueueObserver } from './plants/write-queue.js';
+
+/** The write queue's observer when tracing: the metrics' (if kept), and tracing told of every create queued. */
+function tracedQueue(metrics: Metrics | null, tracing: Tracing): WriteQueueObserver {
+  return {
+    batchCommitted: (rows, seconds) => metrics?.batchCommitted(rows, seconds),
+    queued: (plant) => tracing.queued(plant),
+  };
+}
 
 /**
  * Everything the service does, without a transport: the HTTP app (src/app.ts) is built on it, the entry
@@ -79,11 +89,13 @@ export async function startServices(config: Config, store: Store, log: Logger, o
     ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
     ...(options.webhookPruneIntervalMs ? { pruneIntervalMs: options.webhookPruneIntervalMs } : {}),
   });
-  const writes = new WriteQueue(store.plants, {
+  // Tracing (src/tracing/): each traced create's wait in the queue and the commit it joined are spans of its request.
+  const tracing = activeTracing();
+  const writes = new WriteQueue(tracing ? tracing.traceCreates(store.plants, true) : store.plants, {
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,
     concurrency: store.writeConcurrency,
-    ...(metrics ? { observer: metrics } : {}),
+    ...(tracing ? { observer: tracedQueue(metrics, tracing) } : metrics ? { observer: metrics } : {}),
     onCreated: worker ? worker.wakeWebhooks : () => dispatcher?.wake(),
     ...(worker ? { shared: worker.writes } : {}),
   });

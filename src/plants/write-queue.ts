@@ -13,6 +13,8 @@ export class WriteQueueFullError extends Error {
 export interface WriteQueueObserver {
   /** The store answered a batch of creates (committed, though single rows may have failed alone) and how long it took. */
   batchCommitted(rows: number, seconds: number): void;
+  /** A create was admitted to the queue, in its caller's context (tracing starts the create's wait here). */
+  queued?(plant: Plant): void;
 }
 
 const UNOBSERVED: WriteQueueObserver = { batchCommitted: () => undefined };
@@ -108,6 +110,7 @@ export class WriteQueue {
 
   create(plant: Plant): Promise<CreateOutcome> {
     if (!this.#shared.admit()) return Promise.reject(new WriteQueueFullError());
+    this.#observer.queued?.(plant);
     return new Promise((resolve, reject) => {
       this.#queue.push({ plant, resolve, reject });
       this.#schedule();

@@ -54,9 +54,10 @@ export interface PlantStore {
    * in between, each committing on its own. The promise rejects only when nothing was stored; a failure after some
    * rows committed fails the rest row by row. A repeated id is created once and its later copies are answered as
    * if the first had been stored before. An id already stored is left as it is and answered replayed or conflict,
-   * with its stored content.
+   * with its stored content. `traceparents`, given, holds per plant the W3C traceparent of the request that created
+   * it (or undefined): stored with its webhook events, so each delivery continues that trace (src/tracing/).
    */
-  create(plants: readonly Plant[]): Promise<CreateOutcome[]>;
+  create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]>;
   get(id: bigint): Promise<Plant | undefined>;
   list(query: PlantListQuery): Promise<Plant[]>;
   /** Resolves false when no plant has that id; committed durably before it resolves. */

@@ -47,6 +47,7 @@ export interface ClaimedEventRowOf<Time, Count> {
   readonly created_at: Time;
   readonly attempts: Count;
   readonly retry_index: Count;
+  readonly traceparent: string | null;
 }
 
 export function toClaimedEvent<Time, Count>(row: ClaimedEventRowOf<Time, Count>, toDate: (time: Time) => Date, toNumber: (count: Count) => number): ClaimedWebhookEvent {
@@ -57,5 +58,7 @@ export function toClaimedEvent<Time, Count>(row: ClaimedEventRowOf<Time, Count>,
     createdAt: toDate(row.created_at),
     attempts: toNumber(row.attempts),
     retryIndex: toNumber(row.retry_index),
+    // Only when there is one: an event created untraced looks as it did before tracing existed.
+    ...(row.traceparent === null ? {} : { traceparent: row.traceparent }),
   };
 }

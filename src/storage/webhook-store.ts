@@ -110,6 +110,8 @@ export interface ClaimedWebhookEvent {
   readonly attempts: number;
   /** Failed attempts already followed by a retry: the position in the retry schedule; -1 for a redelivery's one attempt. */
   readonly retryIndex: number;
+  /** The W3C traceparent of the request that created the plant (src/tracing/), when it was traced. */
+  readonly traceparent?: string;
 }
 
 /** What became of one attempt, as the dispatcher decided it. */

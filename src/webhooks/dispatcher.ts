@@ -6,6 +6,7 @@ import { systemResolver, type Resolver } from './address-policy.js';
 import { claimLease, holdBounds, type ClaimLease } from './claim-planner.js';
 import { decideOutcome } from './retry-policy.js';
 import { WebhookSender } from './sender.js';
+import { activeTracing } from '../tracing/tracing.js';
 import { webhookSignature } from './signature.js';
 import { SoonestTimer } from './soonest-timer.js';
 import { SubscriptionQueues, type SubscriptionState } from './subscription-queues.js';
@@ -323,9 +324,14 @@ export class WebhookDispatcher implements WebhookStats {
     const id = webhookEventId(subscription.idPrefix, event.id);
     const body = plantJson(event.plant);
     const timestampSeconds = Math.floor(attemptedAt.getTime() / 1000);
+    // Tracing (src/tracing/): each attempt is a client span in the trace of the create that wrote the event, and
+    // its request carries that span as its traceparent, for the subscriber to continue.
+    const span = activeTracing()?.delivery(event.traceparent, { url: subscription.url, subscription: subscription.name, attempt: event.attempts + 1 });
+    const signature = webhookSignature(subscription.secrets, id, timestampSeconds, body);
     const attempt = this.#sender
-      .send({ url: subscription.url, id, timestampSeconds, body, signature: webhookSignature(subscription.secrets, id, timestampSeconds, body) })
+      .send({ url: subscription.url, id, timestampSeconds, body, signature, ...(span ? { traceparent: span.traceparent } : {}) })
       .then((answer) => {
+        span?.end(answer.status, answer.error);
         const interrupted = this.#sender.interrupted && answer.status === null;
         const outcome: WebhookAttemptOutcome = interrupted ? { kind: 'released' } : decideOutcome(event, answer, this.#config.retrySchedule, this.#random);
         this.#count(outcome);

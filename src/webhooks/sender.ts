@@ -13,6 +13,8 @@ export interface WebhookRequest {
   readonly timestampSeconds: number;
   readonly body: string;
   readonly signature: string;
+  /** The W3C traceparent of this attempt's span (src/tracing/), sent when the event's create was traced. */
+  readonly traceparent?: string;
 }
 
 /** One attempt's result, before the dispatcher decides what follows. */
@@ -193,6 +195,7 @@ export class WebhookSender {
               'webhook-id': message.id,
               'webhook-timestamp': String(message.timestampSeconds),
               'webhook-signature': message.signature,
+              ...(message.traceparent === undefined ? {} : { traceparent: message.traceparent }),
             },
             body: message.body,
           },

@@ -21,6 +21,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { certificateReloader, readTlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
+import { startTracing, stopTracing } from '../tracing/tracing.js';
 import { Metrics } from '../metrics.js';
 import { openStore, type OpenOptions } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
@@ -72,6 +73,8 @@ export async function startInstance(config: Config, options: InstanceOptions = {
   const log = options.log ?? createLogger(config);
   // Before storage is opened: a certificate or key that cannot be used fails the start with nothing to close.
   const tls = config.tls ? await readTlsCredentials(config.tls) : undefined;
+  // Tracing (src/tracing/): the main thread's own spans are its webhook deliveries; each worker starts its own.
+  await startTracing(config.tracing, log);
   const { database } = config;
   const store = await openStore(database.kind === 'postgres' ? { ...database, poolSize: Math.min(database.poolSize, MAIN_POOL_SIZE) } : database, options.open);
   const metrics = config.metrics ? new Metrics({ batchLimit: config.writes.batchLimit }) : null;
@@ -131,6 +134,7 @@ export async function startInstance(config: Config, options: InstanceOptions = {
           await dispatcher.stop();
           stopHearingStorage();
           await store.close();
+          await stopTracing();
         })()),
     };
   } catch (error) {
@@ -139,6 +143,7 @@ export async function startInstance(config: Config, options: InstanceOptions = {
     await dispatcher.stop().catch(() => undefined);
     stopHearingStorage();
     await store.close().catch(() => undefined);
+    await stopTracing();
     throw error;
   }
 }

@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../app.js';
 import { logTransportSecurity, serveCertificate, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
+import { startTracing, stopTracing } from '../tracing/tracing.js';
 import { startServices, type Services } from '../services.js';
 import type { Store } from '../storage/store.js';
 import type { MainOperations, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
@@ -45,6 +46,7 @@ const drain = () =>
     });
     await services?.close();
     await store?.close();
+    await stopTracing();
     if (appFailure) throw appFailure.error;
   })());
 
@@ -75,6 +77,8 @@ const wakeWebhooks = () => {
 };
 
 try {
+  // Tracing (src/tracing/): this thread's requests are traced by its own SDK, exporting on its own.
+  await startTracing(config.tracing, log);
   store = await openWorkerStore(config, main);
   services = await startServices(config, store, log, {
     worker: {

@@ -258,8 +258,9 @@ describe('configuration', () => {
   });
 
   it('reads exactly the variables CONFIG_VARIABLES lists, which docs/configuration.md documents in the same order', () => {
-    // Values that take every branch: a PostgreSQL URL reads PG_POOL_SIZE, a rate limit reads its window and burst.
-    const given: Record<string, string> = { DATABASE_URL: postgresUrl, RATE_LIMIT_MAX: '5' };
+    // Values that take every branch: a PostgreSQL URL reads PG_POOL_SIZE, a rate limit reads its window and burst,
+    // an OTLP endpoint the rest of the tracing variables.
+    const given: Record<string, string> = { DATABASE_URL: postgresUrl, RATE_LIMIT_MAX: '5', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
     const asked = new Set<string>();
     const env = new Proxy(given, {
       get(target, name) {

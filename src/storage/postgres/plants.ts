@@ -21,8 +21,11 @@ const INSERT_PLANTS: pg.QueryConfig = {
       ON CONFLICT (id) DO NOTHING
       RETURNING id, name, tag
     ), events AS (
-      INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at)
-      SELECT s.id, i.id, i.name, i.tag, now(), now() FROM inserted i CROSS JOIN webhook_subscriptions s WHERE s.disabled_at IS NULL
+      INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at, traceparent)
+      SELECT s.id, i.id, i.name, i.tag, now(), now(), p.traceparent
+      FROM inserted i
+      LEFT JOIN unnest($1::bigint[], $4::text[]) AS p(id, traceparent) ON p.id = i.id
+      CROSS JOIN webhook_subscriptions s WHERE s.disabled_at IS NULL
     )
     SELECT id FROM inserted`,
 };
@@ -65,12 +68,15 @@ export class PostgresPlants implements PlantStore {
     this.#query = query;
   }
 
-  async create(plants: readonly Plant[]): Promise<CreateOutcome[]> {
+  async create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
     if (plants.length === 0) return [];
     const first = firstCopies(plants);
     /** Per id: created by this call, or the plant found stored in its place. */
     const found = new Map<bigint, 'created' | Plant>();
     let pending = [...first.values()].map((copy) => copy.plant);
+    /** Each plant's traceparent (src/tracing/), by id: stored with its webhook events. */
+    const traceparentOf = new Map<bigint, string | null>();
+    if (traceparents) for (const { index, plant } of first.values()) traceparentOf.set(plant.id, traceparents[index] ?? null);
     let cutShort: unknown;
     try {
       for (let attempt = 0; attempt < CREATE_ATTEMPTS && pending.length > 0; attempt += 1) {
@@ -80,6 +86,7 @@ export class PostgresPlants implements PlantStore {
           pending.map((plant) => plant.id.toString()),
           pending.map((plant) => plant.name),
           pending.map((plant) => plant.tag),
+          pending.map((plant) => traceparentOf.get(plant.id) ?? null),
         ]);
         for (const row of inserted.rows) found.set(row.id, 'created');
         const others = pending.filter((plant) => !found.has(plant.id));

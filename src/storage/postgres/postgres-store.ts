@@ -17,6 +17,7 @@ import { migrate } from './migrations.js';
 import { PostgresPlants } from './plants.js';
 import { PostgresTokens } from './tokens.js';
 import { PostgresWebhooks } from './webhooks.js';
+import { activeTracing } from '../../tracing/tracing.js';
 
 /**
  * PostgreSQL through a pg pool. Uniqueness, replays and conflicts are decided by the database, so they hold across
@@ -74,7 +75,10 @@ export class PostgresStore implements Store {
   async #query<R extends pg.QueryResultRow>(text: string | pg.QueryConfig, values: unknown[] = []): Promise<pg.QueryResult<R>> {
     try {
       // pg-pool discards a connection whose query failed, so a broken one is never reused.
-      return await this.#pool.query<R>(statement(text, values));
+      const run = () => this.#pool.query<R>(statement(text, values));
+      // Tracing (src/tracing/): inside a traced request, a client span with the statement's text (never its values).
+      const tracing = activeTracing();
+      return await (tracing ? tracing.query(typeof text === 'string' ? text : text.text, run) : run());
     } catch (error) {
       this.#observer.storageFailed(unavailableKind(error) ?? 'other');
       throw translate(error);

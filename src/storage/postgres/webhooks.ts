@@ -12,7 +12,7 @@ type EventRow = ClaimedEventRowOf<Date, number>;
 const asIs = <T>(value: T) => value;
 
 
-const EVENT_COLUMNS = 'e.id, e.subscription_id, e.plant_id, e.name, e.tag, e.created_at, e.attempts, e.retry_index';
+const EVENT_COLUMNS = 'e.id, e.subscription_id, e.plant_id, e.name, e.tag, e.created_at, e.attempts, e.retry_index, e.traceparent';
 
 /** Rows deleted per pruning statement: short enough that nothing waits on them for long. */
 const PRUNE_CHUNK = 1000;

@@ -79,6 +79,9 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE tokens ADD COLUMN scopes TEXT NOT NULL DEFAULT '';
    ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
    UPDATE tokens SET scopes = 'plants:read plants:create plants:delete';`,
+  // Tracing (src/tracing/): the W3C traceparent of the request that created the plant, so that each delivery of its
+  // event continues that trace, after a restart or from another instance too. NULL when the create was not traced.
+  `ALTER TABLE webhook_events ADD COLUMN traceparent TEXT;`,
 ];
 
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;

@@ -77,12 +77,12 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
     };
   }
 
-  create(plants: readonly Plant[]): Promise<CreateOutcome[]> {
-    return this.#write(() => this.#create(plants));
+  create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
+    return this.#write(() => this.#create(plants, traceparents));
   }
 
   /** One transaction and one fsync for the whole batch. */
-  #create(plants: readonly Plant[]): CreateOutcome[] {
+  #create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): CreateOutcome[] {
     const { insertPlant, storedPlant } = this.#statements;
     return transaction(this.#writer, () => {
       const outcomes = plants.map((plant): CreateOutcome => {
@@ -97,7 +97,7 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
         return alreadyStored(toPlant(storedPlant.get(plant.id) as PlantRow), plant);
       });
       // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
-      this.#webhooks.recordEvents(plants, outcomes);
+      this.#webhooks.recordEvents(plants, outcomes, traceparents);
       return outcomes;
     });
   }

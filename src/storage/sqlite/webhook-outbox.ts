@@ -60,10 +60,10 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
     this.#syncFull = prepareWrite<[]>(db, 'PRAGMA synchronous = FULL');
     this.#statements = {
       anyActive: prepareValue<[], number>(db, 'SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)'),
-      insertEvents: prepareWrite<[bigint, string, string | null, number, number]>(
+      insertEvents: prepareWrite<[bigint, string, string | null, number, number, string | null]>(
         db,
-        `INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at)
-         SELECT id, ?, ?, ?, ?, ? FROM webhook_subscriptions WHERE disabled_at IS NULL`,
+        `INSERT INTO webhook_events (subscription_id, plant_id, name, tag, created_at, next_attempt_at, traceparent)
+         SELECT id, ?, ?, ?, ?, ?, ? FROM webhook_subscriptions WHERE disabled_at IS NULL`,
       ),
       claim: prepare<[{ leaseUntil: number; subscription: bigint; now: number; limit: number }], EventRow>(
         db,
@@ -74,7 +74,7 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
              AND (lease_until IS NULL OR lease_until <= @now)
              AND @subscription IN (SELECT id FROM webhook_subscriptions WHERE disabled_at IS NULL)
            ORDER BY next_attempt_at LIMIT @limit)
-         RETURNING id, subscription_id, plant_id, name, tag, created_at, attempts, retry_index`,
+         RETURNING id, subscription_id, plant_id, name, tag, created_at, attempts, retry_index, traceparent`,
         { bigInts: true },
       ),
       insertAttempt: prepareWrite<[bigint, bigint, number, number, number | null, string | null]>(
@@ -186,12 +186,12 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
    * The outbox rows of a batch of creates: one event per created plant and active subscription. Called inside the
    * batch's transaction; with no active subscription it costs one indexed read per batch.
    */
-  recordEvents(plants: readonly Plant[], outcomes: readonly CreateOutcome[]): void {
+  recordEvents(plants: readonly Plant[], outcomes: readonly CreateOutcome[], traceparents?: readonly (string | undefined)[]): void {
     if (this.#statements.anyActive.get() !== 1) return;
     const now = Date.now();
     outcomes.forEach((outcome, index) => {
       const plant = plants[index];
-      if (outcome.kind === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now);
+      if (outcome.kind === 'created' && plant) this.#statements.insertEvents.run(plant.id, plant.name, plant.tag, now, now, traceparents?.[index] ?? null);
     });
   }
 

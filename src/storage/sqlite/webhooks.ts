@@ -21,8 +21,8 @@ export class SqliteWebhooks implements WebhookStore {
   }
 
   /** Called inside the transaction that stores a batch of plants (SqlitePlants.create): see SqliteWebhookOutbox. */
-  recordEvents(plants: readonly Plant[], outcomes: readonly CreateOutcome[]): void {
-    this.#outbox.recordEvents(plants, outcomes);
+  recordEvents(plants: readonly Plant[], outcomes: readonly CreateOutcome[], traceparents?: readonly (string | undefined)[]): void {
+    this.#outbox.recordEvents(plants, outcomes, traceparents);
   }
 
   add(subscription: NewWebhookSubscription): Promise<void> {
