@@ -60,7 +60,8 @@ export class WorkerPool {
   constructor(options: PoolOptions) {
     this.#options = options;
     this.#tls = options.tls;
-    this.#slots = Array.from({ length: options.config.workers }, (_, index) => ({
+    // The main thread serves too: WORKERS − 1 worker threads, in slots 1 and up.
+    this.#slots = Array.from({ length: options.config.workers - 1 }, (_, index) => ({
       slot: index + 1,
       worker: undefined,
       endpoint: undefined,
