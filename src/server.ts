@@ -8,6 +8,7 @@ import type { Metrics } from './metrics.js';
 import { startServices, type MainServices, type ProcessOptions } from './services.js';
 import { openStore, type OpenOptions } from './storage/open.js';
 import type { Store } from './storage/store.js';
+import type { InstanceMain } from './workers/instance.js';
 import type { WorkerPool } from './workers/worker-pool.js';
 
 export interface RunningServer {
@@ -35,7 +36,7 @@ export interface StartOptions extends ProcessOptions {
 
 /**
  * Opens storage (as `open` says), starts the services on it, builds the app on them and listens: the order a process
- * comes up in. With WORKERS > 1 the main thread does the same on the instance's shared memory and port, then starts
+ * comes up in. With WORKERS > 1 the main thread does the same on the instance's shared memory and port, and starts
  * WORKERS − 1 worker threads beside it (src/workers/instance.ts), each serving on the same port.
  */
 export async function startServer(config: Config, open: OpenOptions = {}, options: StartOptions = {}): Promise<RunningServer> {
@@ -46,17 +47,25 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
   let services: MainServices | undefined;
   let app: FastifyInstance | undefined;
   let workers: WorkerPool | undefined;
+  let instance: InstanceMain | undefined;
   try {
     // Loaded only for an instance of several threads: WORKERS=1 is the single-threaded server, nothing more.
-    const instance = config.workers > 1 ? await import('./workers/instance.js').then(({ InstanceMain }) => InstanceMain.claim(config)) : undefined;
+    instance = config.workers > 1 ? await import('./workers/instance.js').then(({ InstanceMain }) => InstanceMain.claim(config)) : undefined;
     services = await startServices(config, store, log, { ...options, ...instance?.loopOptions(store.kind) });
+    // The worker threads start while the main thread builds its app (each loads the whole app, the longest part of
+    // a start), and the main thread listens once they all do: connections a client opens at once (a proxy's pool, a
+    // load generator's) are spread over every thread, not all taken by the first to listen.
+    const starting = instance?.startWorkers(store, services, log, tls);
+    // Awaited below; a failure of either part fails the start, and the catch stops what started.
+    starting?.catch(() => undefined);
     app = await buildApp(services, { tls, ...instance?.appOptions() });
+    workers = await starting;
     // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
     // loadConfig); Fastify's types do not list it.
     const listening = instance ? { host: config.host, port: instance.port, reusePort: true } : { host: config.host, port: config.port };
     const url = await app.listen(listening as FastifyListenOptions);
     logTransportSecurity(app, tls);
-    workers = await instance?.startWorkers(store, services, log, tls);
+    if (instance) log.info({ workers: config.workers, url }, 'every worker thread listens');
     const served = app;
     const pool = workers;
     return {
@@ -77,7 +86,7 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
     // and a supervisor would see a live process. The start failure is what the caller reports; closing cannot add
     // to it.
     await app?.close().catch(() => undefined);
-    await workers?.stop().catch(() => undefined);
+    await instance?.stopWorkers().catch(() => undefined);
     await services?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw error;

@@ -86,10 +86,13 @@ export class InstanceMain {
     return { now: sharedClock(this.#memory), rateLimitCells: new SharedBucketCells(this.#memory) };
   }
 
-  /** Starts the WORKERS − 1 worker threads; resolves once every one listens, rejects with the first failure. */
+  /**
+   * Starts the WORKERS − 1 worker threads on the main thread's services; resolves once every one listens, rejects
+   * with the first failure (stopWorkers then stops what started).
+   */
   async startWorkers(store: Store, services: MainServices, log: Logger, tls: TlsCredentials | undefined): Promise<WorkerPool> {
     this.#services = services;
-    this.#pool = new WorkerPool({
+    const pool = new WorkerPool({
       config: this.#config,
       port: this.port,
       memory: this.#memory,
@@ -98,9 +101,14 @@ export class InstanceMain {
       onCreated: () => services.webhooks.wake(),
       handlers: (_pool, slot) => this.#handlers(store, services, slot),
     });
-    await this.#pool.start();
-    log.info({ threads: this.#config.workers, url: `port ${this.port}` }, 'every thread of the instance listens');
-    return this.#pool;
+    this.#pool = pool;
+    await pool.start();
+    return pool;
+  }
+
+  /** Drains every worker started so far (a start that failed part-way included). */
+  async stopWorkers(): Promise<void> {
+    await this.#pool?.stop();
   }
 
   /** What the main thread answers the worker in `slot`: on SQLite every write, and GET /metrics for the instance. */

@@ -10,7 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../app.js';
-import { logTransportSecurity, serveCertificate, type TlsCredentials } from '../http/tls.js';
+import { serveCertificate, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
 import { createMetrics, logIncidents, startEventLoop, type Services } from '../services.js';
 import { openServingStore } from '../storage/open.js';
@@ -22,7 +22,7 @@ import { packPlants, unpackOutcomes } from './wire.js';
 
 if (parentPort === null) throw new Error('worker-thread.js runs as a worker thread of an instance (src/workers/instance.ts)');
 const port = parentPort;
-const { config, slot, memory, port: listenPort, tls: given, announce } = workerData as WorkerData;
+const { config, slot, memory, port: listenPort, tls: given } = workerData as WorkerData;
 // Structured clone turned the Buffers into Uint8Arrays.
 const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
 /** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
@@ -101,8 +101,8 @@ try {
   // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
   // loadConfig); Fastify's types do not list it.
   const listening = { host: config.host, port: listenPort, reusePort: true };
+  // What the instance serves (HTTPS, or plain HTTP beyond loopback) the main thread has logged, once.
   const url = await app.listen(listening as FastifyListenOptions);
-  if (announce) logTransportSecurity(app, credentials);
   notify({ kind: 'listening', url });
 } catch (error) {
   await drain().catch(() => undefined);
