@@ -22,6 +22,8 @@ export interface LoadSpec {
   readonly seqStart: number;
   /** Reads scenario: GET one of these paths (chosen at random per request) instead of POSTing plants. */
   readonly paths?: readonly string[];
+  /** With paths: the share of requests (0 to 1) that GET one of them, the rest POSTing fresh plants; 1 when not given. */
+  readonly readShare?: number;
 }
 
 export interface LoadResult {
@@ -77,7 +79,17 @@ async function main(): Promise<void> {
     duration: spec.duration,
     timeout: 10,
     requests: [
-      paths && paths.length > 0
+      paths && paths.length > 0 && (spec.readShare ?? 1) < 1
+        ? {
+            method: 'POST',
+            path: '/plants',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${spec.token}` },
+            setupRequest: (request) =>
+              Math.random() < (spec.readShare ?? 1)
+                ? { ...request, method: 'GET', path: paths[Math.floor(Math.random() * paths.length)] as string, body: undefined }
+                : { ...request, method: 'POST', path: '/plants', body: nextBody() },
+          }
+        : paths && paths.length > 0
         ? {
             method: 'GET',
             path: paths[0] as string,

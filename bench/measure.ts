@@ -28,6 +28,8 @@ export interface LoadRun {
   readonly rssSampleEveryMs: number;
   /** GET one of these (reads) instead of POSTing fresh plants. */
   readonly paths?: readonly string[] | undefined;
+  /** With paths: the share of requests that GET them, the rest POSTing fresh plants (mixed traffic); 1 when not given. */
+  readonly readShare?: number | undefined;
 }
 
 export interface LoadMeasurement {
@@ -52,6 +54,7 @@ export async function runLoad(place: LoadPlace, run: LoadRun): Promise<LoadMeasu
     offset: run.offset,
     seqStart: run.sequence.next,
     ...(run.paths ? { paths: run.paths } : {}),
+    ...(run.readShare !== undefined ? { readShare: run.readShare } : {}),
   };
   const { result: load, sampling } = await sampleProcessDuring(run.server.pid, () => runGenerator(place.generator, spec, place), run.rssSampleEveryMs);
   run.sequence.next = load.nextSeq;

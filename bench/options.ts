@@ -31,6 +31,11 @@ export interface BenchOptions {
    * every process unpinned; null when not asked for.
    */
   readonly workers: number | null;
+  /**
+   * With --workers, which workloads each pair runs (each its own WORKERS=1 and WORKERS=N servers): durable creates,
+   * GET /plants/{id} over the prefilled store, and 90% of those reads with 10% creates.
+   */
+  readonly workloads: readonly WorkersWorkload[];
   readonly generator: 'auto' | 'wrk' | 'autocannon';
   /**
    * An A/B in one run: a second plantstore, "baseline", in every pair, from another checkout (its root, built) and/or
@@ -45,6 +50,12 @@ export interface BenchOptions {
   readonly dbDir: string;
 }
 
+export const WORKERS_WORKLOADS = ['creates', 'reads', 'mixed'] as const;
+export type WorkersWorkload = (typeof WORKERS_WORKLOADS)[number];
+
+/** Plants stored before a --workers run: what reads by id are spread over (the creates add to them). */
+const WORKERS_PREFILL = 200_000;
+
 export const BENCH_USAGE = `Usage: npm run bench -- [options]
 
   --duration S --warmup S --pairs N --connections N     measured seconds, warm-up seconds, pairs, connections
@@ -54,6 +65,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --reads | --webhook | --app-only                      page reads; one webhook subscription; also plantstore's HTTP layer alone
   --bulk                                                streamed bulk creates (NDJSON) against single creates
   --workers N                                           pairs of WORKERS=1 and WORKERS=N, unpinned (also with --webhook)
+  --workload creates|reads|mixed ...                    with --workers: which workloads (default all three)
   --generator auto|wrk|autocannon                       the load generator
   --baseline DIR --baseline-env NAME=VALUE ...          an A/B in one run: another built checkout and/or settings
   --plantstore DIR                                      measure another built checkout's plantstore
@@ -87,6 +99,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
         webhook: { type: 'boolean' },
         'app-only': { type: 'boolean' },
         workers: { type: 'string' },
+        workload: { type: 'string', multiple: true },
         generator: { type: 'string' },
         baseline: { type: 'string' },
         'baseline-env': { type: 'string', multiple: true },
@@ -137,12 +150,21 @@ export function readOptions(argv: string[]): BenchOptions | null {
   if (workers !== null && (reads || soak > 0 || values['app-only'] || wantsBaseline)) {
     throw new UsageError('--workers does not combine with --reads, --soak, --app-only or --baseline');
   }
+  const workloads = (values.workload ?? [...WORKERS_WORKLOADS]) as WorkersWorkload[];
+  for (const workload of workloads) {
+    if (!WORKERS_WORKLOADS.includes(workload)) throw new UsageError(`--workload must be one of ${WORKERS_WORKLOADS.join(', ')}, got ${JSON.stringify(workload)}`);
+  }
+  if (values.workload !== undefined && (workers === null || webhook)) throw new UsageError('--workload goes with --workers (without --webhook)');
+  // Reads by id need plants to read: with --workers (not --webhook) the store is prefilled unless --prefill says otherwise.
+  const readsWithWorkers = workers !== null && !webhook && workloads.some((workload) => workload !== 'creates');
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
     pairs: soak > 0 ? 1 : Math.round(num('pairs', values.pairs, quick || reads ? 1 : 3, 1)),
     connections: Math.round(num('connections', values.connections, 50, 1)),
-    prefill: Math.round(num('prefill', values.prefill, reads ? (quick ? 1000 : 5_000_000) : 0, reads ? 1 : 0)),
+    prefill: Math.round(
+      num('prefill', values.prefill, reads ? (quick ? 1000 : 5_000_000) : readsWithWorkers ? (quick ? 1000 : WORKERS_PREFILL) : 0, reads || readsWithWorkers ? 1 : 0),
+    ),
     ids,
     soak,
     store,
@@ -152,6 +174,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
     webhook,
     appOnly: values['app-only'] ?? false,
     workers,
+    workloads: workers !== null && !webhook ? workloads : [],
     generator,
     baseline: wantsBaseline ? { root: path.resolve(values.baseline ?? ROOT), env: baselineEnv } : null,
     plantstoreRoot: path.resolve(values.plantstore ?? ROOT),

@@ -2,7 +2,7 @@
  * `npm run bench:writer`: the ceiling of an instance's one SQLite writer (WORKERS > 1), without HTTP. Feeder threads
  * stand in for worker threads: each hands batches of creates to the main thread exactly as a worker does (packed
  * by src/workers/wire.ts, one call over src/workers/rpc.ts, one batch in flight at a time), and the main thread runs
- * the instance's own BatchWriter on a SQLite store, merging the batches that arrive during a commit into the next.
+ * the instance's own WriteQueue on a SQLite store, merging the batches that arrive during a commit into the next.
  * For each batch size it reports creates/s, rows per commit, and the CPU of the main thread (the serial part:
  * decoding, the transaction, answering) and of the feeders (building plants, packing them, unpacking answers), then
  * fits the main thread's CPU per commit as a + b × rows. BENCHMARKS.md ("Worker threads") projects from these
@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { SqliteStore } from '../src/storage/sqlite/sqlite-store.js';
 import type { CreateOutcome, Plant, PlantStore } from '../src/storage/plant-store.js';
-import { BatchWriter } from '../src/workers/batch-writer.js';
+import { WriteQueue } from '../src/plants/write-queue.js';
 import type { MainOperations, WorkerOperations } from '../src/workers/protocol.js';
 import { Endpoint } from '../src/workers/rpc.js';
 import { packOutcomes, packPlants, unpackOutcomes, unpackPlants } from '../src/workers/wire.js';
@@ -99,7 +99,9 @@ interface Point {
 async function measure(store: PlantStore, feeders: number, batchSize: number, seconds: number): Promise<Point> {
   let commits = 0;
   let committedRows = 0;
-  const writer = new BatchWriter(store, {
+  const writer = new WriteQueue(store, {
+    queueLimit: 10_000,
+    concurrency: 1,
     batchLimit: 500,
     observer: {
       batchCommitted: (rows) => {
@@ -114,7 +116,7 @@ async function measure(store: PlantStore, feeders: number, batchSize: number, se
     Array.from({ length: feeders }, (_, feeder) => {
       const worker = new Worker(new URL(import.meta.url), { workerData: { feeder, batchSize, seconds } satisfies FeederData });
       const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), {
-        create: async (packed) => packOutcomes(await writer.write(unpackPlants(packed))),
+        create: async (packed) => packOutcomes(await writer.createBatch(unpackPlants(packed), feeder + 1)),
         delete: () => false,
         recordTokenUse: () => undefined,
         checkWritable: () => undefined,

@@ -34,6 +34,7 @@ local hi_space = ${RANDOM_HI_SPACE}
 local lo_space = ${RANDOM_LO_SPACE}
 local auth = ${luaString(`Bearer ${spec.token}`)}
 local paths = { ${paths.map(luaString).join(', ')} }
+local read_share = ${spec.readShare ?? 1}
 local names = { "Monstera deliciosa", "Ficus lyrata", "Pilea peperomioides", "Calathea orbifolia" }
 local tags = { "aroid", "fig", "pilea", false }
 
@@ -57,8 +58,9 @@ function init(args)
 end
 
 function request()
-  if #paths > 0 then
-    sent = sent + 1
+  if #paths > 0 and (read_share >= 1 or math.random() < read_share) then
+    -- Reads alone count what they sent; mixed with creates, sent counts the creates' ids only.
+    if read_share >= 1 then sent = sent + 1 end
     return wrk.format("GET", paths[math.random(#paths)], get_headers)
   end
   local seq = base + k
@@ -189,7 +191,7 @@ export async function runWrk(spec: LoadSpec, place: WrkPlace): Promise<LoadResul
     statusCodes: w.statusCodes,
     reqPerSec: Math.round((w.ok + w.non2xx) / seconds),
     latency: { p50: ms(w.p50), p90: ms(w.p90), p99: ms(w.p99), p999: ms(w.p999), max: ms(w.max), mean: ms(w.mean) },
-    nextSeq: spec.paths ? spec.seqStart : w.nextSeq,
+    nextSeq: spec.paths && (spec.readShare ?? 1) >= 1 ? spec.seqStart : w.nextSeq,
     cpuPercent: Number.isFinite(cpu) ? Math.round((cpu / seconds) * 100) : -1,
     firstId: '',
     lastId: '',

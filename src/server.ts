@@ -1,57 +1,101 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyListenOptions } from 'fastify';
+import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from './http/tls.js';
 import { createLogger } from './log.js';
-import { startServices, type Services } from './services.js';
+import type { Metrics } from './metrics.js';
+import { startServices, type MainServices, type ProcessOptions } from './services.js';
 import { openStore, type OpenOptions } from './storage/open.js';
 import { startTracing, stopTracing } from './tracing/tracing.js';
 import type { Store } from './storage/store.js';
+import type { InstanceMain } from './workers/instance.js';
+import type { WorkerPool } from './workers/worker-pool.js';
 
 export interface RunningServer {
   readonly app: FastifyInstance;
   /** The address it listens on, e.g. http://127.0.0.1:8080 */
   readonly url: string;
+  readonly log: Logger;
+  /** The main thread's own metrics (with WORKERS > 1, GET /metrics answers the sum of every thread's); null when METRICS=off. */
+  readonly metrics: Metrics | null;
+  /** With WORKERS > 1, the worker threads beside the main thread (src/workers/); undefined for a single thread. */
+  readonly workers: WorkerPool | undefined;
+  /** SIGHUP: re-reads TLS_CERT_FILE and TLS_KEY_FILE and serves new connections with them, in every thread. */
+  reloadCertificate(): Promise<void>;
   /** Stops accepting, answers every request in flight (their writes committed), closes storage. */
   close(): Promise<void>;
 }
 
+/** What the entry and tests may change about how a server starts. */
+export interface StartOptions extends ProcessOptions {
+  /** How storage is opened (src/storage/open.ts): the command's say on creating a SQLite database. */
+  readonly open?: OpenOptions;
+  /** The main thread's logger; by default one made from the config (worker threads log to stdout). */
+  readonly log?: Logger;
+}
+
 /**
  * Opens storage (as `open` says), starts the services on it, builds the app on them and listens: the order a process
- * comes up in.
+ * comes up in. With WORKERS > 1 the main thread does the same on the instance's shared memory and port, and starts
+ * WORKERS − 1 worker threads beside it (src/workers/instance.ts), each serving on the same port.
  */
-export async function startServer(config: Config, open: OpenOptions = {}): Promise<RunningServer> {
-  const log = createLogger(config);
+export async function startServer(config: Config, open: OpenOptions = {}, options: StartOptions = {}): Promise<RunningServer> {
+  const log = options.log ?? createLogger(config);
   // Before storage is opened: a certificate or key that cannot be used fails the start with nothing to close.
   const tls = config.tls ? await readTlsCredentials(config.tls) : undefined;
   // Tracing (src/tracing/): loaded and started only when an OTLP endpoint is configured.
   await startTracing(config.tracing, log);
   let store: Store;
   try {
-    store = await openStore(config.database, open);
+    store = await openStore(config.database, options.open ?? open);
   } catch (error) {
     await stopTracing();
     throw error;
   }
-  let services: Services | undefined;
+  let services: MainServices | undefined;
   let app: FastifyInstance | undefined;
+  let workers: WorkerPool | undefined;
+  let instance: InstanceMain | undefined;
   try {
-    services = await startServices(config, store, log);
-    app = await buildApp(services, { tls });
-    if ((await store.tokens.list()).length === 0) {
-      process.stderr.write(
-        'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
-          'plantstore: create one with:  npx plantstore token create --name <name>\n',
-      );
-    }
-    const url = await app.listen({ host: config.host, port: config.port });
+    // Loaded only for an instance of several threads: WORKERS=1 is the single-threaded server, nothing more.
+    instance = config.workers > 1 ? await import('./workers/instance.js').then(({ InstanceMain }) => InstanceMain.claim(config)) : undefined;
+    services = await startServices(config, store, log, { ...options, ...instance?.loopOptions(store.kind) });
+    // The worker threads start while the main thread builds its app (each loads the whole app, the longest part of
+    // a start), and the main thread listens once they all do: connections a client opens at once (a proxy's pool, a
+    // load generator's) are spread over every thread, not all taken by the first to listen.
+    const starting = instance?.startWorkers(store, services, log, tls);
+    // Awaited below; a failure of either part fails the start, and the catch stops what started.
+    starting?.catch(() => undefined);
+    app = await buildApp(services, { tls, ...instance?.appOptions() });
+    workers = await starting;
+    // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
+    // loadConfig); Fastify's types do not list it.
+    const listening = instance ? { host: config.host, port: instance.port, reusePort: true } : { host: config.host, port: config.port };
+    const url = await app.listen(listening as FastifyListenOptions);
     logTransportSecurity(app, tls);
-    return { app, url, close: closer(app, services, store) };
+    if (instance) log.info({ workers: config.workers, url }, 'every worker thread listens');
+    const served = app;
+    const pool = workers;
+    return {
+      app,
+      url,
+      log,
+      metrics: services.metrics,
+      workers,
+      reloadCertificate: certificateReloader(log, config.tls, async (credentials) => {
+        serveCertificate(served, credentials);
+        await pool?.useCertificate(credentials);
+      }),
+      close: closer(app, workers, services, store),
+    };
   } catch (error) {
     // A server that cannot start must not linger: what was opened (SQLite's checkpointer thread, PostgreSQL's
-    // pooled connections, the token cache's timer) would keep the process alive serving nothing, and a supervisor
-    // would see a live process. The start failure is what the caller reports; closing cannot add to it.
+    // pooled connections, the token cache's timer, worker threads) would keep the process alive serving nothing,
+    // and a supervisor would see a live process. The start failure is what the caller reports; closing cannot add
+    // to it.
     await app?.close().catch(() => undefined);
+    await instance?.stopWorkers().catch(() => undefined);
     await services?.close().catch(() => undefined);
     await store.close().catch(() => undefined);
     await stopTracing();
@@ -60,19 +104,23 @@ export async function startServer(config: Config, open: OpenOptions = {}): Promi
 }
 
 /**
- * Stops accepting, answers every request in flight, drains the services (every accepted write answered, the last
- * token uses written), then closes storage; once, however often it is called.
+ * Stops accepting, answers every request in flight (every thread's: a worker's writes still reach the main thread,
+ * which outlives every worker), drains the services (every accepted write answered, the last token uses written),
+ * then closes storage; once, however often it is called.
  */
-function closer(app: FastifyInstance, services: Services, store: Store): () => Promise<void> {
+function closer(app: FastifyInstance, workers: WorkerPool | undefined, services: MainServices, store: Store): () => Promise<void> {
   let closing: Promise<void> | undefined;
   return () =>
     (closing ??= (async () => {
       // Storage is closed even when closing the app fails, so whatever was committed is left checkpointable and
       // every connection released; the app's failure is still reported.
       let appFailure: { error: unknown } | undefined;
-      await app.close().catch((error: unknown) => {
-        appFailure = { error };
-      });
+      await Promise.all([
+        app.close().catch((error: unknown) => {
+          appFailure = { error };
+        }),
+        workers?.stop(),
+      ]);
       await services.close();
       await store.close();
       await stopTracing();
@@ -87,15 +135,8 @@ function closer(app: FastifyInstance, services: Services, store: Store): () => P
  * ends it at once. SIGHUP reloads the TLS certificate and key.
  */
 export async function serveUntilSignalled(config: Config, open: OpenOptions = {}): Promise<void> {
-  // WORKERS > 1: worker threads sharing the port (src/workers/), loaded only then.
-  const starting =
-    config.workers > 1
-      ? import('./workers/instance.js').then(({ startInstance }) => startInstance(config, { open }))
-      : startServer(config, open).then((running) => ({
-          log: running.app.log,
-          close: running.close,
-          reloadCertificate: certificateReloader(running.app.log, config.tls, (credentials) => serveCertificate(running.app, credentials)),
-        }));
+  // WORKERS > 1: worker threads beside the main thread, sharing the port (src/workers/), loaded only then.
+  const starting = startServer(config, open);
   // Handled from before the server listens: with WORKERS > 1 the first worker answers while the others still start,
   // and a signal then must shut the instance down gracefully once it is up, not end the process where it stands.
   let started: Awaited<typeof starting> | undefined;

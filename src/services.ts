@@ -4,12 +4,11 @@ import type { Config } from './config.js';
 import { Readiness } from './health/readiness.js';
 import { Metrics } from './metrics.js';
 import { PlantService } from './plants/service.js';
-import { WriteQueue, type SharedWriteState } from './plants/write-queue.js';
-import type { Store } from './storage/store.js';
+import { WriteQueue, type Gathering, type SharedWriteState, type WriteQueueObserver } from './plants/write-queue.js';
+import type { ServingStore, Store } from './storage/store.js';
 import type { Resolver } from './webhooks/address-policy.js';
-import { WebhookDispatcher, type WebhookStats } from './webhooks/dispatcher.js';
+import { WebhookDispatcher } from './webhooks/dispatcher.js';
 import { activeTracing, type Tracing } from './tracing/tracing.js';
-import type { WriteQueueObserver } from './plants/write-queue.js';
 
 /** The write queue's observer when tracing: the metrics' (if kept), and tracing told of every create queued. */
 function tracedQueue(metrics: Metrics | null, tracing: Tracing): WriteQueueObserver {
@@ -20,75 +19,52 @@ function tracedQueue(metrics: Metrics | null, tracing: Tracing): WriteQueueObser
 }
 
 /**
- * Everything the service does, without a transport: the HTTP app (src/app.ts) is built on it, the entry
- * (src/server.ts) starts and closes it. It is the one owner of the write queue: it creates it here and drains it in
- * close(), before whoever opened the store closes that.
+ * Everything the service does, without a transport, in two parts:
+ *   - what a process has once (startProcessServices): the webhook dispatcher, the logging of storage's incidents,
+ *     the start-up warnings, and the metrics registry of the thread that opened the store;
+ *   - what each event loop has (startEventLoop): the write queue, the plant service, the token cache, readiness.
+ * A single thread has both on one loop (startServices); an instance of several threads (src/workers/) has the first
+ * and one loop on its main thread, and one loop in each worker thread. The HTTP app (src/app.ts) is built on an
+ * event loop's Services; the entry (src/server.ts) starts and closes them.
  */
+
+/** What the HTTP app of one event loop is built on. It owns the write queue: it drains it in close(). */
 export interface Services {
   readonly config: Config;
   readonly log: Logger;
-  readonly store: Store;
   readonly writes: WriteQueue;
   readonly plants: PlantService;
   readonly tokens: TokenAuthenticator;
   readonly readiness: Readiness;
   /** What GET /metrics serves; null when METRICS=off, and then nothing is counted. */
   readonly metrics: Metrics | null;
-  /** The webhook dispatcher's counts, for metrics. */
-  readonly webhooks: WebhookStats & { prune(): Promise<number> };
   /**
-   * Waits until every accepted write is answered, stops the webhook dispatcher (attempts in flight get half the
-   * shutdown timeout to finish), stops the token cache (writing the last uses) and stops logging storage's incidents.
-   * The store stays open: whoever opened it closes it.
+   * Waits until every accepted write is answered, then stops the token cache (writing the last uses). The store
+   * stays open: whoever opened it closes it.
    */
   close(): Promise<void>;
 }
 
-/** What tests may change about how services start. */
-export interface ServiceOptions {
-  /** How the webhook dispatcher resolves host names (the address check still runs on the address connected to). */
-  readonly webhookResolver?: Resolver;
-  readonly webhookPollIntervalMs?: number;
-  readonly webhookPruneIntervalMs?: number;
-  /** Set when these services are one worker thread of an instance of several (src/workers/). */
-  readonly worker?: WorkerRole;
+/** What an event loop's services are given besides the store. */
+export interface EventLoopOptions {
+  /** This loop's metrics (createMetrics), told of everything below; null when METRICS=off. */
+  readonly metrics: Metrics | null;
+  /** Called after a batch that created plants has committed: the webhook dispatcher, wherever it runs, looks for their events. */
+  readonly onCreated: () => void;
+  /** The instance's write bound and refusal memory, when this loop is one of several threads' (src/workers/). */
+  readonly sharedWrites?: SharedWriteState;
+  /** Set on the instance's writer: its commits wait briefly for the batches other threads are about to hand over. */
+  readonly gathering?: Gathering;
   /** The wall clock (Date.now) that token expiry is compared with; tests pass one they move by hand. */
   readonly wallClock?: () => number;
 }
 
-/**
- * What a worker thread's services share with the rest of its instance: the write bound and refusal memory of every
- * worker's queue, the instance's one webhook dispatcher (running elsewhere, told of created plants through
- * `wakeWebhooks`), and GET /metrics answering for the whole instance.
- */
-export interface WorkerRole {
-  readonly writes: SharedWriteState;
-  readonly wakeWebhooks: () => void;
-  readonly renderMetrics: () => Promise<string>;
-}
-
-const NO_WEBHOOK_STATS: WebhookStats & { prune(): Promise<number> } = {
-  snapshot: () => ({ waiting: 0, inFlight: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 }),
-  prune: () => Promise.resolve(0),
-};
-
-export async function startServices(config: Config, store: Store, log: Logger, options: ServiceOptions = {}): Promise<Services> {
+/** One event loop's services, on the narrow part of storage it uses. */
+export async function startEventLoop(config: Config, store: ServingStore, log: Logger, options: EventLoopOptions): Promise<Services> {
   // Everything below reports to it: the store its failures, the queue its batches, the token cache its reloads, the
-  // plant service each create's answer, the webhook dispatcher its deliveries.
-  const { worker } = options;
-  const metrics = config.metrics
-    ? new Metrics({ batchLimit: config.writes.batchLimit, ...(worker ? { render: worker.renderMetrics } : {}) })
-    : null;
-  if (metrics) metrics.watchStore(store);
-  // A worker thread sends no webhooks: its instance has one dispatcher, so each event is sent once per attempt.
-  const dispatcher = worker ? null : new WebhookDispatcher(store.webhooks, {
-    config: config.webhooks,
-    log: log.child({ component: 'webhooks' }),
-    stopGraceMs: config.shutdownTimeoutMs / 2,
-    ...(options.webhookResolver ? { resolve: options.webhookResolver } : {}),
-    ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
-    ...(options.webhookPruneIntervalMs ? { pruneIntervalMs: options.webhookPruneIntervalMs } : {}),
-  });
+  // plant service each create's answer.
+  const { metrics } = options;
+  metrics?.watchStore(store);
   // Tracing (src/tracing/): each traced create's wait in the queue and the commit it joined are spans of its request.
   const tracing = activeTracing();
   const writes = new WriteQueue(tracing ? tracing.traceCreates(store.plants, true) : store.plants, {
@@ -96,46 +72,133 @@ export async function startServices(config: Config, store: Store, log: Logger, o
     batchLimit: config.writes.batchLimit,
     concurrency: store.writeConcurrency,
     ...(tracing ? { observer: tracedQueue(metrics, tracing) } : metrics ? { observer: metrics } : {}),
-    onCreated: worker ? worker.wakeWebhooks : () => dispatcher?.wake(),
-    ...(worker ? { shared: worker.writes } : {}),
+    onCreated: options.onCreated,
+    ...(options.sharedWrites ? { shared: options.sharedWrites } : {}),
+    ...(options.gathering ? { gathering: options.gathering } : {}),
   });
   metrics?.watchWriteQueue(writes);
-  if (dispatcher) metrics?.watchWebhooks(dispatcher);
-  // Storage has no logger of its own; what it notices outside requests (a background thread dying) is logged here.
-  const stopHearingStorage = store.onIncident(({ level, message, error }) => log[level](error ? { err: error } : {}, message));
   const tokens = new TokenAuthenticator(store.tokens, { refreshMs: config.tokenCacheMs, log, observer: metrics ?? undefined, now: options.wallClock });
-  try {
-    await tokens.start();
-  } catch (error) {
-    stopHearingStorage();
-    throw error;
-  }
-  try {
-    // Only one process dispatches from a SQLite file: leases a killed predecessor held are void.
-    await dispatcher?.start(store.kind === 'sqlite');
-  } catch (error) {
-    await dispatcher?.stop();
-    await tokens.stop();
-    stopHearingStorage();
-    throw error;
-  }
+  await tokens.start();
   let closing: Promise<void> | undefined;
   return {
     config,
     log,
-    store,
     writes,
     plants: new PlantService(writes, store.plants, metrics ?? undefined),
     tokens,
     readiness: new Readiness(store, writes),
     metrics,
-    webhooks: dispatcher ?? NO_WEBHOOK_STATS,
     close: () =>
       (closing ??= (async () => {
         await writes.drain();
-        await dispatcher?.stop();
         await tokens.stop();
+      })()),
+  };
+}
+
+/** The metrics registry of one thread; null when METRICS=off. `render`: what GET /metrics answers instead (an instance's sum). */
+export function createMetrics(config: Config, render?: () => Promise<string>): Metrics | null {
+  return config.metrics ? new Metrics({ batchLimit: config.writes.batchLimit, ...(render ? { render } : {}) }) : null;
+}
+
+/** Storage has no logger of its own: what it notices outside requests (a background thread dying) is logged here. Returns the stop. */
+export function logIncidents(store: Pick<ServingStore, 'onIncident'>, log: Logger): () => void {
+  return store.onIncident?.(({ level, message, error }) => log[level](error ? { err: error } : {}, message)) ?? (() => undefined);
+}
+
+/** What tests may change about how the process's services start. */
+export interface ProcessOptions {
+  /** How the webhook dispatcher resolves host names (the address check still runs on the address connected to). */
+  readonly webhookResolver?: Resolver;
+  readonly webhookPollIntervalMs?: number;
+  readonly webhookPruneIntervalMs?: number;
+  /** What GET /metrics answers instead of this thread's metrics: an instance's, summed over its threads. */
+  readonly renderMetrics?: () => Promise<string>;
+}
+
+/** What a process has once, on the store it opened. */
+export interface ProcessServices {
+  /** The metrics of the thread that opened the store (the dispatcher's and the store's counts are in it); null when METRICS=off. */
+  readonly metrics: Metrics | null;
+  /** The one webhook dispatcher: woken after creates, its counts for metrics and tests. */
+  readonly webhooks: WebhookDispatcher;
+  /** Stops the dispatcher (attempts in flight get half the shutdown timeout to finish) and the logging of storage's incidents. */
+  close(): Promise<void>;
+}
+
+export async function startProcessServices(config: Config, store: Store, log: Logger, options: ProcessOptions = {}): Promise<ProcessServices> {
+  const metrics = createMetrics(config, options.renderMetrics);
+  const stopHearingStorage = logIncidents(store, log);
+  const dispatcher = new WebhookDispatcher(store.webhooks, {
+    config: config.webhooks,
+    log: log.child({ component: 'webhooks' }),
+    stopGraceMs: config.shutdownTimeoutMs / 2,
+    ...(options.webhookResolver ? { resolve: options.webhookResolver } : {}),
+    ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
+    ...(options.webhookPruneIntervalMs ? { pruneIntervalMs: options.webhookPruneIntervalMs } : {}),
+  });
+  try {
+    // Only one process dispatches from a SQLite file: leases a killed predecessor held are void.
+    await dispatcher.start(store.kind === 'sqlite');
+    metrics?.watchWebhooks(dispatcher);
+    if ((await store.tokens.list()).length === 0) {
+      process.stderr.write(
+        'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
+          'plantstore: create one with:  npx plantstore token create --name <name>\n',
+      );
+    }
+  } catch (error) {
+    await dispatcher.stop();
+    stopHearingStorage();
+    throw error;
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    metrics,
+    webhooks: dispatcher,
+    close: () =>
+      (closing ??= (async () => {
+        await dispatcher.stop();
         stopHearingStorage();
+      })()),
+  };
+}
+
+/** One event loop of a process that has the store to itself or is an instance's main thread, and the process's services. */
+export interface MainServices extends Services {
+  readonly webhooks: WebhookDispatcher;
+}
+
+/** What the main thread's event loop adds: as EventLoopOptions, less what startServices decides. */
+export type MainLoopOptions = Partial<Pick<EventLoopOptions, 'sharedWrites' | 'gathering' | 'wallClock'>>;
+
+/**
+ * The process's services and its main thread's event loop on the store it opened: all of a single thread's, and an
+ * instance's main thread's (the instance's writer). close() drains the loop, then stops the process's services.
+ */
+export async function startServices(config: Config, store: Store, log: Logger, options: ProcessOptions & MainLoopOptions = {}): Promise<MainServices> {
+  const shared = await startProcessServices(config, store, log, options);
+  let loop: Services;
+  try {
+    loop = await startEventLoop(config, store, log, {
+      metrics: shared.metrics,
+      onCreated: () => shared.webhooks.wake(),
+      ...(options.sharedWrites ? { sharedWrites: options.sharedWrites } : {}),
+      ...(options.gathering ? { gathering: options.gathering } : {}),
+      ...(options.wallClock ? { wallClock: options.wallClock } : {}),
+    });
+  } catch (error) {
+    await shared.close();
+    throw error;
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    ...loop,
+    webhooks: shared.webhooks,
+    close: () =>
+      (closing ??= (async () => {
+        await loop.close();
+        await shared.close();
       })()),
   };
 }

@@ -35,6 +35,27 @@ export interface WriteQueueOptions {
    * thread of an instance (src/workers/) has a queue, and the instance one bound and one readiness.
    */
   readonly shared?: SharedWriteState;
+  /**
+   * Whether, and how long, a commit waits for the batches other threads are about to hand over (createBatch): only
+   * the writer of an instance of several threads gathers.
+   */
+  readonly gathering?: Gathering;
+}
+
+/**
+ * A commit costs the writer about the same CPU and one fsync whatever its size, so the fewer commits the cheaper each
+ * create. The writer of an instance commits its own thread's creates and the batches the other threads hand over;
+ * those arrive out of step, and committed as they came each would pay a commit. Gathering holds a commit, when the
+ * writer is idle, until every thread that has creates admitted and not yet handed over has handed them over, or for
+ * maxWaitMs at most.
+ */
+export interface Gathering {
+  /** Whether some thread whose source is not in `present` has creates admitted that it has not handed over yet. */
+  coming(present: ReadonlySet<number>): boolean;
+  /** The longest a commit is held after its first batch arrived. */
+  readonly maxWaitMs: number;
+  /** The source this queue's own creates count as (its thread's slot). */
+  readonly ownSource: number;
 }
 
 /** The bound and the refusal memory of several write queues, one per worker thread of an instance. */
@@ -57,11 +78,23 @@ export interface SharedWriteState {
  */
 export const REFUSAL_MEMORY_MS = 5000;
 
+/** One create admitted by this queue. */
 interface Pending {
   readonly plant: Plant;
   readonly resolve: (outcome: CreateOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
+
+/** A batch another thread's queue admitted and handed over (createBatch): it joins a transaction whole. */
+interface Handed {
+  /** Which thread handed it over (its slot). */
+  readonly source: number;
+  readonly plants: readonly Plant[];
+  readonly resolve: (outcomes: CreateOutcome[]) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+type Entry = Pending | Handed;
 
 /**
  * Admission and batching of every write to plants: the one path a create or a delete takes to storage.
@@ -73,19 +106,28 @@ interface Pending {
  * Admission: it is the one bound on writes waiting for storage. Deletes are admitted under the same queueLimit,
  * counted alongside queued creates, so neither kind can grow a queue in front of storage without limit, and
  * `drain()` waits for both. Whoever creates the queue (src/services.ts) drains it before storage is closed. In a
- * worker thread of an instance the bound is the instance's (`shared`): every worker's queue counts against it.
+ * thread of an instance the bound is the instance's (`shared`): every thread's queue counts against it.
+ *
+ * The one group commit of the service: on SQLite with WORKERS > 1 the main thread's queue is the instance's writer,
+ * and each worker thread's queue hands its batch over to it (createBatch, one message per batch); batches that
+ * arrive while a transaction commits join the next one with the main thread's own creates (src/workers/).
  */
 export class WriteQueue {
   readonly #plants: Pick<PlantStore, 'create' | 'delete'>;
   readonly #options: WriteQueueOptions;
   readonly #observer: WriteQueueObserver;
-  #queue: Pending[] = [];
+  #queue: Entry[] = [];
+  /** Creates of this queue's own waiting in #queue (the rest are handed-over batches, admitted elsewhere). */
+  #queuedCreates = 0;
   #inFlight = 0;
   /** Deletes admitted and not yet answered (waiting for the store or running). */
   #operations = 0;
   #scheduled = false;
   #idleWaiters: Array<() => void> = [];
   readonly #shared: SharedWriteState;
+  /** While a commit is held for gathering: ends the hold. */
+  #holdTimer: NodeJS.Timeout | undefined;
+  #holdExpired = false;
 
   constructor(plants: Pick<PlantStore, 'create' | 'delete'>, options: WriteQueueOptions) {
     this.#plants = plants;
@@ -105,7 +147,7 @@ export class WriteQueue {
 
   /** Writes waiting for storage, as counted against queueLimit: creates queued plus deletes waiting or running. */
   get depth(): number {
-    return this.#queue.length + this.#operations;
+    return this.#queuedCreates + this.#operations;
   }
 
   create(plant: Plant): Promise<CreateOutcome> {
@@ -113,6 +155,21 @@ export class WriteQueue {
     this.#observer.queued?.(plant);
     return new Promise((resolve, reject) => {
       this.#queue.push({ plant, resolve, reject });
+      this.#queuedCreates += 1;
+      this.#schedule();
+    });
+  }
+
+  /**
+   * A batch of creates another thread's queue admitted (under the instance's shared bound) and hands over whole: it
+   * joins the next transaction with whatever else waits, is never split (one larger than batchLimit commits alone),
+   * and resolves with its own rows' outcomes once that transaction has committed. Not counted against queueLimit
+   * here: its thread counted it.
+   */
+  createBatch(plants: readonly Plant[], source: number): Promise<CreateOutcome[]> {
+    if (plants.length === 0) return Promise.resolve([]);
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ source, plants, resolve, reject });
       this.#schedule();
     });
   }
@@ -161,10 +218,23 @@ export class WriteQueue {
   readonly #flush = (): void => {
     this.#scheduled = false;
     while (this.#inFlight < this.#options.concurrency && this.#queue.length > 0) {
-      const batch = this.#queue.splice(0, this.#options.batchLimit);
-      this.#shared.release(batch.length);
+      if (this.#inFlight === 0 && this.#holding()) return;
+      const { batchLimit } = this.#options;
+      let rows = 0;
+      let creates = 0;
+      let taken = 0;
+      for (; taken < this.#queue.length; taken += 1) {
+        const entry = this.#queue[taken] as Entry;
+        const size = 'plant' in entry ? 1 : entry.plants.length;
+        if (taken > 0 && rows + size > batchLimit) break;
+        rows += size;
+        if ('plant' in entry) creates += 1;
+      }
+      const batch = this.#queue.splice(0, taken);
+      this.#queuedCreates -= creates;
+      if (creates > 0) this.#shared.release(creates);
       this.#inFlight += 1;
-      void this.#commit(batch).finally(() => {
+      void this.#commit(batch, rows).finally(() => {
         this.#inFlight -= 1;
         this.#wakeIfIdle();
         this.#schedule();
@@ -172,28 +242,73 @@ export class WriteQueue {
     }
   };
 
+  /** True while the commit waits for other threads' batches (Gathering); arms the hold's end the first time. */
+  #holding(): boolean {
+    const { gathering } = this.#options;
+    if (gathering === undefined || this.#holdExpired) return this.#endHold();
+    let rows = 0;
+    const present = new Set<number>([gathering.ownSource]);
+    for (const entry of this.#queue) {
+      if ('plant' in entry) rows += 1;
+      else {
+        rows += entry.plants.length;
+        present.add(entry.source);
+      }
+    }
+    if (rows >= this.#options.batchLimit || !gathering.coming(present)) return this.#endHold();
+    this.#holdTimer ??= setTimeout(() => {
+      this.#holdExpired = true;
+      this.#schedule();
+    }, gathering.maxWaitMs);
+    return true;
+  }
+
+  #endHold(): false {
+    if (this.#holdTimer !== undefined) clearTimeout(this.#holdTimer);
+    this.#holdTimer = undefined;
+    this.#holdExpired = false;
+    return false;
+  }
+
   #wakeIfIdle(): void {
     if (this.backlog === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
   }
 
-  async #commit(batch: Pending[]): Promise<void> {
+  async #commit(batch: Entry[], rows: number): Promise<void> {
+    let plants: Plant[];
+    if (rows === batch.length) plants = batch.map((entry) => ('plant' in entry ? entry.plant : (entry.plants[0] as Plant)));
+    else {
+      plants = new Array<Plant>(rows);
+      let at = 0;
+      for (const entry of batch) {
+        if ('plant' in entry) plants[at++] = entry.plant;
+        else for (const plant of entry.plants) plants[at++] = plant;
+      }
+    }
     let outcomes: CreateOutcome[];
     const started = performance.now();
     try {
-      // Clients may send one id twice in one turn: every store creates it once and answers the later copies as the
-      // first left it (test/storage/storage-contract.test.ts holds both to that).
-      outcomes = await this.#plants.create(batch.map((pending) => pending.plant));
+      // Clients may send one id twice in one turn, or two threads in one transaction: every store creates it once and
+      // answers the later copies as the first left it (test/storage/storage-contract.test.ts holds both to that).
+      outcomes = await this.#plants.create(plants);
     } catch (error) {
       if (error instanceof StorageUnavailableError) this.#shared.refusedAt = Date.now();
-      for (const pending of batch) pending.reject(error);
+      for (const entry of batch) entry.reject(error);
       return;
     }
-    this.#observer.batchCommitted(batch.length, (performance.now() - started) / 1000);
+    this.#observer.batchCommitted(rows, (performance.now() - started) / 1000);
     // A batch storage cut short (PostgreSQL: a later statement failed after earlier rows committed, and the rest were
     // answered 503) is refused as much as one refused whole: its committed first part does not make storage healthy.
     const cutShort = outcomes.some((outcome) => outcome.kind === 'failed' && outcome.error instanceof StorageUnavailableError);
     this.#shared.refusedAt = cutShort ? Date.now() : undefined;
-    batch.forEach((pending, index) => pending.resolve(outcomes[index] as CreateOutcome));
+    let at = 0;
+    for (const entry of batch) {
+      if ('plant' in entry) entry.resolve(outcomes[at++] as CreateOutcome);
+      else {
+        entry.resolve(outcomes.slice(at, at + entry.plants.length));
+        at += entry.plants.length;
+      }
+    }
     if (this.#options.onCreated && outcomes.some((outcome) => outcome.kind === 'created')) this.#options.onCreated();
   }
 }

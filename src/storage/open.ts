@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import type { DatabaseConfig } from '../config.js';
 import { DatabaseMissingError } from './errors.js';
 import { SqliteStore } from './sqlite/sqlite-store.js';
-import type { Store } from './store.js';
+import { DelegatingSqliteStore } from './sqlite/delegating-store.js';
+import type { DelegatedWrites, ServingStore, Store } from './store.js';
 
 /** How a command wants its database opened; each command decides (src/cli/commands/). */
 export interface OpenOptions {
@@ -52,4 +53,14 @@ export async function openStore(database: DatabaseConfig, options: OpenOptions =
       return PostgresStore.open(database);
     }
   }
+}
+
+/**
+ * The store a worker thread of an instance serves on, the database already opened and migrated by the main thread.
+ * PostgreSQL takes concurrent writers: the worker opens it with its own pool. SQLite has one writer for the
+ * instance: the worker reads on a connection of its own (WAL lets it read beside the writer) and hands every write
+ * to `writes`.
+ */
+export async function openServingStore(database: DatabaseConfig, writes: DelegatedWrites): Promise<ServingStore> {
+  return database.kind === 'postgres' ? openStore(database) : DelegatingSqliteStore.open(database.path, writes);
 }

@@ -1,6 +1,7 @@
 import type { StorageObserver } from './observer.js';
 import type { PlantStore } from './plant-store.js';
-import type { TokenStore } from './token-store.js';
+import type { CreateOutcome, Plant } from './plant-store.js';
+import type { TokenLookup, TokenStore } from './token-store.js';
 import type { WebhookStore } from './webhook-store.js';
 
 /**
@@ -36,17 +37,45 @@ export interface ConnectionPoolState {
 }
 
 /**
+ * What the services of one event loop (src/services.ts) use of storage: the write queue and the plant service a
+ * PlantStore, the token cache a TokenLookup, readiness a WritableCheck, metrics its failures and its pool. A Store is
+ * one; a worker thread of a SQLite instance serves on one that reads for itself and writes through the instance's
+ * writer (./sqlite/delegating-store.ts, opened by ./open.ts openServingStore).
+ */
+export interface ServingStore extends WritableCheck {
+  readonly plants: PlantStore;
+  readonly tokens: TokenLookup;
+  /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */
+  readonly writeConcurrency: number;
+  /** As Store's: reports every failure from now on to `observer`. */
+  observe?(observer: StorageObserver): void;
+  /** As Store's: the pool's state now, for a store that has a pool of connections. */
+  connectionPoolState?(): ConnectionPoolState;
+  /** As Store's, for a store that does work in the background; one that does none has nothing to report. */
+  onIncident?(listener: (incident: StorageIncident) => void): () => void;
+  close(): Promise<void>;
+}
+
+/**
+ * The writes a store that only reads hands to the store that writes: in an instance of several threads on SQLite,
+ * a worker thread's to the main thread's (one message per call, a batch of creates being one call).
+ */
+export interface DelegatedWrites extends WritableCheck {
+  create(plants: readonly Plant[]): Promise<CreateOutcome[]>;
+  delete(id: bigint): Promise<boolean>;
+  recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void>;
+}
+
+/**
  * One open database: its sub-stores (plants, tokens, webhooks), and what belongs to the whole: which database it is,
  * how many batches it commits at once, whether it can take writes now, what it notices by itself, and how to let it
  * go.
  */
-export interface Store extends WritableCheck {
+export interface Store extends ServingStore {
   readonly kind: 'sqlite' | 'postgres';
   readonly plants: PlantStore;
   readonly tokens: TokenStore;
   readonly webhooks: WebhookStore;
-  /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */
-  readonly writeConcurrency: number;
   /**
    * Calls `listener` with every incident from now on, and with those that happened before anyone listened; returns
    * the function that stops it. Storage has no logger of its own: services.ts logs what it hears here.

@@ -44,6 +44,4 @@ export interface WorkerData {
   readonly memory: InstanceMemory;
   /** With TLS, the certificate and key to serve (read and checked by the main thread); a Buffer arrives as a Uint8Array. */
   readonly tls: TlsCredentials | undefined;
-  /** Whether this worker logs what the instance serves (the first worker of the start does, once). */
-  readonly announce: boolean;
 }

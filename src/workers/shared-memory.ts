@@ -17,7 +17,7 @@ export const BUCKET_SLOTS = 65_536;
 
 /** Plain data (SharedArrayBuffers and numbers), so it can be posted to a worker as it is. */
 export interface InstanceMemory {
-  /** Per worker slot (1-based slot s at index s - 1): writes its queue admitted that still wait (its `depth`). */
+  /** Per thread slot (slot s at index s; the main thread is 0): writes its queue admitted that still wait (its `depth`). */
   readonly writeDepths: SharedArrayBuffer;
   /** Date.now() of the latest batch refused by storage, 0 for none since one committed whole. */
   readonly refusedAt: SharedArrayBuffer;
@@ -28,9 +28,13 @@ export interface InstanceMemory {
   readonly clockOrigin: number;
 }
 
-export function createInstanceMemory(workers: number): InstanceMemory {
+/** The main thread's slot; the worker threads have 1 to WORKERS − 1. */
+export const MAIN_SLOT = 0;
+
+/** For an instance of `threads` threads serving HTTP (WORKERS): the main thread and WORKERS − 1 workers. */
+export function createInstanceMemory(threads: number): InstanceMemory {
   return {
-    writeDepths: new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * workers),
+    writeDepths: new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * threads),
     refusedAt: new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT),
     bucketKeys: new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT * BUCKET_SLOTS),
     bucketFullAt: new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT * BUCKET_SLOTS),
@@ -61,7 +65,7 @@ export class SharedWrites implements SharedWriteState {
 
   constructor(memory: InstanceMemory, slot: number, queueLimit: number) {
     this.#depths = new Int32Array(memory.writeDepths);
-    this.#index = slot - 1;
+    this.#index = slot;
     this.#refusedAt = new BigInt64Array(memory.refusedAt);
     this.#limit = queueLimit;
   }
@@ -90,17 +94,17 @@ export class SharedWrites implements SharedWriteState {
 
 /** A worker that died held writes that will never be released: its count goes with it, before a replacement starts. */
 export function forgetWorker(memory: InstanceMemory, slot: number): void {
-  Atomics.store(new Int32Array(memory.writeDepths), slot - 1, 0);
+  Atomics.store(new Int32Array(memory.writeDepths), slot, 0);
 }
 
 /**
- * Asks whether a worker whose slot is not in `present` has writes admitted that it has not handed over yet: its
+ * Asks whether a thread whose slot is not in `present` has writes admitted that it has not handed over yet: its
  * next batch is on its way to the writer (a delete waiting counts too; the writer's wait for it is bounded).
  */
 export function writesComing(memory: InstanceMemory): (present: ReadonlySet<number>) => boolean {
   const depths = new Int32Array(memory.writeDepths);
   return (present) => {
-    for (let index = 0; index < depths.length; index += 1) if (!present.has(index + 1) && Atomics.load(depths, index) > 0) return true;
+    for (let index = 0; index < depths.length; index += 1) if (!present.has(index) && Atomics.load(depths, index) > 0) return true;
     return false;
   };
 }

@@ -54,13 +54,12 @@ export class WorkerPool {
   readonly #slots: Slot[];
   #stopping = false;
   #tls: TlsCredentials | undefined;
-  /** Only the first worker of the start logs what the instance serves (HTTPS, or plain HTTP beyond loopback). */
-  #announced = false;
 
   constructor(options: PoolOptions) {
     this.#options = options;
     this.#tls = options.tls;
-    this.#slots = Array.from({ length: options.config.workers }, (_, index) => ({
+    // The main thread serves too: WORKERS − 1 worker threads, in slots 1 and up.
+    this.#slots = Array.from({ length: options.config.workers - 1 }, (_, index) => ({
       slot: index + 1,
       worker: undefined,
       endpoint: undefined,
@@ -148,9 +147,7 @@ export class WorkerPool {
   #spawn(slot: Slot): Promise<string> {
     const { config, port, memory } = this.#options;
     const tls = this.#tls && { cert: this.#tls.cert, key: this.#tls.key, certificate: this.#tls.certificate };
-    const announce = !this.#announced;
-    this.#announced = true;
-    const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, tls, announce } satisfies WorkerData });
+    const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, tls } satisfies WorkerData });
     const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#options.handlers(this, slot.slot));
     slot.worker = worker;
     slot.endpoint = endpoint;

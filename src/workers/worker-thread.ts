@@ -1,7 +1,8 @@
 /**
- * A worker thread of an instance (./instance.ts starts it): the whole HTTP app on its own event loop, listening on
- * the instance's port beside the other workers (SO_REUSEPORT: the kernel spreads connections over them), on a
- * store that writes through the main thread on SQLite (./worker-store.ts). It tells the main thread once it
+ * A worker thread of an instance (./instance.ts starts it): the whole HTTP app on its own event loop, on the event
+ * loop's services every thread has (src/services.ts startEventLoop), listening on the instance's port beside the
+ * main thread and the other workers (SO_REUSEPORT: the kernel spreads connections over them), on a store that
+ * writes through the main thread on SQLite (src/storage/open.ts openServingStore). It tells the main thread once it
  * listens, answers its calls (metrics, drain), and ends once drained. A failure to start ends the thread with the
  * error, which the main thread reports.
  */
@@ -9,19 +10,20 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../app.js';
-import { logTransportSecurity, serveCertificate, type TlsCredentials } from '../http/tls.js';
+import { serveCertificate, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
-import { startServices, type Services } from '../services.js';
-import type { Store } from '../storage/store.js';
+import { createMetrics, logIncidents, startEventLoop, type Services } from '../services.js';
+import { openServingStore } from '../storage/open.js';
+import type { DelegatedWrites, ServingStore } from '../storage/store.js';
 import type { MainOperations, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
 import { Endpoint } from './rpc.js';
 import { SharedBucketCells, SharedWrites, sharedClock } from './shared-memory.js';
-import { openWorkerStore } from './worker-store.js';
+import { packPlants, unpackOutcomes } from './wire.js';
 
 if (parentPort === null) throw new Error('worker-thread.js runs as a worker thread of an instance (src/workers/instance.ts)');
 const port = parentPort;
-const { config, slot, memory, port: listenPort, tls: given, announce } = workerData as WorkerData;
+const { config, slot, memory, port: listenPort, tls: given } = workerData as WorkerData;
 // Structured clone turned the Buffers into Uint8Arrays.
 const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
 /** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
@@ -33,7 +35,8 @@ const log = createLogger(config, pino.destination({ dest: 1, sync: true })).chil
 
 let services: Services | undefined;
 let app: FastifyInstance | undefined;
-let store: Store | undefined;
+let store: ServingStore | undefined;
+let stopHearingStorage: (() => void) | undefined;
 let draining: Promise<void> | undefined;
 
 const drain = () =>
@@ -45,6 +48,7 @@ const drain = () =>
       appFailure = { error };
     });
     await services?.close();
+    stopHearingStorage?.();
     await store?.close();
     await stopTracing();
     if (appFailure) throw appFailure.error;
@@ -76,17 +80,24 @@ const wakeWebhooks = () => {
   });
 };
 
+/** On SQLite every write is the main thread's: a batch of creates travels packed, in one message (./wire.ts). */
+const writesByMain: DelegatedWrites = {
+  create: async (plants) => unpackOutcomes(await main.call('create', packPlants(plants))),
+  delete: (id) => main.call('delete', id),
+  recordTokenUse: (uses) => main.call('recordTokenUse', uses),
+  checkWritable: () => main.call('checkWritable', undefined),
+};
+
 try {
   // Tracing (src/tracing/): this thread's requests are traced by its own SDK, exporting on its own.
   await startTracing(config.tracing, log);
-  store = await openWorkerStore(config, main);
-  services = await startServices(config, store, log, {
-    worker: {
-      writes: new SharedWrites(memory, slot, config.writes.queueLimit),
-      // On SQLite the main thread commits every create and wakes its dispatcher itself.
-      wakeWebhooks: config.database.kind === 'postgres' ? wakeWebhooks : () => undefined,
-      renderMetrics: () => main.call('metrics', undefined),
-    },
+  store = await openServingStore(config.database, writesByMain);
+  stopHearingStorage = logIncidents(store, log);
+  services = await startEventLoop(config, store, log, {
+    metrics: createMetrics(config, () => main.call('metrics', undefined)),
+    // On SQLite the main thread commits every create and wakes its dispatcher itself.
+    onCreated: config.database.kind === 'postgres' ? wakeWebhooks : () => undefined,
+    sharedWrites: new SharedWrites(memory, slot, config.writes.queueLimit),
   });
   app = await buildApp(services, { tls: credentials, now: sharedClock(memory), rateLimitCells: new SharedBucketCells(memory) });
   // A reload handed over while the app was being built.
@@ -94,8 +105,8 @@ try {
   // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
   // loadConfig); Fastify's types do not list it.
   const listening = { host: config.host, port: listenPort, reusePort: true };
+  // What the instance serves (HTTPS, or plain HTTP beyond loopback) the main thread has logged, once.
   const url = await app.listen(listening as FastifyListenOptions);
-  if (announce) logTransportSecurity(app, credentials);
   notify({ kind: 'listening', url });
 } catch (error) {
   await drain().catch(() => undefined);

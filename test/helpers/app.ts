@@ -7,7 +7,7 @@ import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
 import { createLogger } from '../../src/log.js';
-import { startServices, type ServiceOptions, type Services } from '../../src/services.js';
+import { startServices, type MainLoopOptions, type MainServices, type ProcessOptions } from '../../src/services.js';
 import type { Store } from '../../src/storage/store.js';
 import { newToken } from './tokens.js';
 
@@ -15,8 +15,8 @@ export interface TestApp {
   readonly app: FastifyInstance;
   readonly store: Store;
   readonly config: Config;
-  /** What the app is built on: the write queue, the plant service, the token cache, readiness. */
-  readonly services: Services;
+  /** What the app is built on (the write queue, the plant service, the token cache, readiness) and the webhook dispatcher. */
+  readonly services: MainServices;
   /** A valid token, and its name (unique, so several apps can share one database). */
   readonly token: string;
   readonly tokenName: string;
@@ -33,7 +33,7 @@ export interface TestApp {
 export async function startTestApp(
   databaseUrl: string,
   env: Record<string, string> = {},
-  options: AppOptions & ServiceOptions & { readonly log?: Logger } = {},
+  options: AppOptions & ProcessOptions & MainLoopOptions & { readonly log?: Logger } = {},
 ): Promise<TestApp> {
   const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, ...env });
   const store = await openStore(config.database);
@@ -67,7 +67,7 @@ export async function buildTestApp(
   context: Pick<TestContext, 'after'>,
   databaseUrl: string,
   env: Record<string, string> = {},
-  options: AppOptions & ServiceOptions = {},
+  options: AppOptions & ProcessOptions & MainLoopOptions = {},
 ): Promise<TestApp> {
   const t = await startTestApp(databaseUrl, env, options);
   context.after(() => t.close());

@@ -6,7 +6,8 @@ import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
 import type { Store } from '../../src/storage/store.js';
-import { startInstance, type InstanceOptions, type RunningInstance } from '../../src/workers/instance.js';
+import type { StartOptions } from '../../src/server.js';
+import { startInstance, type RunningInstance } from '../../src/workers/instance.js';
 import { newToken } from './tokens.js';
 
 export interface TestInstance {
@@ -31,7 +32,7 @@ export interface TestInstance {
 export async function startTestInstance(
   databaseUrl: string,
   env: Record<string, string> = {},
-  options: InstanceOptions & { readonly prepare?: (store: Store) => Promise<void> } = {},
+  options: StartOptions & { readonly prepare?: (store: Store) => Promise<void> } = {},
 ): Promise<TestInstance> {
   const config = loadConfig({ LOG_LEVEL: 'warn', WORKERS: '2', ...env, DATABASE_URL: databaseUrl, HOST: '127.0.0.1', PORT: '0' });
   const store = await openStore(config.database);
@@ -102,7 +103,8 @@ export function freshRequest(url: string, options: { method?: string; path: stri
 /** Requests each worker has answered so far, by slot: from each worker's own metrics (http_request_duration_seconds). */
 export async function requestsByWorker(instance: RunningInstance): Promise<Map<number, number>> {
   const counts = new Map<number, number>();
-  for (const { slot, metrics } of await instance.workers.metrics()) {
+  const threads = [{ slot: 0, metrics: (await instance.metrics?.snapshot()) ?? [] }, ...(await instance.workers.metrics())];
+  for (const { slot, metrics } of threads) {
     const durations = metrics.find((metric) => metric.name === 'http_request_duration_seconds');
     const answered = (durations?.values ?? [])
       .filter((value) => (value as { metricName?: string }).metricName === 'http_request_duration_seconds_count')

@@ -96,30 +96,44 @@ test('npm run bench -- --webhook --quick completes, and every event of an acknow
   }
 });
 
-test('npm run bench -- --workers 2 --quick completes: WORKERS=1 and WORKERS=2 in one pair, every answer 2xx and stored, ratios and the main thread\'s CPU reported', { timeout: 180_000 }, async () => {
+test('npm run bench -- --workers 2 --quick completes: creates, reads by id and the 90/10 mix, each with WORKERS=1 and WORKERS=2 in one pair, every answer 2xx and every create stored, ratios and the main thread\'s CPU reported', { timeout: 300_000 }, async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-smoke-'));
   try {
     const stdout = await runBench(['--workers', '2', '--quick', '--out', out]);
-    assert.match(stdout, /\| pair \| WORKERS \| req\/s \|/);
-    assert.match(stdout, /\| 1 \| 1 \| \d+ \|/);
-    assert.match(stdout, /\| 1 \| 2 \| \d+ \|/);
+    assert.match(stdout, /\| workload \| pair \| WORKERS \| req\/s \|/);
+    for (const workload of ['creates', 'reads', 'mixed']) {
+      assert.match(stdout, new RegExp(`\\| ${workload} \\| 1 \\| 1 \\| \\d+ \\|`));
+      assert.match(stdout, new RegExp(`\\| ${workload} \\| 1 \\| 2 \\| \\d+ \\|`));
+    }
     assert.match(stdout, /Pinning: none \(--workers\)/);
     const jsonPath = /^results: (.+\.json)$/m.exec(stdout)?.[1];
     assert.ok(jsonPath, 'the results file is named');
     const result = JSON.parse(fs.readFileSync(jsonPath, 'utf8')) as {
-      summary: { reqPerSecRatio: number | null; cpuPerCreateRatio: number | null; non2xx: number; errors: number; everyOkStored: boolean; exitCodes: number[] };
-      runs: Array<{ workers: number; mainThreadCpuMicrosPerRequest: number; load: { ok: number } }>;
+      summary: {
+        workloads: Array<{ workload: string; reqPerSecRatio: number | null; cpuPerRequestRatio: number | null }>;
+        non2xx: number;
+        errors: number;
+        createsOk: number;
+        everyOkStored: boolean;
+        exitCodes: number[];
+      };
+      runs: Array<{ workload: string; workers: number; mainThreadCpuMicrosPerRequest: number; load: { ok: number } }>;
     };
-    assert.deepEqual(result.runs.map((run) => run.workers), [1, 2]);
+    assert.deepEqual(
+      result.runs.map((run) => `${run.workload} ${run.workers}`),
+      ['creates 1', 'creates 2', 'reads 1', 'reads 2', 'mixed 1', 'mixed 2'],
+    );
     for (const run of result.runs) {
-      assert.ok(run.load.ok > 0, `WORKERS=${run.workers} answered requests`);
+      assert.ok(run.load.ok > 0, `${run.workload} WORKERS=${run.workers} answered requests`);
       assert.ok(run.mainThreadCpuMicrosPerRequest > 0, 'the main thread\'s CPU is read from /proc');
     }
-    assert.equal(typeof result.summary.reqPerSecRatio, 'number');
-    assert.equal(typeof result.summary.cpuPerCreateRatio, 'number');
+    for (const workload of result.summary.workloads) {
+      assert.equal(typeof workload.reqPerSecRatio, 'number', `${workload.workload}: req/s ratio`);
+      assert.equal(typeof workload.cpuPerRequestRatio, 'number', `${workload.workload}: CPU ratio`);
+    }
     assert.deepEqual([result.summary.non2xx, result.summary.errors], [0, 0]);
-    assert.ok(result.summary.everyOkStored, 'every 2xx is in the store');
-    assert.deepEqual(result.summary.exitCodes, [0, 0], 'both servers shut down cleanly');
+    assert.ok(result.summary.createsOk > 0 && result.summary.everyOkStored, 'every create answered 2xx is in the store');
+    assert.deepEqual(result.summary.exitCodes, [0, 0, 0, 0, 0, 0], 'every server shut down cleanly');
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }

@@ -267,7 +267,7 @@ describe('plantstore serve over TLS with WORKERS=2', () => {
   let certFile: string;
   let keyFile: string;
   let server: ServerProcess;
-  /** Fresh connections per check: the kernel spreads them over both workers by their source ports. */
+  /** Fresh connections per check: the kernel spreads them over both threads (the main thread and a worker) by their source ports. */
   const CONNECTIONS = 24;
 
   before(async () => {
@@ -289,7 +289,10 @@ describe('plantstore serve over TLS with WORKERS=2', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  /** The fingerprints CONNECTIONS new connections were served, and which workers answered them. */
+  /** The main thread's log lines carry no worker number; a worker thread's carry its slot. */
+  const threadOf = (worker: unknown) => (worker === undefined ? 'main' : `worker ${String(worker)}`);
+
+  /** The fingerprints CONNECTIONS new connections were served, and which threads answered them. */
   async function freshConnections(): Promise<{ fingerprints: Set<string>; workers: Set<unknown> }> {
     const seen = logLines(server).length;
     const answers = await Promise.all(Array.from({ length: CONNECTIONS }, () => httpsCall(`${server.base}/healthz`, { ca: ca.root })));
@@ -301,10 +304,10 @@ describe('plantstore serve over TLS with WORKERS=2', () => {
     return { fingerprints: new Set(answers.map((answer) => answer.fingerprint256)), workers };
   }
 
-  it('SIGHUP reaches every worker: after one reload, logged once, every new connection gets the renewed certificate', async () => {
+  it('SIGHUP reaches every thread: after one reload, logged once, every new connection gets the renewed certificate', async () => {
     assert.equal(linesWith(server, /^serving HTTPS only$/).length, 1, 'the instance says once what it serves');
     const before = await freshConnections();
-    assert.deepEqual([...before.workers].sort(), [1, 2], 'both workers answered');
+    assert.deepEqual([...before.workers].map(threadOf).sort(), ['main', 'worker 1'], 'both threads answered');
     assert.equal(before.fingerprints.size, 1);
 
     const renewed = issueServerCertificate(ca, 'renewed-workers');
@@ -316,8 +319,8 @@ describe('plantstore serve over TLS with WORKERS=2', () => {
     assert.equal(reloaded.certificate.fingerprint256, renewed.fingerprint256);
 
     const after = await freshConnections();
-    assert.deepEqual([...after.workers].sort(), [1, 2], 'both workers answered');
-    assert.deepEqual([...after.fingerprints], [renewed.fingerprint256], 'every worker serves the renewed certificate');
+    assert.deepEqual([...after.workers].map(threadOf).sort(), ['main', 'worker 1'], 'both threads answered');
+    assert.deepEqual([...after.fingerprints], [renewed.fingerprint256], 'every thread serves the renewed certificate');
     assert.equal(server.exited(), false);
     assert.deepEqual(await server.stop('SIGTERM'), { code: 0, signal: null }, server.output().stderr);
   });

@@ -1,7 +1,7 @@
 /**
- * WORKERS=2 on each store: an instance of worker threads in this process (src/workers/instance.ts) on a real port,
- * each request on a connection of its own so that the kernel spreads them over both workers (each phase checks from
- * the workers' own metrics that both answered). What holds for one process holds for the instance: a create
+ * WORKERS=2 on each store: an instance of two threads in this process (src/workers/instance.ts: the main thread and
+ * one worker thread, both serving) on a real port, each request on a connection of its own so that the kernel
+ * spreads them over both (each phase checks from the threads' own metrics that both answered). What holds for one process holds for the instance: a create
  * answered by one worker is a replay or a conflict for the other, /metrics counts the whole instance, a rate limit
  * and a revocation are the instance's, each webhook event is sent once, and a worker that ends is replaced while
  * the instance goes on serving, losing nothing it acknowledged.
@@ -28,16 +28,16 @@ stopPostgresAfterAll();
 
 const plantBody = (id: bigint, name: string, tag?: string) => `{"id":${id},"name":${JSON.stringify(name)}${tag === undefined ? '' : `,"tag":${JSON.stringify(tag)}`}}`;
 
-/** Runs `phase`, then checks that every worker answered some of its requests. */
+/** Runs `phase`, then checks that every thread (the main thread and the worker) answered some of its requests. */
 async function onEveryWorker<T>(instance: RunningInstance, phase: () => Promise<T>): Promise<T> {
   const before = await requestsByWorker(instance);
   const result = await phase();
   const after = await requestsByWorker(instance);
   const answered = [...after].map(([slot, count]) => count - (before.get(slot) ?? 0));
-  assert.equal(answered.length, 2, 'both workers report');
+  assert.equal(answered.length, 2, 'both threads report');
   assert.ok(
     answered.every((count) => count > 0),
-    `both workers answered requests of this phase (${answered.join(' and ')}); with connections spread by the kernel, one getting none is a 1 in 2^(n-1) chance`,
+    `both threads answered requests of this phase (${answered.join(' and ')}); with connections spread by the kernel, one getting none is a 1 in 2^(n-1) chance`,
   );
   return result;
 }
@@ -56,7 +56,7 @@ for (const { kind, create } of DATABASES) {
       return t;
     };
 
-    it('stores a create answered by either worker once; the other answers its replay 200 and a different body 409, with the exact id', async () => {
+    it('stores a create answered by either thread once; the other answers its replay 200 and a different body 409, with the exact id', async () => {
       const t = await start();
       const ids = [1n, 9007199254740993n, INT64_MAX, INT64_MIN, ...Array.from({ length: 16 }, (_, index) => BigInt(index) * 1_000_003n + 7n)];
       await onEveryWorker(t.instance, async () => {
@@ -77,7 +77,7 @@ for (const { kind, create } of DATABASES) {
       for (const id of ids) assert.deepEqual(await t.store.plants.get(id), { id, name: `plant ${id}`, tag: 'tag' });
     });
 
-    it('answers concurrent creates of one id sent to both workers as one create: one body wins, its copies replay, the other body is 409', async () => {
+    it('answers concurrent creates of one id sent to both threads as one create: one body wins, its copies replay, the other body is 409', async () => {
       const t = await start();
       const id = 424242n;
       const answers = await onEveryWorker(t.instance, () =>
@@ -93,7 +93,7 @@ for (const { kind, create } of DATABASES) {
       for (const answer of answers) assert.equal(answer.status, answer.name === stored.name ? 200 : 409, `${answer.name}: ${answer.body}`);
     });
 
-    it('counts the whole instance in /metrics, whichever worker answers it', async () => {
+    it('counts the whole instance in /metrics, whichever thread answers it', async () => {
       const t = await start();
       const creates = 12;
       await onEveryWorker(t.instance, async () => {
@@ -108,16 +108,16 @@ for (const { kind, create } of DATABASES) {
           assert.equal(metrics.value('plantstore_creates_total', { outcome: 'created' }), creates);
           assert.equal(metrics.value('http_request_duration_seconds_count', { method: 'POST', route: '/plants', status_code: '200' }), creates);
           const threads = metrics.families.get('nodejs_eventloop_lag_seconds')?.samples.map((sample) => sample.labels['thread']).sort();
-          assert.deepEqual(threads, ['main', 'worker-1', 'worker-2']);
+          assert.deepEqual(threads, ['main', 'worker-1']);
           if (kind === 'sqlite') {
-            // The main thread commits every worker's creates: its commits are the instance's.
+            // The main thread commits its own creates and the worker's: its commits are the instance's.
             assert.equal(metrics.value('plantstore_commit_batch_rows_sum'), creates);
           }
         }
       });
     });
 
-    it('limits a token per instance, not per worker: RATE_LIMIT_BURST requests pass in all', async () => {
+    it('limits a token per instance, not per thread: RATE_LIMIT_BURST requests pass in all', async () => {
       const t = await start({ RATE_LIMIT_MAX: '1', RATE_LIMIT_WINDOW_MS: '3600000', RATE_LIMIT_BURST: '4' });
       const statuses = await onEveryWorker(t.instance, async () => {
         const answers: number[] = [];
@@ -128,7 +128,7 @@ for (const { kind, create } of DATABASES) {
       assert.deepEqual(statuses.slice(4), Array<number>(12).fill(429));
     });
 
-    it('holds a token to its scopes and its expiry in every worker', async () => {
+    it('holds a token to its scopes and its expiry in every thread', async () => {
       const t = await start();
       const reader = generateToken();
       const expired = generateToken();
@@ -146,7 +146,7 @@ for (const { kind, create } of DATABASES) {
       assert.deepEqual(await t.store.plants.list({ limit: 10 }), [], 'nothing was created');
     });
 
-    it('refuses a revoked token in every worker within TOKEN_CACHE_MS', async () => {
+    it('refuses a revoked token in every thread within TOKEN_CACHE_MS', async () => {
       const t = await start({ TOKEN_CACHE_MS: '300' });
       await onEveryWorker(t.instance, async () => {
         for (let index = 0; index < 10; index += 1) assert.equal((await freshRequest(t.url, { path: '/plants', token: t.token })).status, 200);
@@ -163,7 +163,7 @@ for (const { kind, create } of DATABASES) {
       assert.deepEqual(statuses, Array<number>(16).fill(401), `refused from ${Math.round(performance.now() - revokedAt)} ms after the revocation`);
     });
 
-    it('sends each webhook event once, from the instance\'s one dispatcher, woken by creates in either worker', async () => {
+    it('sends each webhook event once, from the instance\'s one dispatcher, woken by creates in either thread', async () => {
       const receiver = await Receiver.start();
       cleanups.push(() => receiver.close());
       // The poll is an hour away: every delivery here comes from a wake-up by a create.

@@ -9,10 +9,10 @@ import { Worker } from 'node:worker_threads';
 import { SharedWrites, createInstanceMemory, forgetWorker, instanceWriteDepth, writesComing, type InstanceMemory } from '../../src/workers/shared-memory.js';
 
 describe('SharedWrites: the write bound of an instance', () => {
-  it('admits writes from every worker against one limit, and each release makes room for any worker', () => {
+  it('admits writes from every thread (the main thread is slot 0) against one limit, and each release makes room for any thread', () => {
     const memory = createInstanceMemory(2);
-    const one = new SharedWrites(memory, 1, 3);
-    const two = new SharedWrites(memory, 2, 3);
+    const one = new SharedWrites(memory, 0, 3);
+    const two = new SharedWrites(memory, 1, 3);
     assert.deepEqual([one.admit(), two.admit(), two.admit()], [true, true, true]);
     assert.deepEqual([one.admit(), two.admit()], [false, false], 'the instance holds 3, the limit');
     assert.equal(instanceWriteDepth(memory), 3);
@@ -24,7 +24,7 @@ describe('SharedWrites: the write bound of an instance', () => {
   it('forgets a dead worker\'s writes, which it will never release, so they do not hold the bound for ever', () => {
     const memory = createInstanceMemory(2);
     const dying = new SharedWrites(memory, 1, 2);
-    const living = new SharedWrites(memory, 2, 2);
+    const living = new SharedWrites(memory, 0, 2);
     assert.deepEqual([dying.admit(), dying.admit(), living.admit()], [true, true, false]);
     forgetWorker(memory, 1);
     assert.equal(instanceWriteDepth(memory), 0);
@@ -45,8 +45,8 @@ describe('SharedWrites: the write bound of an instance', () => {
 
   it('remembers the latest refusal for every worker, and forgets it when any batch commits whole', () => {
     const memory = createInstanceMemory(2);
-    const one = new SharedWrites(memory, 1, 10);
-    const two = new SharedWrites(memory, 2, 10);
+    const one = new SharedWrites(memory, 0, 10);
+    const two = new SharedWrites(memory, 1, 10);
     assert.equal(two.refusedAt, undefined);
     one.refusedAt = 1_700_000_000_123;
     assert.equal(two.refusedAt, 1_700_000_000_123);
@@ -116,7 +116,7 @@ describe('shared memory across real threads', () => {
       2,
       memory,
       `async (memory, shared, rateLimit, index) => {
-        const writes = new shared.SharedWrites(memory, index + 1, ${limit});
+        const writes = new shared.SharedWrites(memory, index, ${limit});
         let admitted = 0;
         for (let i = 0; i < ${limit}; i += 1) if (writes.admit()) admitted += 1;
         return admitted;

@@ -62,7 +62,7 @@ function twoWorkers(queueLimit: number) {
   const memory = createInstanceMemory(2);
   const store = new HeldStore();
   const queue = (slot: number) => new WriteQueue(store, { queueLimit, batchLimit: 100, concurrency: 1, shared: new SharedWrites(memory, slot, queueLimit) });
-  return { store, one: queue(1), two: queue(2) };
+  return { store, one: queue(0), two: queue(1) };
 }
 
 describe('write queues sharing an instance\'s bound', { timeout: 10_000 }, () => {

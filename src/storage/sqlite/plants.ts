@@ -15,7 +15,7 @@ const GET_PLANT = 'SELECT id, name, tag FROM plants WHERE id = ?';
 
 /**
  * The plant reads of SQLite, on a read connection: SqlitePlants's, and a worker thread's store's
- * (src/workers/worker-store.ts), which reads the same file on a connection of its own and leaves writes to the main
+ * (./delegating-store.ts), which reads the same file on a connection of its own and leaves writes to the main
  * thread. `read` runs each read, retried while another connection holds a lock it needs.
  */
 export class SqlitePlantReads implements Pick<PlantStore, 'get' | 'list'> {

@@ -29,7 +29,7 @@ const msOrNull = (date: Date | null) => date?.getTime() ?? null;
 
 /**
  * The token reads the token cache and `serve`'s start check make, on a read connection: SqliteTokens's, and a worker
- * thread's store's (src/workers/worker-store.ts), which reads the same file on a connection of its own and leaves
+ * thread's store's (./delegating-store.ts), which reads the same file on a connection of its own and leaves
  * writes to the main thread. `read` runs each read, retried while another connection holds a lock it needs.
  */
 export class SqliteTokenReads implements Pick<TokenStore, 'find' | 'all' | 'list'> {

@@ -1,5 +1,5 @@
 /**
- * BatchWriter, the group commit of a SQLite instance's main thread across its workers: batches handed over in one
+ * WriteQueue.createBatch, the group commit of a SQLite instance's main thread across its threads: batches handed over in one
  * event-loop turn join one transaction (up to the batch limit, never splitting a worker's batch), each worker gets
  * its own rows' outcomes in order, the store is asked one transaction at a time, and a refused transaction refuses
  * every batch in it. The store here is a recording fake: what is tested is the writer's merging, not storage.
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { alreadyStored, type CreateOutcome, type Plant, type PlantStore } from '../../src/storage/plant-store.js';
-import { BatchWriter } from '../../src/workers/batch-writer.js';
+import { WriteQueue, type WriteQueueOptions } from '../../src/plants/write-queue.js';
 
 const plants = (from: number, count: number): Plant[] =>
   Array.from({ length: count }, (_, index) => ({ id: BigInt(from + index), name: `p${from + index}`, tag: null }));
@@ -44,13 +44,17 @@ class RecordingStore implements PlantStore {
   delete = () => Promise.resolve(false);
 }
 
-describe('BatchWriter', () => {
+/** The instance writer's queue: one batch committing at a time, as on SQLite. */
+const writerQueue = (store: PlantStore, options: Partial<WriteQueueOptions> & { readonly batchLimit: number }) =>
+  new WriteQueue(store, { queueLimit: 1000, concurrency: 1, ...options });
+
+describe('WriteQueue: batches handed over by other threads (createBatch)', () => {
   it('commits the batches of one turn as one transaction and answers each with its own rows, in order', async () => {
     const store = new RecordingStore();
     const committed: number[] = [];
     let woken = 0;
-    const writer = new BatchWriter(store, { batchLimit: 500, observer: { batchCommitted: (rows) => committed.push(rows) }, onCreated: () => (woken += 1) });
-    const [a, b, c] = await Promise.all([writer.write(plants(1, 3)), writer.write(plants(10, 2)), writer.write(plants(20, 4))]);
+    const writer = writerQueue(store, { batchLimit: 500, observer: { batchCommitted: (rows) => committed.push(rows) }, onCreated: () => (woken += 1) });
+    const [a, b, c] = await Promise.all([writer.createBatch(plants(1, 3), 1), writer.createBatch(plants(10, 2), 1), writer.createBatch(plants(20, 4), 1)]);
     assert.equal(store.transactions.length, 1);
     assert.deepEqual(store.transactions[0]?.map((plant) => plant.id), [1n, 2n, 3n, 10n, 11n, 20n, 21n, 22n, 23n]);
     assert.deepEqual([a?.length, b?.length, c?.length], [3, 2, 4]);
@@ -60,17 +64,17 @@ describe('BatchWriter', () => {
 
   it('answers a repeated id across two workers\' batches as the store left it: created once, the later copy a conflict with the first', async () => {
     const store = new RecordingStore();
-    const writer = new BatchWriter(store, { batchLimit: 500 });
+    const writer = writerQueue(store, { batchLimit: 500 });
     const first: Plant = { id: 7n, name: 'first', tag: null };
-    const [one, two] = await Promise.all([writer.write([first]), writer.write([{ id: 7n, name: 'second', tag: 'x' }])]);
+    const [one, two] = await Promise.all([writer.createBatch([first], 1), writer.createBatch([{ id: 7n, name: 'second', tag: 'x' }], 2)]);
     assert.deepEqual(one, [{ kind: 'created' }]);
     assert.deepEqual(two, [{ kind: 'conflict', stored: first }]);
   });
 
   it('keeps a transaction within the batch limit without splitting a batch, and commits one transaction at a time', async () => {
     const store = new RecordingStore();
-    const writer = new BatchWriter(store, { batchLimit: 5 });
-    await Promise.all([writer.write(plants(1, 3)), writer.write(plants(10, 3)), writer.write(plants(20, 2)), writer.write(plants(30, 7))]);
+    const writer = writerQueue(store, { batchLimit: 5 });
+    await Promise.all([writer.createBatch(plants(1, 3), 1), writer.createBatch(plants(10, 3), 1), writer.createBatch(plants(20, 2), 1), writer.createBatch(plants(30, 7), 1)]);
     assert.deepEqual(
       store.transactions.map((transaction) => transaction.length),
       [3, 5, 7],
@@ -81,13 +85,13 @@ describe('BatchWriter', () => {
 
   it('merges the batches that arrive while a transaction commits into the next one', async () => {
     const store = new RecordingStore();
-    const writer = new BatchWriter(store, { batchLimit: 500 });
-    const first = writer.write(plants(1, 1));
+    const writer = writerQueue(store, { batchLimit: 500 });
+    const first = writer.createBatch(plants(1, 1), 1);
     // The first transaction is committing (the fake takes 5 ms): these three arrive meanwhile, in other turns.
     await new Promise((resolve) => setTimeout(resolve, 1));
-    const later = [writer.write(plants(10, 1))];
+    const later = [writer.createBatch(plants(10, 1), 1)];
     await new Promise((resolve) => setImmediate(resolve));
-    later.push(writer.write(plants(20, 1)), writer.write(plants(30, 1)));
+    later.push(writer.createBatch(plants(20, 1), 1), writer.createBatch(plants(30, 1), 1));
     await Promise.all([first, ...later]);
     assert.deepEqual(
       store.transactions.map((transaction) => transaction.length),
@@ -97,22 +101,39 @@ describe('BatchWriter', () => {
 
   it('refuses every batch of a transaction storage refused, with storage\'s error, and goes on with the next', async () => {
     const store = new RecordingStore();
-    const writer = new BatchWriter(store, { batchLimit: 500 });
+    const writer = writerQueue(store, { batchLimit: 500 });
     store.refuse = new StorageUnavailableError('disk full');
-    const refused = await Promise.allSettled([writer.write(plants(1, 2)), writer.write(plants(5, 1))]);
+    const refused = await Promise.allSettled([writer.createBatch(plants(1, 2), 1), writer.createBatch(plants(5, 1), 1)]);
     assert.deepEqual(
       refused.map((result) => result.status === 'rejected' && result.reason === store.refuse),
       [true, true],
     );
     store.refuse = undefined;
-    assert.deepEqual(await writer.write(plants(1, 1)), [{ kind: 'created' }]);
+    assert.deepEqual(await writer.createBatch(plants(1, 1), 1), [{ kind: 'created' }]);
+  });
+
+  it("commits the writer thread's own creates and the batches handed over in one transaction, answering each its own", async () => {
+    const store = new RecordingStore();
+    const committed: number[] = [];
+    const writer = writerQueue(store, { batchLimit: 500, observer: { batchCommitted: (rows) => committed.push(rows) } });
+    const own = writer.create({ id: 100n, name: 'own', tag: null });
+    const handed = writer.createBatch(plants(1, 2), 1);
+    const again = writer.create({ id: 1n, name: 'p1', tag: null });
+    assert.equal(writer.depth, 2, 'only its own creates count against its bound');
+    const [ownOutcome, handedOutcomes, againOutcome] = await Promise.all([own, handed, again]);
+    assert.deepEqual(store.transactions.map((transaction) => transaction.map((plant) => plant.id)), [[100n, 1n, 2n, 1n]]);
+    assert.deepEqual(committed, [4]);
+    assert.deepEqual(ownOutcome, { kind: 'created' });
+    assert.deepEqual(handedOutcomes, [{ kind: 'created' }, { kind: 'created' }]);
+    assert.deepEqual(againOutcome, { kind: 'replayed', stored: { id: 1n, name: 'p1', tag: null } });
+    assert.equal(writer.depth, 0);
   });
 
   it('drain waits for every batch handed over', async () => {
     const store = new RecordingStore();
-    const writer = new BatchWriter(store, { batchLimit: 500 });
+    const writer = writerQueue(store, { batchLimit: 500 });
     let answered = false;
-    void writer.write(plants(1, 2)).then(() => (answered = true));
+    void writer.createBatch(plants(1, 2), 1).then(() => (answered = true));
     await writer.drain();
     assert.equal(answered, true);
     await writer.drain();
@@ -121,17 +142,17 @@ describe('BatchWriter', () => {
   describe('gathering', () => {
     /** Which workers (by slot) have creates admitted and not yet handed over, as shared memory would say. */
     const admitted = new Set<number>();
-    const gathering = (maxWaitMs: number) => ({ maxWaitMs, coming: (present: ReadonlySet<number>) => [...admitted].some((slot) => !present.has(slot)) });
+    const gathering = (maxWaitMs: number) => ({ maxWaitMs, ownSource: 0, coming: (present: ReadonlySet<number>) => [...admitted].some((slot) => !present.has(slot)) });
 
     it('holds a commit until every worker with creates admitted has handed its batch over', async () => {
       const store = new RecordingStore();
-      const writer = new BatchWriter(store, { batchLimit: 500, gathering: gathering(1000) });
+      const writer = writerQueue(store, { batchLimit: 500, gathering: gathering(1000) });
       admitted.clear();
       admitted.add(1).add(2);
-      const first = writer.write(plants(1, 2), 1);
+      const first = writer.createBatch(plants(1, 2), 1);
       await new Promise((resolve) => setTimeout(resolve, 20));
       assert.equal(store.transactions.length, 0, 'worker 2 has creates on their way: the commit waits for them');
-      const second = writer.write(plants(10, 3), 2);
+      const second = writer.createBatch(plants(10, 3), 2);
       await Promise.all([first, second]);
       assert.deepEqual(
         store.transactions.map((transaction) => transaction.length),
@@ -141,26 +162,26 @@ describe('BatchWriter', () => {
 
     it('commits at once when no other worker has creates admitted', async () => {
       const store = new RecordingStore();
-      const writer = new BatchWriter(store, { batchLimit: 500, gathering: gathering(1000) });
+      const writer = writerQueue(store, { batchLimit: 500, gathering: gathering(1000) });
       admitted.clear();
       admitted.add(1);
       const started = performance.now();
-      await writer.write(plants(1, 2), 1);
+      await writer.createBatch(plants(1, 2), 1);
       assert.ok(performance.now() - started < 500, 'not held for the full wait');
       assert.equal(store.transactions.length, 1);
     });
 
     it('commits after maxWaitMs when the awaited batch does not come, and a full batch at once', async () => {
       const store = new RecordingStore();
-      const writer = new BatchWriter(store, { batchLimit: 4, gathering: gathering(30) });
+      const writer = writerQueue(store, { batchLimit: 4, gathering: gathering(30) });
       admitted.clear();
       admitted.add(1).add(2);
       const started = performance.now();
-      await writer.write(plants(1, 2), 1);
+      await writer.createBatch(plants(1, 2), 1);
       const held = performance.now() - started;
       assert.ok(held >= 25, `held ${held.toFixed(1)} ms, at least about maxWaitMs`);
       const fullAt = performance.now();
-      await writer.write(plants(10, 4), 1);
+      await writer.createBatch(plants(10, 4), 1);
       assert.ok(performance.now() - fullAt < 25, 'a batch at the limit is not held');
       assert.deepEqual(
         store.transactions.map((transaction) => transaction.length),
