@@ -67,7 +67,7 @@ export async function startServices(config: Config, store: Store, log: Logger, o
   // plant service each create's answer, the webhook dispatcher its deliveries.
   const { worker } = options;
   const metrics = config.metrics
-    ? new Metrics({ batchLimit: config.writes.batchLimit, ...(worker ? { render: worker.renderMetrics } : {}) })
+    ? new Metrics({ batchLimit: config.writes.batchLimit, renderEveryMs: config.metricsCacheMs, ...(worker ? { render: worker.renderMetrics } : {}) })
     : null;
   if (metrics) metrics.watchStore(store);
   // A worker thread sends no webhooks: its instance has one dispatcher, so each event is sent once per attempt.

@@ -21,7 +21,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { certificateReloader, readTlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
-import { Metrics } from '../metrics.js';
+import { Metrics, renderAtMostEvery } from '../metrics.js';
 import { openStore, type OpenOptions } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
 import type { Resolver } from '../webhooks/address-policy.js';
@@ -95,6 +95,7 @@ export async function startInstance(config: Config, options: InstanceOptions = {
         })
       : null;
   let pool: WorkerPool | undefined;
+  let instanceMetrics: (() => Promise<string>) | undefined;
   try {
     // Only one process dispatches from a SQLite file: leases a killed predecessor held are void.
     await dispatcher.start(store.kind === 'sqlite');
@@ -113,7 +114,9 @@ export async function startInstance(config: Config, options: InstanceOptions = {
       log,
       tls,
       onCreated: () => dispatcher.wake(),
-      handlers: (workers, slot) => mainHandlers(store, writer, metrics, workers, slot),
+      // One cache for every worker's asks: however many scrape, the instance gathers its threads' metrics at most
+      // once per METRICS_CACHE_MS.
+      handlers: (workers, slot) => mainHandlers(store, writer, (instanceMetrics ??= renderAtMostEvery(config.metricsCacheMs, () => renderInstanceMetrics(store, metrics, workers))), slot),
     });
     const url = await pool.start();
     log.info({ workers: config.workers, url }, 'every worker thread listens');
@@ -158,7 +161,7 @@ async function claimPort(host: string, port: number): Promise<number> {
 }
 
 /** What the main thread answers a worker: on SQLite every write, and GET /metrics for the instance. */
-function mainHandlers(store: Store, writer: BatchWriter | null, metrics: Metrics | null, workers: WorkerPool, slot: number): Handlers<MainOperations> {
+function mainHandlers(store: Store, writer: BatchWriter | null, renderMetrics: () => Promise<string>, slot: number): Handlers<MainOperations> {
   const sqliteOnly = (operation: string) => {
     if (writer === null) throw new Error(`${operation} is asked of the main thread only on SQLite`);
     return writer;
@@ -168,10 +171,13 @@ function mainHandlers(store: Store, writer: BatchWriter | null, metrics: Metrics
     delete: (id) => store.plants.delete(id),
     recordTokenUse: (uses) => store.tokens.recordUse(uses),
     checkWritable: () => store.checkWritable(),
-    metrics: async () => {
-      const threads: ThreadMetrics[] = [{ thread: 'main', metrics: metrics ? await metrics.snapshot() : [] }];
-      for (const { slot, metrics: snapshot } of await workers.metrics()) threads.push({ thread: slot, metrics: snapshot });
-      return aggregateInstanceMetrics(threads, store.kind === 'sqlite').metrics();
-    },
+    metrics: renderMetrics,
   };
+}
+
+/** Every thread's metrics, summed for the instance, as Prometheus text. */
+async function renderInstanceMetrics(store: Store, metrics: Metrics | null, workers: WorkerPool): Promise<string> {
+  const threads: ThreadMetrics[] = [{ thread: 'main', metrics: metrics ? await metrics.snapshot() : [] }];
+  for (const { slot, metrics: snapshot } of await workers.metrics()) threads.push({ thread: slot, metrics: snapshot });
+  return aggregateInstanceMetrics(threads, store.kind === 'sqlite').metrics();
 }
