@@ -25,7 +25,7 @@ export interface ConnectionLimits {
 export const CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
   handledAtOnce: 4,
   unanswered: 512,
-  bufferedBytes: 64 * 1024,
+  bufferedBytes: 1024 * 1024,
   stalledMs: 10_000,
 });
 
