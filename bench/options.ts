@@ -29,6 +29,8 @@ export interface BenchOptions {
    * every process unpinned; null when not asked for.
    */
   readonly workers: number | null;
+  /** --scrapers N: creates alone, with N connections scraping GET /metrics anonymously, and with a metrics:read token. */
+  readonly scrapers: number | null;
   readonly generator: 'auto' | 'wrk' | 'autocannon';
   /**
    * An A/B in one run: a second plantstore, "baseline", in every pair, from another checkout (its root, built) and/or
@@ -51,6 +53,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --store sqlite|postgres                               the storage (PostgreSQL: the embedded test server)
   --reads | --webhook | --app-only                      page reads; one webhook subscription; also plantstore's HTTP layer alone
   --workers N                                           pairs of WORKERS=1 and WORKERS=N, unpinned (also with --webhook)
+  --scrapers N                                          creates alone and with N connections scraping /metrics (with --workers: WORKERS=N)
   --generator auto|wrk|autocannon                       the load generator
   --baseline DIR --baseline-env NAME=VALUE ...          an A/B in one run: another built checkout and/or settings
   --plantstore DIR                                      measure another built checkout's plantstore
@@ -83,6 +86,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
         webhook: { type: 'boolean' },
         'app-only': { type: 'boolean' },
         workers: { type: 'string' },
+        scrapers: { type: 'string' },
         generator: { type: 'string' },
         baseline: { type: 'string' },
         'baseline-env': { type: 'string', multiple: true },
@@ -133,6 +137,11 @@ export function readOptions(argv: string[]): BenchOptions | null {
   if (workers !== null && (reads || soak > 0 || values['app-only'] || wantsBaseline)) {
     throw new UsageError('--workers does not combine with --reads, --soak, --app-only or --baseline');
   }
+  const scrapers = values.scrapers === undefined ? null : num('scrapers', values.scrapers, 4, 1);
+  if (scrapers !== null && !Number.isInteger(scrapers)) throw new UsageError(`--scrapers must be a whole number >= 1, got ${JSON.stringify(values.scrapers)}`);
+  if (scrapers !== null && (reads || soak > 0 || webhook || values['app-only'] || wantsBaseline)) {
+    throw new UsageError('--scrapers does not combine with --reads, --soak, --webhook, --app-only or --baseline');
+  }
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
@@ -147,6 +156,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
     webhook,
     appOnly: values['app-only'] ?? false,
     workers,
+    scrapers,
     generator,
     baseline: wantsBaseline ? { root: path.resolve(values.baseline ?? ROOT), env: baselineEnv } : null,
     plantstoreRoot: path.resolve(values.plantstore ?? ROOT),

@@ -126,10 +126,10 @@ describe('/openapi.json', () => {
     assert.equal(error.properties.error?.format, 'int32');
   });
 
-  it('leaves the root, health, readiness, metrics and itself open, and nothing else', () => {
+  it('leaves the root, health, readiness and itself open, and nothing else (metrics needs metrics:read)', () => {
     for (const [path, methods] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(methods)) {
-        const open = ['/', '/healthz', '/readyz', '/metrics', '/openapi.json'].includes(path);
+        const open = ['/', '/healthz', '/readyz', '/openapi.json'].includes(path);
         assert.equal(operation.security !== undefined && operation.security.length === 0, open, `${method} ${path}`);
       }
     }
@@ -200,7 +200,8 @@ describe('/openapi.json', () => {
   it('documents GET /metrics as Prometheus text, and it answers so', async () => {
     const operation = document.paths['/metrics']?.get;
     assert.deepEqual(operation?.responses['200']?.content, { 'text/plain': { schema: { type: 'string' } } });
-    const response = await t.app.inject({ method: 'GET', url: '/metrics' });
+    assert.deepEqual(operation?.security, [{ bearerAuth: ['metrics:read'] }]);
+    const response = await t.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${t.token}` } });
     assert.equal(response.statusCode, 200);
     assert.match(String(response.headers['content-type']), /^text\/plain; version=0\.0\.4/);
   });
