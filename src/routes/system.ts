@@ -84,7 +84,7 @@ function metricsRoute(metrics: Metrics): RouteSpec {
       'Prometheus text exposition format 0.0.4, rendered at most once per METRICS_CACHE_MS (1 s by default). Needs a ' +
       'token with the metrics:read scope. Absent (404) when the service runs with METRICS=off.',
     scope: 'metrics:read',
-    schema: { response: { 200: null } },
+    schema: { response: { 200: null, 400: ErrorRecord, 401: ErrorRecord, 403: ErrorRecord, 429: ErrorRecord } },
     responseMediaTypes: { 200: 'text/plain' },
     handler: async (_request, reply) => {
       reply.type(metrics.contentType);

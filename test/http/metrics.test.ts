@@ -272,10 +272,12 @@ describe('plantstore_storage_errors_total', () => {
     assert.equal(config.database.kind, 'postgres');
     // The real timeouts, shortened: a lock held elsewhere makes the heartbeat's statement time out.
     const store = await PostgresStore.open(config.database as Extract<typeof config.database, { kind: 'postgres' }>, { connectMs: 2000, queryMs: 300 });
-    const services = await startServices(config, store, createLogger(config));
-    const app = await buildApp(services);
+    // The scraper's token, stored before the services start, so that their first load has it: a token looked up
+    // later would be one more statement under the shortened timeout.
     const token = generateToken();
     await store.tokens.add(newToken(`metrics-${randomUUID()}`, hashToken(token)));
+    const services = await startServices(config, store, createLogger(config));
+    const app = await buildApp(services);
     scrapers.set(app, { authorization: `Bearer ${token}` });
     const holder = new pg.Client({ connectionString: db.url });
     await holder.connect();

@@ -135,10 +135,11 @@ describe('/openapi.json', () => {
     }
   });
 
-  it('names the one scope each plant operation needs in its security requirement, and documents its 403', () => {
+  it('names the one scope each operation needs in its security requirement, and documents its 403', () => {
     const needs: Record<string, Record<string, string>> = {
       '/plants': { post: 'plants:create', get: 'plants:read' },
       '/plants/{id}': { get: 'plants:read', delete: 'plants:delete' },
+      '/metrics': { get: 'metrics:read' },
     };
     for (const [path, methods] of Object.entries(needs)) {
       for (const [method, scope] of Object.entries(methods)) {
@@ -154,7 +155,7 @@ describe('/openapi.json', () => {
         .filter(([, operation]) => operation.security?.length)
         .map(([method]) => `${method} ${path}`),
     );
-    assert.deepEqual(guarded.sort(), ['delete /plants/{id}', 'get /plants', 'get /plants/{id}', 'post /plants']);
+    assert.deepEqual(guarded.sort(), ['delete /plants/{id}', 'get /metrics', 'get /plants', 'get /plants/{id}', 'post /plants']);
   });
 
   it('matches the live 403 of a token without the scope, and the live 401 of an expired one, headers included', async () => {

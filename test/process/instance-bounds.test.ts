@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { issueServerCertificate, makeCertificateAuthority } from '../helpers/certificates.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { startServer, type ServerProcess } from '../helpers/process.js';
