@@ -12,7 +12,7 @@
  *   environment.ts   pinning, machine, commit          generator.ts  wrk or autocannon
  *   session.ts       one invocation's folder, store and servers (stores.ts, prefill.ts, servers.ts)
  *   measure.ts       one load run with /proc sampling (metrics.ts)
- *   scenarios/       creates.ts (ceiling/app-only/plantstore pairs), soak.ts, reads.ts, webhook.ts, workers.ts
+ *   scenarios/       creates.ts (ceiling/app-only/plantstore pairs), soak.ts, reads.ts, webhook.ts, workers.ts, scrapers.ts
  *   report.ts        meta, markdown tables, the result files
  */
 import fs from 'node:fs';
@@ -24,6 +24,7 @@ import { BENCH_USAGE, readOptions, UsageError, workloadTitle } from './options.j
 import { runBulk } from './scenarios/bulk.js';
 import { runCreates } from './scenarios/creates.js';
 import { runReads } from './scenarios/reads.js';
+import { runScrapers } from './scenarios/scrapers.js';
 import { runWebhook } from './scenarios/webhook.js';
 import { runWorkers } from './scenarios/workers.js';
 import type { BenchSetup } from './session.js';
@@ -40,7 +41,17 @@ async function main(): Promise<void> {
   const setup: BenchSetup = { options, pinning: options.workers ? unpinned() : pinning(), generator: chooseGenerator(options.generator), log };
   log(`bench: ${workloadTitle(options)} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
   log(`bench: ${setup.pinning.note}; load generator: ${setup.generator.description} (${setup.generator.note})`);
-  await (options.bulk ? runBulk(setup) : options.reads ? runReads(setup) : options.webhook ? runWebhook(setup) : options.workers ? runWorkers(setup) : runCreates(setup));
+  await (options.bulk
+    ? runBulk(setup)
+    : options.reads
+    ? runReads(setup)
+    : options.webhook
+      ? runWebhook(setup)
+      : options.scrapers
+        ? runScrapers(setup)
+        : options.workers
+          ? runWorkers(setup)
+          : runCreates(setup));
 }
 
 main().catch((error: unknown) => {

@@ -36,6 +36,8 @@ export interface BenchOptions {
    * GET /plants/{id} over the prefilled store, and 90% of those reads with 10% creates.
    */
   readonly workloads: readonly WorkersWorkload[];
+  /** --scrapers N: creates alone, with N connections scraping GET /metrics anonymously, and with a metrics:read token. */
+  readonly scrapers: number | null;
   readonly generator: 'auto' | 'wrk' | 'autocannon';
   /**
    * An A/B in one run: a second plantstore, "baseline", in every pair, from another checkout (its root, built) and/or
@@ -66,6 +68,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --bulk                                                streamed bulk creates (NDJSON) against single creates
   --workers N                                           pairs of WORKERS=1 and WORKERS=N, unpinned (also with --webhook)
   --workload creates|reads|mixed ...                    with --workers: which workloads (default all three)
+  --scrapers N                                          creates alone and with N connections scraping /metrics (with --workers: WORKERS=N)
   --generator auto|wrk|autocannon                       the load generator
   --baseline DIR --baseline-env NAME=VALUE ...          an A/B in one run: another built checkout and/or settings
   --plantstore DIR                                      measure another built checkout's plantstore
@@ -100,6 +103,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
         'app-only': { type: 'boolean' },
         workers: { type: 'string' },
         workload: { type: 'string', multiple: true },
+        scrapers: { type: 'string' },
         generator: { type: 'string' },
         baseline: { type: 'string' },
         'baseline-env': { type: 'string', multiple: true },
@@ -157,6 +161,11 @@ export function readOptions(argv: string[]): BenchOptions | null {
   if (values.workload !== undefined && (workers === null || webhook)) throw new UsageError('--workload goes with --workers (without --webhook)');
   // Reads by id need plants to read: with --workers (not --webhook) the store is prefilled unless --prefill says otherwise.
   const readsWithWorkers = workers !== null && !webhook && workloads.some((workload) => workload !== 'creates');
+  const scrapers = values.scrapers === undefined ? null : num('scrapers', values.scrapers, 4, 1);
+  if (scrapers !== null && !Number.isInteger(scrapers)) throw new UsageError(`--scrapers must be a whole number >= 1, got ${JSON.stringify(values.scrapers)}`);
+  if (scrapers !== null && (reads || soak > 0 || webhook || values['app-only'] || wantsBaseline)) {
+    throw new UsageError('--scrapers does not combine with --reads, --soak, --webhook, --app-only or --baseline');
+  }
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
@@ -175,6 +184,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
     appOnly: values['app-only'] ?? false,
     workers,
     workloads: workers !== null && !webhook ? workloads : [],
+    scrapers,
     generator,
     baseline: wantsBaseline ? { root: path.resolve(values.baseline ?? ROOT), env: baselineEnv } : null,
     plantstoreRoot: path.resolve(values.plantstore ?? ROOT),

@@ -10,16 +10,17 @@ import Fastify, {
   type HTTPMethods,
   type onResponseHookHandler,
 } from 'fastify';
+import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from './auth/errors.js';
 import type { Scope } from './auth/scopes.js';
 import { readBearerToken, singleAuthorization } from './http/bearer.js';
-import { MethodNotAllowedError, NotFoundError, TooManyRequestsError, UnsupportedMediaTypeError } from './http/errors.js';
+import { MalformedCredentialsError, MethodNotAllowedError, NotFoundError, TooManyRequestsError, UnauthorizedError, UnsupportedMediaTypeError } from './http/errors.js';
 import { framingProblem, httpServer } from './http/http-server.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from './http/json-body.js';
 import { API_REFERENCE_PATH, registerApiReference } from './http/api-reference.js';
 import { STRICT_AJV_OPTIONS, newPlantReader } from './http/new-plant.js';
 import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
-import { LocalBucketCells, TokenBucketStore, tokenBucketStore, type BucketCells } from './http/rate-limit.js';
+import { AuthFailureThrottle, LocalBucketCells, TokenBucketStore, tokenBucketStore, type BucketCells } from './http/rate-limit.js';
 import { LineStreamBody, NDJSON } from './http/ndjson.js';
 import { endFailedHandshakes, withTls, type TlsCredentials } from './http/tls.js';
 import { QUERY_ERROR, parseQueryString, type ParsedQuery } from './http/query-string.js';
@@ -97,7 +98,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     logController: new DebugRequestLog(),
     // Every log line of a request carries it as reqId; every response carries it back (the first onRequest hook).
     genReqId: requestIdOf,
-    serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger, options.tls),
+    serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger, options.tls, config.workers),
     // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
     return503OnClosing: false,
     // The contract forbids silently changing data; `plantstore import` compiles NewPlant with the same options.
@@ -207,6 +208,22 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     { externalDocs: { description: 'Interactive reference: this document, rendered', url: API_REFERENCE_PATH }, webhooks: newPlantWebhook() },
   );
 
+  // --- Failed authentication, throttled per client address (AUTH_FAILURE_LIMIT) and counted. Only failures take
+  // from an address's bucket and only a failure is refused for it (429, Retry-After): a valid token is answered
+  // whatever others behind the same address (a proxy, a NAT) got wrong. Per thread, each its share of the limit.
+  const { metrics } = services;
+  const authFailures = config.authFailureLimit ? new AuthFailureThrottle(Math.max(1, Math.ceil(config.authFailureLimit / config.workers)), options.now) : null;
+  const refused = (error: unknown, request: FastifyRequest): unknown => {
+    const isFailure =
+      error instanceof InvalidTokenError || error instanceof ExpiredTokenError || error instanceof MissingScopeError ||
+      error instanceof UnauthorizedError || error instanceof MalformedCredentialsError;
+    if (!isFailure) return error;
+    const retryAfter = authFailures?.failed(request.ip);
+    metrics?.authenticationFailed(retryAfter === undefined ? 'refused' : 'throttled');
+    return retryAfter === undefined ? error : new TooManyRequestsError(retryAfter, 'too many failed authentications from this address');
+  };
+  // --- end of failed authentication
+
   // Each route checks the token for its own scope: one closure per route, made here, none per request.
   const authenticateFor = (scope: Scope) => async (request: FastifyRequest) => {
     // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation, and a
@@ -216,7 +233,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       request.tokenName = await services.tokens.authenticate(readBearerToken(singleAuthorization(request.raw.rawHeaders)), scope);
     } catch (error) {
       span?.end(error);
-      throw error;
+      throw refused(error, request);
     }
     span?.end();
   };
@@ -236,11 +253,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     rateLimitHooks.push(app.rateLimit() as unknown as (request: FastifyRequest, reply: FastifyReply) => Promise<void>);
   }
   // http_request_duration_seconds: each route times its own requests under its OpenAPI path, so the hot path looks
-  // nothing up; a request no route matched is timed under one fixed label, never its path.
-  const { metrics } = services;
+  // nothing up; a request no route matched is timed under one fixed label, never its path, and a method no route
+  // takes under one fixed method label (the 405 routes take every method Node parses).
+  const routedMethods = new Set(routes.flatMap((route) => (route.method === 'GET' ? ['GET', 'HEAD'] : [route.method])));
   const timed = (url: string): { onResponse?: onResponseHookHandler } => {
     if (!metrics) return {};
-    const durations = metrics.route(openApiPath(url));
+    const durations = metrics.route(openApiPath(url), routedMethods);
     return {
       onResponse: (request, reply, done) => {
         durations.observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
@@ -249,7 +267,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     };
   };
   if (metrics) {
-    const unmatched = metrics.route(UNMATCHED_ROUTE);
+    const unmatched = metrics.route(UNMATCHED_ROUTE, routedMethods);
     app.addHook('onResponse', (request, reply, done) => {
       if (request.is404) unmatched.observe(request.method, reply.statusCode, reply.elapsedTime / 1000);
       done();

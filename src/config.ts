@@ -81,10 +81,23 @@ export interface Config {
     readonly headersTimeoutMs: number;
     readonly keepAliveTimeoutMs: number;
     readonly maxHeaderBytes: number;
+    /** Connections the instance holds open at once (TLS handshakes included); one more is closed as it is accepted. */
+    readonly maxConnections: number;
+    /** Requests parsed and not yet answered, over every connection of the instance; one more closes the largest holder. */
+    readonly maxPendingRequests: number;
+    /** A TLS handshake not done within this is cut off (with TLS only). */
+    readonly tlsHandshakeTimeoutMs: number;
   };
+  /**
+   * Failed authentications a client address may make per minute (its burst too) before further failing ones are
+   * answered 429; null when AUTH_FAILURE_LIMIT=0.
+   */
+  readonly authFailureLimit: number | null;
   readonly shutdownTimeoutMs: number;
   /** Whether GET /metrics exists and the service keeps Prometheus metrics (METRICS=on|off). */
   readonly metrics: boolean;
+  /** GET /metrics renders at most once per this many milliseconds, answering the same text meanwhile. */
+  readonly metricsCacheMs: number;
   readonly webhooks: WebhookConfig;
   /** Threads serving HTTP on the one PORT (WORKERS); 1 is the single-threaded server, more an instance of src/workers/. */
   readonly workers: number;
@@ -99,6 +112,22 @@ const MAX_TAG_LENGTH = 600;
  * WRITE_BATCH_LIMIT, so one commits while the next fills, and a few streams together stay well under WRITE_QUEUE_LIMIT.
  */
 const BULK_WINDOW = 1024;
+
+/**
+ * MAX_CONNECTIONS' default. A connection that floods the server (pipelining without reading) cost it up to about
+ * 1.2 MiB of resident memory in our measurements whatever the other bounds (docs/memory.md, "The whole instance"):
+ * at this many the worst case stays near what a server under full load holds anyway (some 160 MiB over its own),
+ * while two and a half times the bench's 50 connections, and more than a load balancer keeps open, are served.
+ */
+export const DEFAULT_MAX_CONNECTIONS = 128;
+
+/**
+ * MAX_PENDING_REQUESTS' default: requests parsed and not answered, over the whole instance. Each costs its request
+ * and response objects (a few KiB), but a larger bound also keeps the server busy longer with a flood's requests
+ * before a probe's turn comes: at 8,192, /healthz timed out under the 400-connection flood; at this many it answered
+ * in milliseconds. Two connections pipelining 512 requests each, or 128 pipelining 8, fit.
+ */
+export const DEFAULT_MAX_PENDING_REQUESTS = 1024;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -273,9 +302,14 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
       headersTimeoutMs: integer(env, 'HEADERS_TIMEOUT_MS', 5_000, 1, 3_600_000),
       keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000),
       maxHeaderBytes: integer(env, 'MAX_HEADER_BYTES', 8 * 1024, 1024, 1024 * 1024),
+      maxConnections: integer(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 1_000_000),
+      maxPendingRequests: integer(env, 'MAX_PENDING_REQUESTS', DEFAULT_MAX_PENDING_REQUESTS, 1, 10_000_000),
+      tlsHandshakeTimeoutMs: integer(env, 'TLS_HANDSHAKE_TIMEOUT_MS', 3_000, 1, 3_600_000),
     },
+    authFailureLimit: integer(env, 'AUTH_FAILURE_LIMIT', 60, 0, 1_000_000) || null,
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
     metrics: onOff(env, 'METRICS', true),
+    metricsCacheMs: integer(env, 'METRICS_CACHE_MS', 1000, 0, 60_000),
     webhooks: webhooks(env),
     workers: workers(env, host),
     tracing: tracingConfig(env),

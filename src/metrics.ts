@@ -21,9 +21,37 @@ const CREATE_ANSWERS: readonly CreateAnswer[] = ['created', 'replayed', 'conflic
 /** The `route` label of a request that matched no route: one fixed value, never the path a client chose. */
 export const UNMATCHED_ROUTE = '(unmatched)';
 
+/**
+ * The `method` label of a request whose method no route of the app takes (PUT, PROPFIND, any of the thirty-odd
+ * methods Node parses): one value, so that sending every method to every path adds a handful of series, not hundreds.
+ */
+export const OTHER_METHOD = 'other';
+
 /** Durations of one route's requests. Called once per request, so the label children are made once and kept. */
 export interface RouteDurations {
   observe(method: string, statusCode: number, seconds: number): void;
+}
+
+/**
+ * `render`, answered from one result for `maxAgeMs` after it started: however often it is asked (concurrent asks
+ * share the one in flight), it runs at most once per `maxAgeMs`. A scrape then costs what sending the text costs,
+ * and an instance of worker threads gathers every thread's metrics at most once per `maxAgeMs` too. A failed render
+ * is not kept. With `maxAgeMs` 0 every ask renders.
+ */
+export function renderAtMostEvery(maxAgeMs: number, render: () => Promise<string>, now: () => number = () => performance.now()): () => Promise<string> {
+  if (maxAgeMs <= 0) return render;
+  let latest: { readonly at: number; readonly text: Promise<string> } | undefined;
+  return () => {
+    const at = now();
+    if (latest !== undefined && at - latest.at < maxAgeMs) return latest.text;
+    const text = render();
+    const entry = { at, text };
+    latest = entry;
+    text.catch(() => {
+      if (latest === entry) latest = undefined;
+    });
+    return text;
+  };
 }
 
 let processRegistry: Registry | undefined;
@@ -57,15 +85,17 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
   readonly #commitDuration: Histogram;
   readonly #storageErrors: Record<StorageErrorKind, Counter.Internal>;
   readonly #tokenCacheReloads: Record<'success' | 'failure', Counter.Internal>;
+  readonly #authFailures: Record<'refused' | 'throttled', Counter.Internal>;
   #writeQueue: Pick<WriteQueue, 'depth'> | undefined;
-  readonly #render: (() => Promise<string>) | undefined;
+  readonly #render: () => Promise<string>;
 
   /**
    * `render`, when given, is what GET /metrics answers instead of this app's metrics: in a worker thread, the whole
-   * instance's, summed over its workers (src/workers/), each of which reports its own through `snapshot`.
+   * instance's, summed over its workers (src/workers/), each of which reports its own through `snapshot`. Either is
+   * rendered at most once per `renderEveryMs` (METRICS_CACHE_MS; renderAtMostEvery).
    */
-  constructor(options: { readonly batchLimit: number; readonly render?: () => Promise<string> }) {
-    this.#render = options.render;
+  constructor(options: { readonly batchLimit: number; readonly renderEveryMs?: number; readonly render?: () => Promise<string> }) {
+    this.#render = renderAtMostEvery(options.renderEveryMs ?? 0, options.render ?? (() => Registry.merge([processMetrics(), this.#registry]).metrics()));
     const registers = [this.#registry];
     const creates = this.#creates;
     this.#requestDurations = new Histogram({
@@ -120,6 +150,13 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
       registers,
     });
     this.#tokenCacheReloads = childrenOf(tokenCacheReloads, ['success', 'failure'] as const);
+    const authFailures = new Counter({
+      name: 'plantstore_auth_failures_total',
+      help: 'Requests refused for their credentials (401, 403, or 400 for a malformed Authorization header), by outcome: refused (answered 401/403/400), throttled (answered 429: too many failures from the client address, AUTH_FAILURE_LIMIT)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.#authFailures = childrenOf(authFailures, ['refused', 'throttled'] as const);
   }
 
   /** The Content-Type of `render()`'s text: the Prometheus text exposition format, 0.0.4. */
@@ -127,9 +164,9 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
     return this.#registry.contentType;
   }
 
-  /** Every metric, this app's and the process's, in the Prometheus text exposition format. */
+  /** Every metric, this app's and the process's, in the Prometheus text exposition format; at most METRICS_CACHE_MS old. */
   render(): Promise<string> {
-    return this.#render ? this.#render() : Registry.merge([processMetrics(), this.#registry]).metrics();
+    return this.#render();
   }
 
   /** Every metric, this app's and the process's (in a worker thread: the thread's), as values to aggregate. */
@@ -208,12 +245,18 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
     });
   }
 
-  /** The durations of one route's requests; `route` is its path as /openapi.json spells it, or UNMATCHED_ROUTE. */
-  route(route: string): RouteDurations {
+  /**
+   * The durations of one route's requests; `route` is its path as /openapi.json spells it, or UNMATCHED_ROUTE.
+   * `methods` are the methods labelled as they are (those some route of the app takes); any other is OTHER_METHOD.
+   * With the statuses the app answers a fixed set too, no request can add a series beyond what the app's routes
+   * define, whatever its path or method.
+   */
+  route(route: string, methods: ReadonlySet<string>): RouteDurations {
     const histogram = this.#requestDurations;
     const byMethod = new Map<string, Map<number, Histogram.Internal<'method' | 'route' | 'status_code'>>>();
     return {
-      observe(method, statusCode, seconds) {
+      observe(requestMethod, statusCode, seconds) {
+        const method = methods.has(requestMethod) ? requestMethod : OTHER_METHOD;
         let byStatus = byMethod.get(method);
         if (byStatus === undefined) byMethod.set(method, (byStatus = new Map()));
         let child = byStatus.get(statusCode);
@@ -238,6 +281,11 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
 
   tokenCacheReloaded(result: 'success' | 'failure'): void {
     this.#tokenCacheReloads[result].inc();
+  }
+
+  /** A request refused for its credentials: answered as such, or with 429 because its address failed too often. */
+  authenticationFailed(outcome: 'refused' | 'throttled'): void {
+    this.#authFailures[outcome].inc();
   }
 }
 

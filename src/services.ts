@@ -98,7 +98,7 @@ export async function startEventLoop(config: Config, store: ServingStore, log: L
 
 /** The metrics registry of one thread; null when METRICS=off. `render`: what GET /metrics answers instead (an instance's sum). */
 export function createMetrics(config: Config, render?: () => Promise<string>): Metrics | null {
-  return config.metrics ? new Metrics({ batchLimit: config.writes.batchLimit, ...(render ? { render } : {}) }) : null;
+  return config.metrics ? new Metrics({ batchLimit: config.writes.batchLimit, renderEveryMs: config.metricsCacheMs, ...(render ? { render } : {}) }) : null;
 }
 
 /** Storage has no logger of its own: what it notices outside requests (a background thread dying) is logged here. Returns the stop. */

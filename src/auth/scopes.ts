@@ -2,15 +2,22 @@
  * What a token may do. Each operation of the API needs one scope (its route declares it); a token holds any of
  * them. The names are written as they appear in `WWW-Authenticate` (RFC 6750 §3) and in the OpenAPI document.
  */
-export const SCOPES = ['plants:read', 'plants:create', 'plants:delete'] as const;
+export const SCOPES = ['plants:read', 'plants:create', 'plants:delete', 'metrics:read'] as const;
 
 export type Scope = (typeof SCOPES)[number];
+
+/**
+ * What `plantstore token create` grants when no scope is named: every operation on plants. Reading the metrics is
+ * asked for by name (`--scope metrics:read`): a scraper's token need not touch plants, nor a client's read load figures.
+ */
+export const DEFAULT_SCOPES: readonly Scope[] = ['plants:read', 'plants:create', 'plants:delete'];
 
 /** What each scope lets a token do, in the words of a refusal: "this token may not create plants". */
 export const SCOPE_ACTIONS: Readonly<Record<Scope, string>> = {
   'plants:read': 'read plants',
   'plants:create': 'create plants',
   'plants:delete': 'delete plants',
+  'metrics:read': 'read the metrics',
 };
 
 export function isScope(name: string): name is Scope {

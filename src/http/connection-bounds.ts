@@ -30,7 +30,7 @@ export const CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
 });
 
 /** Why a connection was closed by its bounds. */
-export type ConnectionOverrun = 'too many unanswered requests' | 'answers not read';
+export type ConnectionOverrun = 'too many unanswered requests' | 'answers not read' | 'the server holds too many unanswered requests';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -44,6 +44,8 @@ interface ConnectionState {
   progressAt: number;
   /** A release of this connection's waiting requests is scheduled (`#scheduleRelease`). */
   releaseScheduled: boolean;
+  /** Closed, or being closed: its requests no longer count towards the server's pending total. */
+  gone: boolean;
 }
 
 /**
@@ -69,26 +71,49 @@ interface ConnectionState {
 export class ConnectionBounds {
   readonly #handler: Handler;
   readonly #limits: ConnectionLimits;
+  readonly #maxPending: number;
   readonly #onOverrun: (socket: Socket, why: ConnectionOverrun) => void;
   readonly #connections = new Map<Socket, ConnectionState>();
+  /** Requests of every connection still open that are parsed and not answered (handled or waiting). */
+  #pending = 0;
   #sweeper: NodeJS.Timeout | undefined;
 
-  constructor(handler: Handler, limits: ConnectionLimits, onOverrun: (socket: Socket, why: ConnectionOverrun) => void) {
+  /**
+   * `maxPending` bounds the requests parsed and not answered over all connections together (MAX_PENDING_REQUESTS,
+   * this thread's share of it): `unanswered` alone would let each of MAX_CONNECTIONS connections hold 512.
+   */
+  constructor(handler: Handler, limits: ConnectionLimits, onOverrun: (socket: Socket, why: ConnectionOverrun) => void, maxPending = Infinity) {
     this.#handler = handler;
     this.#limits = limits;
+    this.#maxPending = maxPending;
     this.#onOverrun = onOverrun;
   }
 
-  /** The server's request listener: the handler, bounded per connection. */
+  /** Requests parsed and not yet answered, over every open connection. */
+  get pending(): number {
+    return this.#pending;
+  }
+
+  /** The server's request listener: the handler, bounded per connection and over all of them. */
   readonly handle: Handler = (request, response) => {
     const { socket } = request;
     const state = this.#stateOf(socket);
-    const waiting = state.waiting.length - state.head;
-    if (state.handled.size + waiting >= this.#limits.unanswered) {
+    // Parsed on a connection already closed (Node finishes parsing the read it is in): nobody waits for its answer.
+    if (state.gone) return;
+    if (state.handled.size + state.waiting.length - state.head >= this.#limits.unanswered) {
       this.#overrun(socket, 'too many unanswered requests');
       return;
     }
+    if (this.#pending >= this.#maxPending) {
+      // The connection that brought the request is closed, not the one holding the most: Node parses every socket
+      // read of a turn of the event loop, each whole, before anything else runs, so only closing the connection being
+      // parsed stops more requests being made (http-server.ts); closing another frees nothing until the garbage
+      // collector runs, and 400 connections parsing 409 requests each made 160,000 requests in one turn.
+      this.#overrun(socket, 'the server holds too many unanswered requests');
+      return;
+    }
     state.waiting.push([request, response]);
+    this.#pending += 1;
     this.#scheduleRelease(socket, state);
   };
 
@@ -101,7 +126,7 @@ export class ConnectionBounds {
   #stateOf(socket: Socket): ConnectionState {
     let state = this.#connections.get(socket);
     if (!state) {
-      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now(), releaseScheduled: false };
+      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now(), releaseScheduled: false, gone: false };
       this.#connections.set(socket, state);
       const progressed = () => {
         (state as ConnectionState).progressAt = performance.now();
@@ -110,6 +135,7 @@ export class ConnectionBounds {
       socket.on('drain', progressed);
       socket.once('close', () => {
         this.#connections.delete(socket);
+        this.#forget(state as ConnectionState);
         (state as ConnectionState).waiting = [];
         // Node aborts the requests and responses of a connection that closes, unless it stopped parsing as for an
         // upgrade (http-server.ts), and then it leaves them be: the handlers that run end here all the same.
@@ -131,6 +157,7 @@ export class ConnectionBounds {
     state.handled.set(request, response);
     const answered = () => {
       if (!state.handled.delete(request)) return;
+      if (!state.gone) this.#pending -= 1;
       state.progressAt = performance.now();
       this.#scheduleRelease(socket, state);
     };
@@ -174,8 +201,17 @@ export class ConnectionBounds {
     if (this.#connections.size === 0) this.stop();
   }
 
+  /** Its requests stop counting towards the pending total: the connection is closing, and with it they go. */
+  #forget(state: ConnectionState): void {
+    if (state.gone) return;
+    state.gone = true;
+    this.#pending -= state.handled.size + state.waiting.length - state.head;
+  }
+
   #overrun(socket: Socket, why: ConnectionOverrun): void {
     if (socket.destroyed) return;
+    const state = this.#connections.get(socket);
+    if (state) this.#forget(state);
     this.#onOverrun(socket, why);
     // When the socket closes, Node aborts every request it parsed and did not answer, each with an Error of its own,
     // and capturing those stack traces cost more CPU and memory than everything else the flood made the server do

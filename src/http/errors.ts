@@ -86,8 +86,8 @@ export class ExpectationFailedError extends ApiError {
 }
 
 export class TooManyRequestsError extends ApiError {
-  constructor(retryAfterSeconds: number) {
-    super(429, `rate limit exceeded; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) });
+  constructor(retryAfterSeconds: number, why = 'rate limit exceeded') {
+    super(429, `${why}; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) });
   }
 }
 

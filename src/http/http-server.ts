@@ -62,18 +62,30 @@ const PARSING_STOPPABLE = typeof (new Server() as Server & { shouldUpgradeCallba
  * - an Expect other than 100-continue (Node: a bare 417): the 'checkExpectation' listener hands it over, marked;
  * - CONNECT (Node: the socket closed unanswered): the 'connect' listener gives it a response and hands it over, and
  *   the router answers 405 or 404 like any method a path does not take.
- * Every request goes through ConnectionBounds, which bounds what one connection can make the server hold.
- * With `tls`, the same server speaks HTTPS only (node:https's is node:http's behind a TLS listener); the handshake gets
- * the headers' time limit, so a client that connects and says nothing is cut off as a slow header is.
+ * Every request goes through ConnectionBounds, which bounds what one connection can make the server hold, and what
+ * all of them together can (MAX_PENDING_REQUESTS). At most MAX_CONNECTIONS connections are open at once: Node closes
+ * one more as soon as it is accepted, before a byte of it is read, which is what bounds the rest.
+ * With `tls`, the same server speaks HTTPS only (node:https's is node:http's behind a TLS listener); a handshake not
+ * done within TLS_HANDSHAKE_TIMEOUT_MS is cut off, and a connection in its handshake counts towards MAX_CONNECTIONS
+ * (Node counts connections as it accepts them).
+ *
+ * `threads` is the number of servers of the instance (WORKERS), each on its own thread with a server of its own:
+ * each takes an equal share of the two instance-wide limits. The kernel spreads connections over the threads
+ * (SO_REUSEPORT), so a share is what the thread gets of a flood too; counting across threads instead would put an
+ * atomic operation on every request and leave the count of a worker that dies wrong.
  */
 export function httpServer(
   handler: Handler,
   http: Config['http'],
   log: FastifyBaseLogger,
   tls?: { readonly cert: Buffer; readonly key: Buffer },
+  threads = 1,
 ): Server {
-  const bounds = new ConnectionBounds(handler, CONNECTION_LIMITS, (socket, why) =>
-    log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`),
+  const bounds = new ConnectionBounds(
+    handler,
+    CONNECTION_LIMITS,
+    (socket, why) => log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`),
+    shareOf(http.maxPendingRequests, threads),
   );
   const options = {
     headersTimeout: http.headersTimeoutMs,
@@ -86,8 +98,10 @@ export function httpServer(
   } as ServerOptions & { shouldUpgradeCallback: (request: IncomingMessage) => boolean };
   // Typed as node:http's: to everything here and in the app an https.Server is one (its requests and replies are node:http's).
   const server = tls
-    ? (createHttpsServer({ ...options, handshakeTimeout: http.headersTimeoutMs, cert: tls.cert, key: tls.key }, bounds.handle) as unknown as Server)
+    ? (createHttpsServer({ ...options, handshakeTimeout: http.tlsHandshakeTimeoutMs, cert: tls.cert, key: tls.key }, bounds.handle) as unknown as Server)
     : createServer(options, bounds.handle);
+  server.maxConnections = shareOf(http.maxConnections, threads);
+  logDroppedConnections(server, log);
   server.requestTimeout = http.requestTimeoutMs;
   server.keepAliveTimeout = http.keepAliveTimeoutMs;
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
@@ -105,6 +119,34 @@ export function httpServer(
   });
   server.on('close', () => bounds.stop());
   return server;
+}
+
+/** One thread's share of an instance-wide limit: at least 1, and together at least the limit. */
+export function shareOf(limit: number, threads: number): number {
+  return Math.max(1, Math.ceil(limit / Math.max(1, threads)));
+}
+
+/** Connections closed for MAX_CONNECTIONS are logged at most this often, counted: a flood is one line, not thousands. */
+const DROP_LOG_INTERVAL_MS = 10_000;
+
+function logDroppedConnections(server: Server, log: FastifyBaseLogger): void {
+  let dropped = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const report = () => {
+    timer = undefined;
+    if (dropped === 0) return;
+    log.warn({ dropped, maxConnections: server.maxConnections }, `closed ${dropped} connection(s) as they were accepted: MAX_CONNECTIONS connections were open`);
+    dropped = 0;
+  };
+  server.on('drop', () => {
+    dropped += 1;
+    if (timer === undefined) {
+      // The first of a burst is reported at once, the rest together once the interval has passed.
+      if (dropped === 1) report();
+      timer = setTimeout(report, DROP_LOG_INTERVAL_MS).unref();
+    }
+  });
+  server.on('close', () => clearTimeout(timer));
 }
 
 /** Transfer codings RFC 9112 §7 defines; this server implements chunked only. */

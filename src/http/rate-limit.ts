@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
 import type { RateLimitConfig } from '../config.js';
 
@@ -112,4 +113,67 @@ export function tokenBucketStore(config: RateLimitConfig, now?: () => number, ce
       super(config, now, cells);
     }
   };
+}
+
+/**
+ * Buckets in a table of fixed size in this thread, found by a seeded hash of the key and holding no key: memory is
+ * `slots` numbers whatever the number of keys. Keys whose hashes meet share a bucket, which can only make the limit
+ * stricter for them; the seed is drawn per process, so which keys meet cannot be chosen from outside.
+ */
+export class FixedBucketCells implements BucketCells {
+  readonly #fullAt: Float64Array;
+  readonly #seed = randomInt(0x1_0000_0000);
+
+  constructor(slots: number) {
+    this.#fullAt = new Float64Array(slots);
+  }
+
+  update(key: string, next: (fullAt: number) => number, done: (error: Error | null, fullAt: number) => void): void {
+    const slot = this.#slotOf(key);
+    const fullAt = this.#fullAt[slot] as number;
+    this.#fullAt[slot] = next(fullAt);
+    done(null, fullAt);
+  }
+
+  /** A bucket that has refilled is a time in the past: nothing to let go of in a table of fixed size. */
+  sweep(): void {}
+
+  /** FNV-1a over the key's UTF-16 code units, from the seed. */
+  #slotOf(key: string): number {
+    let hash = this.#seed ^ 0x811c9dc5;
+    for (let index = 0; index < key.length; index += 1) hash = Math.imul(hash ^ key.charCodeAt(index), 0x01000193);
+    return (hash >>> 0) % this.#fullAt.length;
+  }
+}
+
+/**
+ * Client addresses whose failed authentications are counted apart: a table of this many buckets (128 KiB). More
+ * addresses than that failing within a minute share buckets, each then throttled a little sooner.
+ */
+export const AUTH_FAILURE_SLOTS = 16_384;
+
+/**
+ * Failed authentications per client address (request.ip, so behind TRUST_PROXY the client's, not the proxy's): a
+ * token bucket of `perMinute` failures, refilled at `perMinute` a minute. Only failures take from it, and only a
+ * failure is refused for an empty one: a request whose token is valid is answered whatever its address's bucket
+ * holds, so clients behind one proxy are never locked out by another's failures.
+ */
+export class AuthFailureThrottle {
+  readonly #buckets: TokenBucketStore;
+  readonly #burst: number;
+
+  constructor(perMinute: number, now?: () => number, slots = AUTH_FAILURE_SLOTS) {
+    this.#burst = perMinute;
+    this.#buckets = new TokenBucketStore({ max: perMinute, windowMs: 60_000, burst: perMinute }, now, new FixedBucketCells(slots));
+  }
+
+  /** Counts a failure from `address`: undefined while within the limit, else the seconds until the next one may fail. */
+  failed(address: string): number | undefined {
+    let retryAfter: number | undefined;
+    // The table's buckets answer at once: the callback has run when incr returns.
+    this.#buckets.incr(address, (_error, result) => {
+      if (result !== undefined && result.current > this.#burst) retryAfter = Math.max(1, Math.ceil(result.ttl / 1000));
+    });
+    return retryAfter;
+  }
 }

@@ -106,7 +106,7 @@ export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
   413: 'The request body is larger than the configured limit (BODY_LIMIT_BYTES, default 16384).',
   414: 'A path parameter is longer than 100 characters.',
   415: 'The request body is not application/json (or application/x-ndjson, where the operation takes it) in UTF-8, or carries a Content-Encoding other than identity.',
-  429: 'The token has sent more requests than its rate limit allows; see Retry-After.',
+  429: 'The token has sent more requests than its rate limit allows, or the client address has failed authentication more often than AUTH_FAILURE_LIMIT allows (a request with a valid token is never refused for that); see Retry-After.',
   431: 'The request headers are larger than the configured limit (MAX_HEADER_BYTES, default 8192); the connection is closed.',
   500: 'An unexpected failure; details are logged, not sent.',
   503: 'Storage is unavailable or the write queue is full; see Retry-After.',

@@ -68,7 +68,11 @@ export function systemRoutes(readiness: Readiness, openApiJson: () => string, me
   ];
 }
 
-/** Present unless METRICS=off; like /healthz it needs no token, so a scraper needs no credentials. */
+/**
+ * Present unless METRICS=off. It needs a token with the metrics:read scope: unauthenticated, a flood of scrapes took
+ * the CPU creates needed, and a failed authentication is cheap and throttled. The text is rendered at most once per
+ * METRICS_CACHE_MS however often it is asked for.
+ */
 function metricsRoute(metrics: Metrics): RouteSpec {
   return {
     method: 'GET',
@@ -77,9 +81,10 @@ function metricsRoute(metrics: Metrics): RouteSpec {
     summary: 'Prometheus metrics',
     description:
       'Process and runtime metrics, http_request_duration_seconds and the service\'s own plantstore_* metrics, in the ' +
-      'Prometheus text exposition format 0.0.4. Absent (404) when the service runs with METRICS=off.',
-    scope: null,
-    schema: { response: { 200: null } },
+      'Prometheus text exposition format 0.0.4, rendered at most once per METRICS_CACHE_MS (1 s by default). Needs a ' +
+      'token with the metrics:read scope. Absent (404) when the service runs with METRICS=off.',
+    scope: 'metrics:read',
+    schema: { response: { 200: null, 400: ErrorRecord, 401: ErrorRecord, 403: ErrorRecord, 429: ErrorRecord } },
     responseMediaTypes: { 200: 'text/plain' },
     handler: async (_request, reply) => {
       reply.type(metrics.contentType);

@@ -19,6 +19,7 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { AppOptions } from '../app.js';
+import { renderAtMostEvery } from '../metrics.js';
 import type { Config } from '../config.js';
 import type { TlsCredentials } from '../http/tls.js';
 import type { Gathering } from '../plants/write-queue.js';
@@ -58,6 +59,7 @@ export class InstanceMain {
   readonly #memory: InstanceMemory;
   #pool: WorkerPool | undefined;
   #services: MainServices | undefined;
+  #cachedMetrics: (() => Promise<string>) | undefined;
 
   private constructor(config: Config, port: number) {
     this.#config = config;
@@ -122,7 +124,16 @@ export class InstanceMain {
     };
   }
 
-  async #renderMetrics(kind: Store['kind']): Promise<string> {
+  /**
+   * The instance's metrics, gathered at most once per METRICS_CACHE_MS however many threads ask: every worker's
+   * scrape comes here, so a cache in each worker alone would still let N scrapers make the main thread gather N times.
+   */
+  #renderMetrics(kind: Store['kind']): Promise<string> {
+    this.#cachedMetrics ??= renderAtMostEvery(this.#config.metricsCacheMs, () => this.#gatherMetrics(kind));
+    return this.#cachedMetrics();
+  }
+
+  async #gatherMetrics(kind: Store['kind']): Promise<string> {
     const own = this.#services?.metrics;
     const threads: ThreadMetrics[] = [{ thread: 'main', metrics: own ? await own.snapshot() : [] }];
     for (const { slot, metrics } of (await this.#pool?.metrics()) ?? []) threads.push({ thread: slot, metrics });

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { METHODS } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { buildApp } from '../../src/app.js';
+import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startServices } from '../../src/services.js';
@@ -15,12 +18,15 @@ import { assertErrorRecord } from '../helpers/assertions.js';
 import { DATABASES, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { parsePrometheusText, type Exposition } from '../helpers/prometheus.js';
+import { newToken } from '../helpers/tokens.js';
 
 stopPostgresAfterAll();
 
+/** A token of the app's database that holds metrics:read (the test apps' tokens hold every scope). */
+const scrapers = new WeakMap<FastifyInstance, Record<string, string>>();
+
 async function scrape(app: FastifyInstance): Promise<Exposition> {
-  // No Authorization header: a scraper needs no token, like a health probe.
-  const response = await app.inject({ method: 'GET', url: '/metrics' });
+  const response = await app.inject({ method: 'GET', url: '/metrics', headers: scrapers.get(app) ?? {} });
   assert.equal(response.statusCode, 200, response.body);
   assert.equal(response.headers['content-type'], 'text/plain; version=0.0.4; charset=utf-8');
   return parsePrometheusText(response.body);
@@ -45,15 +51,17 @@ for (const database of DATABASES) {
 
     before(async () => {
       db = await database.create();
-      // No periodic token reload during a test (reloads are counted); one batch commits at a time on PostgreSQL too.
-      t = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2' });
+      // No periodic token reload during a test (reloads are counted); one batch commits at a time on PostgreSQL too;
+      // every scrape renders anew, so that two scrapes around a request tell what it changed.
+      t = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2', METRICS_CACHE_MS: '0' });
+      scrapers.set(t.app, { authorization: `Bearer ${t.token}` });
     });
     after(async () => {
       await t?.close();
       await db?.cleanup();
     });
 
-    it('answers without a token, in Prometheus text, with the process and runtime metrics prom-client collects', async () => {
+    it('answers a token holding metrics:read, in Prometheus text, with the process and runtime metrics prom-client collects', async () => {
       const exposition = await scrape(t.app);
       const types: Array<[string, string]> = [
         ['process_resident_memory_bytes', 'gauge'],
@@ -114,11 +122,37 @@ for (const database of DATABASES) {
       assertErrorRecord(response, 404);
       const methodNotAllowed = await t.app.inject({ method: 'PUT', url: '/plants/4711' });
       assertErrorRecord(methodNotAllowed, 405);
+      const deleteAll = await t.app.inject({ method: 'DELETE', url: '/plants' });
+      assertErrorRecord(deleteAll, 405);
       const after = await scrape(t.app);
       assert.equal(delta(before, after, 'http_request_duration_seconds_count', { method: 'POST', route: '(unmatched)', status_code: '404' }), 1);
-      assert.equal(delta(before, after, 'http_request_duration_seconds_count', { method: 'PUT', route: '/plants/{id}', status_code: '405' }), 1);
+      // PUT is a method no route takes: labelled "other", as every such method is; DELETE is one some route takes.
+      assert.equal(delta(before, after, 'http_request_duration_seconds_count', { method: 'other', route: '/plants/{id}', status_code: '405' }), 1);
+      assert.equal(delta(before, after, 'http_request_duration_seconds_count', { method: 'DELETE', route: '/plants', status_code: '405' }), 1);
       const labelValues = [...after.families.values()].flatMap((family) => family.samples.flatMap((sample) => Object.values(sample.labels)));
       assert.ok(!labelValues.some((value) => value.includes('4711')), 'no label carries a path or id a client sent');
+    });
+
+    it('keeps its series bounded whatever paths and methods clients send: every Node method on every path adds no more than the routed methods and "other"', async () => {
+      const paths = ['/', '/healthz', '/readyz', '/openapi.json', '/metrics', '/plants', '/plants/1', '/docs', '/no/such/path'];
+      const flood = async (round: number) => {
+        for (const method of METHODS) {
+          // CONNECT is answered by the server itself, never routed; light-my-request cannot send it either.
+          if (method === 'CONNECT') continue;
+          for (const path of [...paths, `/unknown-${round}-${method}`, `/plants/${round}/${method}`]) {
+            await t.app.inject({ method: method as 'GET', url: path });
+          }
+        }
+      };
+      await flood(1);
+      const first = await scrape(t.app);
+      const series = (exposition: Exposition) => exposition.families.get('http_request_duration_seconds')?.samples.length ?? 0;
+      const methodLabels = new Set(first.families.get('http_request_duration_seconds')?.samples.map((sample) => sample.labels.method));
+      assert.deepEqual([...methodLabels].sort(), ['DELETE', 'GET', 'HEAD', 'POST', 'other'], 'the method label takes the routed methods and "other" only');
+      // A second round of other paths and the same methods adds nothing: the exposition no longer grows with traffic.
+      await flood(2);
+      const second = await scrape(t.app);
+      assert.equal(series(second), series(first));
     });
 
     it('counts a refused create (nothing stored) as refused', async () => {
@@ -194,7 +228,8 @@ for (const database of DATABASES) {
     });
 
     it('keeps the metrics of each app apart: another app on the same database counts only its own', async () => {
-      const other = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2' });
+      const other = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2', METRICS_CACHE_MS: '0' });
+      scrapers.set(other.app, { authorization: `Bearer ${other.token}` });
       try {
         const mine = await scrape(t.app);
         const theirsBefore = await scrape(other.app);
@@ -212,7 +247,8 @@ for (const database of DATABASES) {
 describe('plantstore_storage_errors_total', () => {
   it('counts a SQLite write that found the database locked past its wait as kind="locked"', async () => {
     const db = await sqliteDatabase();
-    const t = await startTestApp(db.url);
+    const t = await startTestApp(db.url, { METRICS_CACHE_MS: '0' });
+    scrapers.set(t.app, { authorization: `Bearer ${t.token}` });
     const holder = new DatabaseSync(db.url.slice('sqlite:'.length));
     try {
       const before = await scrape(t.app);
@@ -232,12 +268,17 @@ describe('plantstore_storage_errors_total', () => {
 
   it('counts a PostgreSQL statement cut off by its timeout as kind="timeout"', async () => {
     const db = await DATABASES[1].create();
-    const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: db.url });
+    const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: db.url, METRICS_CACHE_MS: '0' });
     assert.equal(config.database.kind, 'postgres');
     // The real timeouts, shortened: a lock held elsewhere makes the heartbeat's statement time out.
     const store = await PostgresStore.open(config.database as Extract<typeof config.database, { kind: 'postgres' }>, { connectMs: 2000, queryMs: 300 });
+    // The scraper's token, stored before the services start, so that their first load has it: a token looked up
+    // later would be one more statement under the shortened timeout.
+    const token = generateToken();
+    await store.tokens.add(newToken(`metrics-${randomUUID()}`, hashToken(token)));
     const services = await startServices(config, store, createLogger(config));
     const app = await buildApp(services);
+    scrapers.set(app, { authorization: `Bearer ${token}` });
     const holder = new pg.Client({ connectionString: db.url });
     await holder.connect();
     try {
@@ -256,6 +297,47 @@ describe('plantstore_storage_errors_total', () => {
       await store.close();
       await db.cleanup();
     }
+  });
+});
+
+describe('who may scrape, and how often it renders', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  before(async () => {
+    db = await sqliteDatabase();
+    // A long cache, so that the test sees it; AUTH_FAILURE_LIMIT high enough that refusals here stay 401/403.
+    t = await startTestApp(db.url, { METRICS_CACHE_MS: '60000', AUTH_FAILURE_LIMIT: '1000' });
+  });
+  after(async () => {
+    await t?.close();
+    await db?.cleanup();
+  });
+
+  it('refuses a scrape without a token (401) and with a token that lacks metrics:read (403)', async () => {
+    assertErrorRecord(await t.app.inject({ method: 'GET', url: '/metrics' }), 401);
+    const token = generateToken();
+    await t.store.tokens.add(newToken(`plants-only-${randomUUID()}`, hashToken(token), { scopes: ['plants:read', 'plants:create', 'plants:delete'] }));
+    const response = await t.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${token}` } });
+    assertErrorRecord(response, 403, /lacks the metrics:read scope/);
+    assert.equal(response.headers['www-authenticate'], 'Bearer realm="plantstore", error="insufficient_scope", scope="metrics:read"');
+  });
+
+  it('answers a token holding metrics:read alone', async () => {
+    const token = generateToken();
+    await t.store.tokens.add(newToken(`scraper-${randomUUID()}`, hashToken(token), { scopes: ['metrics:read'] }));
+    const response = await t.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${token}` } });
+    assert.equal(response.statusCode, 200);
+    assert.ok(parsePrometheusText(response.body).families.has('plantstore_creates_total'));
+  });
+
+  it('renders at most once per METRICS_CACHE_MS: scrapes meanwhile answer the same text, a create since included', async () => {
+    const headers = { authorization: `Bearer ${t.token}` };
+    const first = await t.app.inject({ method: 'GET', url: '/metrics', headers });
+    const created = await t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: '{"id":1,"name":"Fern"}' });
+    assert.equal(created.statusCode, 200);
+    const concurrent = await Promise.all(Array.from({ length: 20 }, () => t.app.inject({ method: 'GET', url: '/metrics', headers })));
+    for (const response of concurrent) assert.equal(response.body, first.body);
+    assert.equal(parsePrometheusText(first.body).value('plantstore_creates_total', { outcome: 'created' }), 0);
   });
 });
 

@@ -126,19 +126,20 @@ describe('/openapi.json', () => {
     assert.equal(error.properties.error?.format, 'int32');
   });
 
-  it('leaves the root, health, readiness, metrics and itself open, and nothing else', () => {
+  it('leaves the root, health, readiness and itself open, and nothing else (metrics needs metrics:read)', () => {
     for (const [path, methods] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(methods)) {
-        const open = ['/', '/healthz', '/readyz', '/metrics', '/openapi.json'].includes(path);
+        const open = ['/', '/healthz', '/readyz', '/openapi.json'].includes(path);
         assert.equal(operation.security !== undefined && operation.security.length === 0, open, `${method} ${path}`);
       }
     }
   });
 
-  it('names the one scope each plant operation needs in its security requirement, and documents its 403', () => {
+  it('names the one scope each operation needs in its security requirement, and documents its 403', () => {
     const needs: Record<string, Record<string, string>> = {
       '/plants': { post: 'plants:create', get: 'plants:read' },
       '/plants/{id}': { get: 'plants:read', delete: 'plants:delete' },
+      '/metrics': { get: 'metrics:read' },
     };
     for (const [path, methods] of Object.entries(needs)) {
       for (const [method, scope] of Object.entries(methods)) {
@@ -154,7 +155,7 @@ describe('/openapi.json', () => {
         .filter(([, operation]) => operation.security?.length)
         .map(([method]) => `${method} ${path}`),
     );
-    assert.deepEqual(guarded.sort(), ['delete /plants/{id}', 'get /plants', 'get /plants/{id}', 'post /plants']);
+    assert.deepEqual(guarded.sort(), ['delete /plants/{id}', 'get /metrics', 'get /plants', 'get /plants/{id}', 'post /plants']);
   });
 
   it('matches the live 403 of a token without the scope, and the live 401 of an expired one, headers included', async () => {
@@ -200,7 +201,8 @@ describe('/openapi.json', () => {
   it('documents GET /metrics as Prometheus text, and it answers so', async () => {
     const operation = document.paths['/metrics']?.get;
     assert.deepEqual(operation?.responses['200']?.content, { 'text/plain': { schema: { type: 'string' } } });
-    const response = await t.app.inject({ method: 'GET', url: '/metrics' });
+    assert.deepEqual(operation?.security, [{ bearerAuth: ['metrics:read'] }]);
+    const response = await t.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${t.token}` } });
     assert.equal(response.statusCode, 200);
     assert.match(String(response.headers['content-type']), /^text\/plain; version=0\.0\.4/);
   });

@@ -10,6 +10,9 @@ import { DATABASES, type TestDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { newToken } from '../helpers/tokens.js';
 
+/** Floods of unknown tokens from one address are what these tests send: throttling them (AUTH_FAILURE_LIMIT) is tested apart. */
+const NOT_THROTTLED = { AUTH_FAILURE_LIMIT: '0' };
+
 stopPostgresAfterAll();
 
 /**
@@ -52,7 +55,7 @@ for (const database of DATABASES) {
     });
 
     it('refuses 500 concurrent unknown tokens with 401 invalid_token after a bounded number of store reads', async (context) => {
-      const t = await buildTestApp(context, db.url);
+      const t = await buildTestApp(context, db.url, NOT_THROTTLED);
       const reads = countTokenReads(t.store);
       const started = performance.now();
       const [unknown, valid] = await Promise.all([
@@ -74,7 +77,7 @@ for (const database of DATABASES) {
 
     it('accepts a token created after start on its first request, even right after a burst of unknown tokens', async (context) => {
       // A long cache period: only the miss can have found the new token.
-      const t = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '60000' });
+      const t = await buildTestApp(context, db.url, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '60000' });
       const reads = countTokenReads(t.store);
       const burst = Promise.all(Array.from({ length: 100 }, () => post(t, `Bearer ${generateToken()}`)));
       const token = generateToken();
@@ -90,7 +93,7 @@ for (const database of DATABASES) {
     });
 
     it('still refuses a revoked token within TOKEN_CACHE_MS while unknown tokens arrive', async (context) => {
-      const t = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '200' });
+      const t = await buildTestApp(context, db.url, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '200' });
       assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
       assert.equal(await t.store.tokens.revoke(t.tokenName), true);
       const flood = Promise.all(Array.from({ length: 50 }, () => post(t, `Bearer ${generateToken()}`)));
@@ -102,7 +105,7 @@ for (const database of DATABASES) {
     });
 
     it('answers 503 to an unknown token while the tokens cannot be read, and keeps accepting cached ones', async (context) => {
-      const t = await buildTestApp(context, db.url);
+      const t = await buildTestApp(context, db.url, NOT_THROTTLED);
       const all = t.store.tokens.all.bind(t.store.tokens);
       let reads = 0;
       t.store.tokens.all = () => {
@@ -118,7 +121,7 @@ for (const database of DATABASES) {
     });
 
     it('asks the store on every request when TOKEN_CACHE_MS is 0', async (context) => {
-      const t = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '0' });
+      const t = await buildTestApp(context, db.url, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '0' });
       const reads = countTokenReads(t.store);
       for (const response of await Promise.all(Array.from({ length: 10 }, () => post(t, `Bearer ${generateToken()}`)))) {
         assertErrorRecord(response, 401, /invalid or revoked/);

@@ -63,7 +63,7 @@ const GRANTS: Readonly<Record<string, readonly Scope[]>> = {
   'plants:read alone': ['plants:read'],
   'plants:create alone': ['plants:create'],
   'plants:delete alone': ['plants:delete'],
-  'all three': SCOPES,
+  'every scope': SCOPES,
   'all but plants:read': ['plants:create', 'plants:delete'],
   'all but plants:create': ['plants:read', 'plants:delete'],
   'all but plants:delete': ['plants:read', 'plants:create'],

@@ -83,8 +83,8 @@ describe('the plantstore CLI and server process', () => {
 
   it('refuses unknown scopes, --read-only with --scope, and expiries under a minute or over 366 days: exit 2, nothing created', () => {
     const refusals: Array<[string[], RegExp]> = [
-      [['--scope', 'plants:write'], /unknown scope "plants:write"; the scopes are plants:read, plants:create, plants:delete/],
-      [['--scope', 'plants:read,'], /unknown scope ""; the scopes are plants:read, plants:create, plants:delete/],
+      [['--scope', 'plants:write'], /unknown scope "plants:write"; the scopes are plants:read, plants:create, plants:delete, metrics:read/],
+      [['--scope', 'plants:read,'], /unknown scope ""; the scopes are plants:read, plants:create, plants:delete, metrics:read/],
       [['--scope', 'PLANTS:READ'], /unknown scope "PLANTS:READ"/],
       [['--read-only', '--scope', 'plants:delete'], /--read-only or --scope, not both/],
       [['--expires-in', '59s'], /--expires-in takes a duration from 1m to 366d/],

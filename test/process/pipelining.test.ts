@@ -169,9 +169,9 @@ describe('pipelining without reading, against a real server', { timeout: 180_000
     db = await sqliteDatabase();
     token = createToken('flood', { DATABASE_URL: db.url });
     server = await startServer({ DATABASE_URL: db.url });
-    // 1,000 plants, so that each list answer below is a full page.
-    for (let from = 1; from <= 1000; from += 100) {
-      const creates = Array.from({ length: 100 }, (_, index) =>
+    // 1,000 plants, so that each list answer below is a full page; 50 at a time, well within MAX_CONNECTIONS.
+    for (let from = 1; from <= 1000; from += 50) {
+      const creates = Array.from({ length: 50 }, (_, index) =>
         fetch(`${server.base}/plants`, {
           method: 'POST',
           headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },

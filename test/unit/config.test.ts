@@ -44,6 +44,19 @@ describe('configuration', () => {
     assert.equal(loadConfig({ METRICS: ' off ' }).metrics, false);
   });
 
+  it('bounds the instance by default: 128 connections, 1,024 pending requests, 3 s TLS handshakes, 60 failed authentications a minute, metrics rendered once a second', () => {
+    const config = loadConfig({});
+    assert.equal(config.http.maxConnections, 128);
+    assert.equal(config.http.maxPendingRequests, 1024);
+    assert.equal(config.http.tlsHandshakeTimeoutMs, 3000);
+    assert.equal(config.authFailureLimit, 60);
+    assert.equal(config.metricsCacheMs, 1000);
+    const set = loadConfig({ MAX_CONNECTIONS: '5000', MAX_PENDING_REQUESTS: '99', TLS_HANDSHAKE_TIMEOUT_MS: '500', AUTH_FAILURE_LIMIT: '0', METRICS_CACHE_MS: '0' });
+    assert.deepEqual([set.http.maxConnections, set.http.maxPendingRequests, set.http.tlsHandshakeTimeoutMs, set.authFailureLimit, set.metricsCacheMs], [5000, 99, 500, null, 0]);
+    assert.throws(() => loadConfig({ MAX_CONNECTIONS: '0' }), /MAX_CONNECTIONS: must be between 1 and/);
+    assert.throws(() => loadConfig({ MAX_PENDING_REQUESTS: 'lots' }), /MAX_PENDING_REQUESTS: must be a whole number/);
+  });
+
   it('turns rate limiting on with RATE_LIMIT_MAX, the burst defaulting to it', () => {
     assert.deepEqual(loadConfig({ RATE_LIMIT_MAX: '5' }).rateLimit, { max: 5, windowMs: 1000, burst: 5 });
     assert.deepEqual(loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '60000', RATE_LIMIT_BURST: '20' }).rateLimit, {

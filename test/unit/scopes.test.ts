@@ -13,7 +13,7 @@ describe('parseScopes', () => {
   it('takes scopes one by one or as comma lists, and answers each once, in the order of SCOPES', () => {
     assert.deepEqual(parseScopes(['plants:read']), ['plants:read']);
     assert.deepEqual(parseScopes(['plants:delete', 'plants:read']), ['plants:read', 'plants:delete']);
-    assert.deepEqual(parseScopes(['plants:delete,plants:create', ' plants:read ']), [...SCOPES]);
+    assert.deepEqual(parseScopes(['metrics:read,plants:delete,plants:create', ' plants:read ']), [...SCOPES]);
     assert.deepEqual(parseScopes(['plants:create,plants:create', 'plants:create']), ['plants:create']);
     assert.deepEqual(parseScopes([]), []);
   });
@@ -31,7 +31,7 @@ describe('parseScopes', () => {
         (error: unknown) =>
           error instanceof UnknownScopeError &&
           error.scope === named &&
-          error.message === `unknown scope ${JSON.stringify(named)}; the scopes are plants:read, plants:create, plants:delete`,
+          error.message === `unknown scope ${JSON.stringify(named)}; the scopes are plants:read, plants:create, plants:delete, metrics:read`,
       );
     }
   });
@@ -51,7 +51,7 @@ describe('the scopes column', () => {
     for (const list of [[], ['plants:read'], [...SCOPES], ['plants:read', 'plants:update']]) {
       assert.deepEqual(scopesOf(scopesColumn(list)), list);
     }
-    assert.equal(scopesColumn(SCOPES), 'plants:read plants:create plants:delete');
+    assert.equal(scopesColumn(SCOPES), 'plants:read plants:create plants:delete metrics:read');
   });
 
   it('refuses a name that would not read back as one', () => {

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { SCOPES, UnknownScopeError, parseScopes, type Scope } from '../../auth/scopes.js';
+import { DEFAULT_SCOPES, UnknownScopeError, parseScopes, type Scope } from '../../auth/scopes.js';
 import { generateToken, hashToken } from '../../auth/tokens.js';
 import { MAX_DURATION_MS, parseDuration } from '../../config-variables.js';
 import type { CommandContext } from '../command.js';
@@ -8,8 +8,8 @@ import { UsageError } from '../errors.js';
 
 export const usage = `  token create --name NAME [--scope SCOPE]... [--read-only] [--expires-in DURATION]
                               create an API token; prints the token alone on stdout, once. SCOPE is
-                              plants:read, plants:create or plants:delete, repeated or comma-separated
-                              (default: all three); --read-only is --scope plants:read; DURATION such
+                              plants:read, plants:create, plants:delete or metrics:read, repeated or
+                              comma-separated (default: the three plants scopes); --read-only is --scope plants:read; DURATION such
                               as 30m, 12h or 90d, from 1m to 366d (default: it never expires)
   token list                  list tokens: name, creation time, last use, scopes, expiry (never the
                               secret); expired tokens are listed until revoked
@@ -19,11 +19,11 @@ const TOKEN_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 /** The shortest --expires-in: a token that expires sooner could not even be handed over. */
 const MIN_TOKEN_LIFETIME_MS = 60_000;
 
-/** The scopes `token create` was asked for: every scope unless some are named. */
+/** The scopes `token create` was asked for: every plants scope unless some are named. */
 function tokenScopes(lists: string[] | undefined, readOnly: boolean): Scope[] {
   if (readOnly && lists !== undefined) throw new UsageError('token create takes --read-only or --scope, not both (--read-only is --scope plants:read)');
   if (readOnly) return ['plants:read'];
-  if (lists === undefined) return [...SCOPES];
+  if (lists === undefined) return [...DEFAULT_SCOPES];
   try {
     return parseScopes(lists);
   } catch (error) {

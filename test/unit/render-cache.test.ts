@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { renderAtMostEvery } from '../../src/metrics.js';
+import { shareOf } from '../../src/http/http-server.js';
+import { FakeClock } from '../helpers/clock.js';
+
+describe('renderAtMostEvery', () => {
+  it('renders once per interval however often it is asked, concurrent asks sharing the one in flight', async () => {
+    const clock = new FakeClock();
+    let renders = 0;
+    const render = renderAtMostEvery(1000, async () => `text ${(renders += 1)}`, clock.now);
+    assert.deepEqual(await Promise.all([render(), render(), render()]), ['text 1', 'text 1', 'text 1']);
+    clock.advance(999);
+    assert.equal(await render(), 'text 1');
+    clock.advance(1);
+    assert.equal(await render(), 'text 2');
+    assert.equal(renders, 2);
+  });
+
+  it('keeps no failure: the next ask renders again', async () => {
+    const clock = new FakeClock();
+    let calls = 0;
+    const render = renderAtMostEvery(1000, async () => {
+      calls += 1;
+      if (calls === 1) throw new Error('gathering failed');
+      return 'text';
+    }, clock.now);
+    await assert.rejects(render(), /gathering failed/);
+    assert.equal(await render(), 'text');
+  });
+
+  it('renders every time with an interval of 0', async () => {
+    let renders = 0;
+    const render = renderAtMostEvery(0, async () => String((renders += 1)));
+    assert.deepEqual([await render(), await render()], ['1', '2']);
+  });
+});
+
+describe('shareOf', () => {
+  it('gives each of the threads an equal share of an instance-wide limit, rounded up, at least 1', () => {
+    assert.equal(shareOf(128, 1), 128);
+    assert.equal(shareOf(128, 3), 43);
+    assert.equal(shareOf(1, 4), 1);
+  });
+});
