@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
+import { noTokenMessage } from './auth/token-hint.js';
 import type { Config } from './config.js';
 import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from './http/tls.js';
 import { createLogger } from './log.js';
@@ -30,10 +31,7 @@ export async function startServer(config: Config, open: OpenOptions = {}): Promi
     services = await startServices(config, store, log);
     app = await buildApp(services, { tls });
     if ((await store.tokens.list()).length === 0) {
-      process.stderr.write(
-        'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
-          'plantstore: create one with:  npx plantstore token create --name <name>\n',
-      );
+      process.stderr.write(noTokenMessage(config.database, process.argv[1], process.cwd()));
     }
     const url = await app.listen({ host: config.host, port: config.port });
     logTransportSecurity(app, tls);

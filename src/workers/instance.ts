@@ -18,6 +18,7 @@
 import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { noTokenMessage } from '../auth/token-hint.js';
 import type { Config } from '../config.js';
 import { certificateReloader, readTlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
@@ -100,10 +101,7 @@ export async function startInstance(config: Config, options: InstanceOptions = {
     await dispatcher.start(store.kind === 'sqlite');
     if (metrics) metrics.watchWebhooks(dispatcher);
     if ((await store.tokens.list()).length === 0) {
-      process.stderr.write(
-        'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
-          'plantstore: create one with:  npx plantstore token create --name <name>\n',
-      );
+      process.stderr.write(noTokenMessage(config.database, process.argv[1], process.cwd()));
     }
     const port = await claimPort(config.host, config.port);
     pool = new WorkerPool({
