@@ -132,6 +132,9 @@ export const DEFAULT_MAX_PENDING_REQUESTS = 1024;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** Standard Webhooks' schedule, with 10 h steps until about three days have passed. */
+/** The database when DATABASE_URL is unset: a SQLite file under the folder the process starts in. */
+export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db';
+
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h,10h,10h,10h,10h';
 
 function retrySchedule(env: Env): number[] {
@@ -195,7 +198,7 @@ function trustProxy(env: Env): string[] {
 }
 
 function database(env: Env, cwd: string): DatabaseConfig {
-  const raw = read(env, 'DATABASE_URL')?.trim() || 'sqlite:./data/plantstore.db';
+  const raw = read(env, 'DATABASE_URL')?.trim() || DEFAULT_DATABASE_URL;
   if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
     try {
       new URL(raw);

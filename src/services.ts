@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { TokenAuthenticator } from './auth/authenticator.js';
+import { noTokenMessage } from './auth/token-hint.js';
 import type { Config } from './config.js';
 import { Readiness } from './health/readiness.js';
 import { Metrics } from './metrics.js';
@@ -142,10 +143,7 @@ export async function startProcessServices(config: Config, store: Store, log: Lo
     await dispatcher.start(store.kind === 'sqlite');
     metrics?.watchWebhooks(dispatcher);
     if ((await store.tokens.list()).length === 0) {
-      process.stderr.write(
-        'plantstore: no API token exists yet, so every request to /plants will be refused with 401.\n' +
-          'plantstore: create one with:  npx plantstore token create --name <name>\n',
-      );
+      process.stderr.write(noTokenMessage(config.database, process.argv[1], process.cwd()));
     }
   } catch (error) {
     await dispatcher.stop();

@@ -38,6 +38,6 @@ export function sqlitePathFor(config: Config, command: string): string {
   if (config.database.kind === 'sqlite') return config.database.path;
   throw new WrongDatabaseError(
     `${command} works on a SQLite database, and DATABASE_URL is PostgreSQL, whose own tools do this consistently while it serves: ` +
-      'pg_dump --format=custom --file=FILE "$DATABASE_URL" to back up, pg_restore --clean --if-exists --dbname="$DATABASE_URL" FILE to restore',
+      '(umask 077 && pg_dump --format=custom --file=FILE "$DATABASE_URL") to back up (the dump holds token hashes and webhook secrets), pg_restore --clean --if-exists --dbname="$DATABASE_URL" FILE to restore',
   );
 }

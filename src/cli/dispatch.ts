@@ -3,7 +3,7 @@
  * and turns whatever it throws into a line on stderr and an exit code (exit-codes.ts). The launcher
  * (plantstore.ts) imports this module, or runs it as the script of a child Node with a bounded heap.
  */
-import { loadConfig, type Config } from '../config.js';
+import { DEFAULT_DATABASE_URL, loadConfig, type Config } from '../config.js';
 import type { Command } from './command.js';
 import * as backup from './commands/backup.js';
 import * as copy from './commands/copy.js';
@@ -38,7 +38,7 @@ const COMMANDS: ReadonlyMap<string, Command> = new Map<string, Command>([
 
 const HELP_FLAGS = new Set(['--help', '-h']);
 
-const SETTINGS = 'Every command reads DATABASE_URL (default sqlite:./data/plantstore.db). See README.md for all settings.';
+const SETTINGS = `Every command reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}). Every setting: docs/configuration.md (in the package and the repository).`;
 
 /** Every command's usage, for `plantstore --help`. */
 function fullUsage(): string {

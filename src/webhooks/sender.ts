@@ -141,8 +141,8 @@ class Attempt implements Dispatcher.DispatchHandler {
  * address check at connect time (guardedConnector), no redirects (a dispatch follows none), one time limit over the
  * whole attempt, and an answer read only up to ANSWER_BODY_LIMIT_BYTES and never trusted. It uses undici's dispatch
  * API rather than `request()`, which would make a body stream and a promise chain per answer only to throw them
- * away; an attempt is made for every create and subscription, so that cost is paid per create (BENCHMARKS.md,
- * "Webhook").
+ * away; an attempt is made for every create and subscription, so that cost is paid per create
+ * (docs/benchmarks/notes.md, "Webhook: where an event's CPU goes").
  */
 export class WebhookSender {
   readonly #agent: Agent;

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { hashToken } from '../../src/auth/tokens.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
@@ -138,13 +140,38 @@ describe('the plantstore CLI and server process', () => {
     }
   });
 
-  it('tells the operator on stderr how to create a token when none exists', async () => {
+  it('tells the operator on stderr how to create a token when none exists, for the database it serves', async () => {
     const empty = await sqliteDatabase();
     try {
       const server = await startServer({ DATABASE_URL: empty.url });
       assert.equal((await server.stop()).code, 0);
-      assert.match(server.output().stderr, /no API token exists yet[\s\S]*plantstore token create --name/);
+      assert.match(server.output().stderr, /no API token exists yet/);
+      // A checkout's server (dist/src/cli/plantstore.js) on a file of its own: npx, with that file.
+      assert.ok(
+        server.output().stderr.includes(`plantstore: create one with:  DATABASE_URL=${empty.url} npx plantstore token create --name <name>\n`),
+        server.output().stderr,
+      );
     } finally {
+      await empty.cleanup();
+    }
+  });
+
+  it("gives an installed plantstore's hint its own bin path, which works from any folder", async () => {
+    const empty = await sqliteDatabase();
+    const prefix = mkdtempSync(path.join(os.tmpdir(), 'plantstore-bin-'));
+    try {
+      // What npm install -g --prefix PREFIX makes: PREFIX/bin/plantstore, a link to the CLI.
+      const bin = path.join(prefix, 'bin', 'plantstore');
+      mkdirSync(path.dirname(bin));
+      symlinkSync(CLI, bin);
+      const server = await startServer({ DATABASE_URL: empty.url }, { nodeArgs: [bin, 'serve'] });
+      assert.equal((await server.stop()).code, 0);
+      assert.ok(
+        server.output().stderr.includes(`plantstore: create one with:  DATABASE_URL=${empty.url} ${bin} token create --name <name>\n`),
+        server.output().stderr,
+      );
+    } finally {
+      rmSync(prefix, { recursive: true, force: true });
       await empty.cleanup();
     }
   });

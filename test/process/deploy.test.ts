@@ -63,6 +63,11 @@ before(() => {
   fs.mkdirSync(path.join(root, path.dirname(installedCommand)), { recursive: true });
   // What `npm install -g` puts there is a link to the CLI; verify needs only an executable at that path.
   fs.writeFileSync(path.join(root, installedCommand), '#!/bin/sh\n', { mode: 0o755 });
+  // ExecReload= runs `kill` from systemd's search path, which verify looks up under the root: the host's own.
+  const kill = ['/usr/bin/kill', '/bin/kill'].find((file) => fs.existsSync(file));
+  assert.ok(kill, 'kill is installed (Debian: procps)');
+  fs.mkdirSync(path.join(root, 'usr/bin'), { recursive: true });
+  fs.copyFileSync(kill, path.join(root, 'usr/bin/kill'));
 });
 after(() => fs.rmSync(root, { recursive: true, force: true }));
 
@@ -97,6 +102,12 @@ for (const { file, verifyAs } of [
         assert.match(value(unit, 'Service', 'WorkingDirectory') ?? '', /^\/var\/lib\/plantstore$/);
         assert.ok(directives(unit, 'Service').some(([key, v]) => key === 'Environment' && v === 'DATABASE_URL=sqlite:/var/lib/plantstore/plantstore.db'));
       }
+    });
+
+    it('reloads with SIGHUP (systemctl reload, as docs/deploying.md recommends for a renewed certificate), and believes the proxy on loopback', () => {
+      assert.equal(value(unit, 'Service', 'ExecReload'), 'kill -HUP $MAINPID');
+      const trusted = directives(unit, 'Service').find(([key, v]) => key === 'Environment' && v.startsWith('TRUST_PROXY='))?.[1];
+      assert.equal(trusted, 'TRUST_PROXY=loopback', 'behind nginx.conf on the same machine, clients are not all 127.0.0.1');
     });
 
     it("stops with SIGTERM and gives the server's shutdown (SHUTDOWN_TIMEOUT_MS) time before any SIGKILL", () => {

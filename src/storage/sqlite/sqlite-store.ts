@@ -17,7 +17,7 @@ import { SqliteWriter } from './writer.js';
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
  * past the end of the database in SQLite's page cache, and the next commit then scans the cache's whole hash
  * table to drop it: a cost per commit that grows with the cache, more than the extra page reads a smaller cache
- * causes (they come from the OS page cache). The sizes measured are in BENCHMARKS.md ("Random ids at 5 million rows").
+ * causes (they come from the OS page cache). The sizes measured are in docs/benchmarks/notes.md ("Random ids at 5 million rows").
  */
 const WRITER_CACHE_MIB = 16;
 const READER_CACHE_MIB = 16;
@@ -31,7 +31,7 @@ const HEARTBEAT_LOCK_WAIT_MS = 1000;
  * creates is one transaction and one fsync, and the loop waits for that fsync. That wait is cheaper than any
  * hand-off: requests arriving meanwhile queue in the kernel and make the next batch bigger, while a writer thread
  * sharing the core, or an fdatasync on the thread pool with the loop going on, made batches smaller and each create
- * dearer (measured in BENCHMARKS.md). A lock held by another process must not block the loop, so the write connection never waits
+ * dearer (measured in docs/benchmarks/notes.md, "Where the time goes"). A lock held by another process must not block the loop, so the write connection never waits
  * for a lock itself (busy timeout 0): a write that finds the lock taken is retried on a timer, up to the busy
  * timeout. Reads use a second connection, which WAL does not make wait for a writer; in the rare cases where a read
  * meets a lock (another connection rebuilding the WAL index after a process crashed mid-write) it is retried the same
