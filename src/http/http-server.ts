@@ -5,6 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import { CONNECTION_LIMITS, ConnectionBounds } from './connection-bounds.js';
 import { ApiError, BadRequestError, ExpectationFailedError, NotImplementedError } from './errors.js';
+import { secureContextOptions, type ServedPair } from './tls.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -70,7 +71,7 @@ export function httpServer(
   handler: Handler,
   http: Config['http'],
   log: FastifyBaseLogger,
-  tls?: { readonly cert: Buffer; readonly key: Buffer },
+  tls?: ServedPair,
 ): Server {
   const bounds = new ConnectionBounds(handler, CONNECTION_LIMITS, (socket, why) =>
     log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`),
@@ -86,7 +87,7 @@ export function httpServer(
   } as ServerOptions & { shouldUpgradeCallback: (request: IncomingMessage) => boolean };
   // Typed as node:http's: to everything here and in the app an https.Server is one (its requests and replies are node:http's).
   const server = tls
-    ? (createHttpsServer({ ...options, handshakeTimeout: http.headersTimeoutMs, cert: tls.cert, key: tls.key }, bounds.handle) as unknown as Server)
+    ? (createHttpsServer({ ...options, handshakeTimeout: http.headersTimeoutMs, ...secureContextOptions(tls) }, bounds.handle) as unknown as Server)
     : createServer(options, bounds.handle);
   server.requestTimeout = http.requestTimeoutMs;
   server.keepAliveTimeout = http.keepAliveTimeoutMs;

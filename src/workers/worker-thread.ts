@@ -9,7 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../app.js';
-import { logTransportSecurity, serveCertificate, type TlsCredentials } from '../http/tls.js';
+import { logTransportSecurity, serveCertificate, type ServedPair, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
 import { startServices, type Services } from '../services.js';
 import type { Store } from '../storage/store.js';
@@ -24,7 +24,7 @@ const { config, slot, memory, port: listenPort, tls: given, announce } = workerD
 // Structured clone turned the Buffers into Uint8Arrays.
 const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
 /** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
-let servedPair: { readonly cert: Uint8Array; readonly key: Uint8Array } | undefined = credentials;
+let servedPair: ServedPair | undefined = credentials;
 
 // Synchronous writes of whole lines to the process's stdout: each worker's lines are whole among the others', and a
 // worker that dies has written every line it logged.

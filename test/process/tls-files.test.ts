@@ -8,8 +8,11 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, w
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { readTlsCredentials, TlsFileError } from '../../src/http/tls.js';
+import { DEFAULT_TLS_POLICY, readTlsCredentials as readWithPolicy, TlsFileError } from '../../src/http/tls.js';
 import { issueServerCertificate, makeCertificateAuthority, type CertificateAuthority, type ServerCertificate } from '../helpers/certificates.js';
+
+/** The files under the default policy (TLS_MIN_VERSION, TLS_CIPHERS unset). */
+const readTlsCredentials = (files: { certFile: string; keyFile: string }) => readWithPolicy({ ...files, policy: DEFAULT_TLS_POLICY });
 
 describe('reading the TLS certificate and key', () => {
   let dir: string;
@@ -126,7 +129,7 @@ describe('reading the TLS certificate and key', () => {
         mkdirSync(folder, { recursive: true, mode: 0o700 });
         return { certFile: files(server.chain, server.key).certFile, keyFile: folder };
       },
-      message: (g) => new RegExp(`^TLS_KEY_FILE ${g.keyFile} is not a regular file$`),
+      message: (g) => new RegExp(`^TLS_KEY_FILE ${g.keyFile} is not a regular file: it is a directory$`),
     },
   ];
   for (const { what, given, message } of unusable) {
