@@ -39,6 +39,7 @@ const drain = () =>
   (draining ??= (async () => {
     // As the single-threaded server closes (src/server.ts): stop accepting and answer what is in flight, drain the
     // services (their writes still reach the main thread, which outlives every worker), then close storage.
+    services?.readiness.startDraining();
     let appFailure: { error: unknown } | undefined;
     await app?.close().catch((error: unknown) => {
       appFailure = { error };
