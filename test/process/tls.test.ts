@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { connect, type Socket } from 'node:net';
 import os from 'node:os';
@@ -213,8 +213,27 @@ describe('plantstore serve over TLS', () => {
         problem: new RegExp(`TLS_CERT_FILE ${certFile} holds no PEM certificate`),
       },
       {
+        // A writer that never comes: opening it would wait for ever, and a reload that waits keeps every later one waiting.
+        what: 'a named pipe (FIFO) as the certificate file',
+        write: () => {
+          rmSync(certFile);
+          assert.equal(spawnSync('mkfifo', [certFile]).status, 0);
+        },
+        problem: new RegExp(`TLS_CERT_FILE ${certFile} is not a regular file: it is a named pipe \\(FIFO\\)`),
+      },
+      {
+        what: 'a directory as the key file',
+        write: () => {
+          rmSync(keyFile);
+          mkdirSync(keyFile, { mode: 0o700 });
+        },
+        problem: new RegExp(`TLS_KEY_FILE ${keyFile} is not a regular file: it is a directory`),
+      },
+      {
         what: 'a key readable by others',
         write: () => {
+          rmSync(certFile);
+          rmSync(keyFile, { recursive: true });
           replaceFile(certFile, other.chain, 0o644);
           replaceFile(keyFile, other.key, 0o644);
         },
