@@ -7,13 +7,14 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
-import { CLI, freePort, startServer } from '../helpers/process.js';
+import { CLI, freePort, parseResponse, startServer } from '../helpers/process.js';
 import { waitFor } from '../helpers/wait.js';
 
 const BLOCK_LOOP_ON_SIGTERM = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'helpers', 'block-loop-on-sigterm.js');
@@ -157,6 +158,107 @@ for (const workers of [1, 2]) {
         assert.ok(elapsed < SHUTDOWN_TIMEOUT_MS + 1000, `ended ${Math.round(elapsed)} ms after SIGTERM`);
         assert.equal(signal, 'SIGKILL', 'killed by the watchdog: the blocked process could not exit by itself');
         assert.match(server.output().stderr, /shutdown watchdog: the server \(pid \d+\) has not ended by its deadline; still pending: .+; killing it with SIGKILL/);
+      } finally {
+        await server.kill();
+      }
+    });
+  });
+}
+
+/** How keep-alive connections that loop `GET path` ended: answered, or lost (reset, or closed with a request unanswered). */
+interface LoadOutcome {
+  answered: number;
+  statuses: Map<number, number>;
+  /** Reset (ECONNRESET, EPIPE) or closed by the server while a request sent on it was unanswered. */
+  lost: number;
+  /** Ended after an answer that said Connection: close. */
+  closedCleanly: number;
+  refused: number;
+}
+
+/**
+ * `connections` clients, each sending `GET path` on one keep-alive connection, the next as soon as the answer is in,
+ * and opening a new connection when one ends, until stop() is called.
+ */
+function loopRequests(port: number, connections: number, path: string) {
+  const outcome: LoadOutcome = { answered: 0, statuses: new Map(), lost: 0, closedCleanly: 0, refused: 0 };
+  let stopped = false;
+  const request = `GET ${path} HTTP/1.1\r\nHost: localhost\r\n\r\n`;
+  const client = () => {
+    if (stopped) return;
+    const socket = connect(port, '127.0.0.1');
+    let buffered = Buffer.alloc(0);
+    let waiting = false;
+    let closeAnnounced = false;
+    let ended = false;
+    const end = (counted: keyof Omit<LoadOutcome, 'answered' | 'statuses'> | undefined) => {
+      if (ended) return;
+      ended = true;
+      if (counted) outcome[counted] += 1;
+      socket.destroy();
+      setImmediate(client);
+    };
+    socket.on('connect', () => {
+      socket.write(request);
+      waiting = true;
+    });
+    socket.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      for (let answer = parseResponse(buffered); answer; answer = parseResponse(buffered)) {
+        buffered = buffered.subarray(buffered.indexOf('\r\n\r\n') + 4 + Number(answer.headers['content-length'] ?? 0));
+        outcome.answered += 1;
+        outcome.statuses.set(answer.status, (outcome.statuses.get(answer.status) ?? 0) + 1);
+        waiting = false;
+        if (answer.headers.connection === 'close') closeAnnounced = true;
+        else if (stopped) end(undefined);
+        else {
+          socket.write(request);
+          waiting = true;
+        }
+      }
+    });
+    socket.on('error', (error: NodeJS.ErrnoException) => end(error.code === 'ECONNREFUSED' ? 'refused' : 'lost'));
+    socket.on('close', () => end(waiting ? 'lost' : closeAnnounced ? 'closedCleanly' : undefined));
+  };
+  for (let index = 0; index < connections; index += 1) client();
+  return {
+    outcome,
+    stop: () => {
+      stopped = true;
+    },
+  };
+}
+
+for (const workers of [1, 2]) {
+  describe(`plantstore serve with WORKERS=${workers}: draining on SIGTERM under load`, () => {
+    let db: TestDatabase;
+
+    before(async () => {
+      db = await sqliteDatabase();
+    });
+    after(async () => {
+      await db?.cleanup();
+    });
+
+    it('answers /readyz 503 at once, serves every connection it accepted, and loses none of 32 busy keep-alive connections', async () => {
+      const server = await startServer({ DATABASE_URL: db.url, WORKERS: String(workers) });
+      try {
+        const load = loopRequests(server.port, 32, '/healthz');
+        const readiness = loopRequests(server.port, 1, '/readyz');
+        await waitFor('load on every connection', () => load.outcome.answered > 2000 && (readiness.outcome.statuses.get(200) ?? 0) > 0, { timeoutMs: 20_000 });
+        const exit = server.stop('SIGTERM', 20_000);
+        const signalled = performance.now();
+        const drainedIn = await waitFor('/readyz to answer 503', () => readiness.outcome.statuses.has(503), { timeoutMs: 5000, intervalMs: 1 }).catch(() => undefined);
+        const { code } = await exit;
+        load.stop();
+        readiness.stop();
+        assert.equal(code, 0, server.output().stderr);
+        assert.ok(drainedIn !== undefined, `/readyz never answered 503 after SIGTERM: ${JSON.stringify([...readiness.outcome.statuses])}`);
+        assert.ok(drainedIn < 1000, `/readyz answered 503 ${Math.round(drainedIn)} ms after SIGTERM`);
+        assert.ok(performance.now() - signalled < 10_000);
+        assert.equal(load.outcome.lost, 0, `connections reset or closed with a request unanswered: ${JSON.stringify(load.outcome)}`);
+        assert.equal(load.outcome.closedCleanly, 32, `every busy connection ended after an answer saying Connection: close: ${JSON.stringify(load.outcome)}`);
+        assert.deepEqual([...load.outcome.statuses.keys()], [200]);
       } finally {
         await server.kill();
       }
