@@ -142,12 +142,14 @@ function webhooks(env: Env): WebhookConfig {
 function tls(env: Env, cwd: string): TlsConfig | null {
   const certFile = read(env, 'TLS_CERT_FILE')?.trim() || undefined;
   const keyFile = read(env, 'TLS_KEY_FILE')?.trim() || undefined;
+  // Checked with TLS off too: a policy set for when it is turned on fails now, not then.
+  const policy = tlsPolicy(env);
   if (certFile === undefined && keyFile === undefined) return null;
   if (certFile === undefined || keyFile === undefined) {
     const [missing, given] = certFile === undefined ? (['TLS_CERT_FILE', 'TLS_KEY_FILE'] as const) : (['TLS_KEY_FILE', 'TLS_CERT_FILE'] as const);
     throw new ConfigError(missing, `is not set but ${given} is: set both TLS_CERT_FILE and TLS_KEY_FILE to serve HTTPS, or neither`);
   }
-  return { certFile: path.resolve(cwd, certFile), keyFile: path.resolve(cwd, keyFile), policy: tlsPolicy(env) };
+  return { certFile: path.resolve(cwd, certFile), keyFile: path.resolve(cwd, keyFile), policy };
 }
 
 const TLS_MIN_VERSIONS: readonly TlsMinVersion[] = ['TLSv1.2', 'TLSv1.3'];
