@@ -26,6 +26,8 @@ process.stdin.on('data', (chunk: string) => {
   if (partial.length > 4096) partial = '';
 });
 process.stdin.on('end', () => process.exit(0));
+// Signals meant for the server (a terminal closing, a supervisor signalling a group) do not end the watchdog.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => undefined);
 process.stdin.on('error', () => process.exit(0));
 
 setTimeout(() => {

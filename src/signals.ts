@@ -71,7 +71,12 @@ export function startShutdownWatchdog(deadline: number, failed: (error: Error) =
   let child: ChildProcessByStdio<Writable, null, null>;
   try {
     // Neither the server's Node flags nor its environment (NODE_OPTIONS' hooks): the watchdog needs little and must start fast.
-    child = spawn(process.execPath, [WATCHDOG_SCRIPT, String(process.pid), String(deadline)], { stdio: ['pipe', 'ignore', 'inherit'], env: {} });
+    child = spawn(process.execPath, [WATCHDOG_SCRIPT, String(process.pid), String(deadline)], {
+      stdio: ['pipe', 'ignore', 'inherit'],
+      env: {},
+      // A process group of its own: a second Ctrl-C, which reaches the server's whole group, must not end it too.
+      detached: true,
+    });
   } catch (error) {
     failed(error as Error);
     return undefined;
