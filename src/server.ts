@@ -2,6 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from './http/tls.js';
+import { stopAccepting } from './http/graceful-close.js';
 import { createLogger } from './log.js';
 import { onServeSignal, startShutdownWatchdog, type ShutdownWatchdog } from './signals.js';
 import { startServices, type Services } from './services.js';
@@ -60,6 +61,7 @@ function closer(app: FastifyInstance, services: Services, store: Store): Running
   return (progress = () => undefined) =>
     (closing ??= (async () => {
       services.readiness.startDraining();
+      stopAccepting(app.server);
       // Storage is closed even when closing the app fails, so whatever was committed is left checkpointable and
       // every connection released; the app's failure is still reported.
       let appFailure: { error: unknown } | undefined;

@@ -10,18 +10,13 @@ import type { Server } from 'node:http';
 export const IDLE_CLOSE_GRACE_MS = 500;
 
 /**
- * Makes `server.close()` gentle on connections, in two ways.
- *
- * - It stops accepting only after the event loop has polled once more, so that connections the kernel completed
- *   and queued for this listener (which it resets when the listener closes) are accepted and served first. Under
- *   load the loop may not have polled for a while, and with WORKERS > 1 each worker's listener has a queue of its own.
- * - It leaves idle keep-alive connections alone for IDLE_CLOSE_GRACE_MS, then closes those still idle, again every
- *   IDLE_CLOSE_GRACE_MS until the server has closed. Node's close() calls closeIdleConnections() at once (and
- *   Fastify's close again), destroying every connection between two requests, which under load is about half of
- *   them, some with a request already on the way (issue 30: 6 to 29 connections lost per SIGTERM under 32
- *   connections of load).
+ * Makes closing `server` leave idle keep-alive connections alone for IDLE_CLOSE_GRACE_MS, then close those still
+ * idle, again every IDLE_CLOSE_GRACE_MS until the server has closed. Node's close() calls closeIdleConnections() at
+ * once (and Fastify's close again), destroying every connection between two requests, which under load is about half
+ * of them, some with a request already on the way (issue 30: 6 to 29 connections lost per SIGTERM under 32
+ * connections of load).
  */
-export function closeGently(server: Server, graceMs: number = IDLE_CLOSE_GRACE_MS): void {
+export function closeIdleConnectionsAfterGrace(server: Server, graceMs: number = IDLE_CLOSE_GRACE_MS): void {
   const closeIdleNow = server.closeIdleConnections.bind(server);
   let sweep: NodeJS.Timeout | undefined;
   // Nothing else here calls it: only the close of the server does.
@@ -29,10 +24,15 @@ export function closeGently(server: Server, graceMs: number = IDLE_CLOSE_GRACE_M
     sweep ??= setInterval(closeIdleNow, graceMs).unref();
   };
   server.once('close', () => clearInterval(sweep));
-  const closeNow = server.close.bind(server);
-  // Two turns: the first may fall in the poll phase that is running now; the second comes after a poll of its own.
-  server.close = ((callback?: (error?: Error) => void) => {
-    setImmediate(() => setImmediate(() => closeNow(callback)));
-    return server;
-  }) as Server['close'];
+}
+
+/**
+ * The first step of a graceful close, before the app's (Fastify's) own: the listener stops accepting now. Fastify's
+ * close first marks every answer `Connection: close`, and only after its preClose hooks closes the listener; a
+ * client told to reconnect in between would land in the listener's queue, which the kernel resets when the listener
+ * closes. Closed first, the port refuses the reconnection instead, and the client tries elsewhere. Connections
+ * already accepted are untouched: the server's 'close' still waits for every one of them (Fastify's close too).
+ */
+export function stopAccepting(server: Server): void {
+  if (server.listening) server.close();
 }

@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import { CONNECTION_LIMITS, ConnectionBounds } from './connection-bounds.js';
 import { ApiError, BadRequestError, ExpectationFailedError, NotImplementedError } from './errors.js';
-import { closeGently } from './graceful-close.js';
+import { closeIdleConnectionsAfterGrace } from './graceful-close.js';
 import { secureContextOptions, type ServedPair } from './tls.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
@@ -106,7 +106,7 @@ export function httpServer(
     handler(request, response);
   });
   server.on('close', () => bounds.stop());
-  closeGently(server);
+  closeIdleConnectionsAfterGrace(server);
   return server;
 }
 

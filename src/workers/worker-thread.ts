@@ -9,6 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../app.js';
+import { stopAccepting } from '../http/graceful-close.js';
 import { logTransportSecurity, serveCertificate, type ServedPair, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
 import { startServices, type Services } from '../services.js';
@@ -40,6 +41,7 @@ const drain = () =>
     // As the single-threaded server closes (src/server.ts): stop accepting and answer what is in flight, drain the
     // services (their writes still reach the main thread, which outlives every worker), then close storage.
     services?.readiness.startDraining();
+    if (app) stopAccepting(app.server);
     let appFailure: { error: unknown } | undefined;
     await app?.close().catch((error: unknown) => {
       appFailure = { error };
