@@ -3,8 +3,10 @@ import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from './http/tls.js';
+import { stopAccepting } from './http/graceful-close.js';
 import { createLogger } from './log.js';
 import type { Metrics } from './metrics.js';
+import { onServeSignal, startShutdownWatchdog, type ShutdownWatchdog } from './signals.js';
 import { startServices, type MainServices, type ProcessOptions } from './services.js';
 import { openStore, type OpenOptions } from './storage/open.js';
 import { startTracing, stopTracing } from './tracing/tracing.js';
@@ -23,8 +25,8 @@ export interface RunningServer {
   readonly workers: WorkerPool | undefined;
   /** SIGHUP: re-reads TLS_CERT_FILE and TLS_KEY_FILE and serves new connections with them, in every thread. */
   reloadCertificate(): Promise<void>;
-  /** Stops accepting, answers every request in flight (their writes committed), closes storage. */
-  close(): Promise<void>;
+  /** Stops accepting, answers every request in flight (their writes committed), closes storage; tells `progress` each step. */
+  close(progress?: (pending: string) => void): Promise<void>;
 }
 
 /** What the entry and tests may change about how a server starts. */
@@ -106,79 +108,112 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
 /**
  * Stops accepting, answers every request in flight (every thread's: a worker's writes still reach the main thread,
  * which outlives every worker), drains the services (every accepted write answered, the last token uses written),
- * then closes storage; once, however often it is called.
+ * then closes storage; once, however often it is called. /readyz answers 503 from the first instruction, so a load
+ * balancer stops sending before the listener closes. `progress` is told each step as it starts.
  */
-function closer(app: FastifyInstance, workers: WorkerPool | undefined, services: MainServices, store: Store): () => Promise<void> {
+function closer(app: FastifyInstance, workers: WorkerPool | undefined, services: MainServices, store: Store): RunningServer['close'] {
   let closing: Promise<void> | undefined;
-  return () =>
+  return (progress = () => undefined) =>
     (closing ??= (async () => {
+      services.readiness.startDraining();
+      stopAccepting(app.server);
       // Storage is closed even when closing the app fails, so whatever was committed is left checkpointable and
       // every connection released; the app's failure is still reported.
       let appFailure: { error: unknown } | undefined;
+      progress('the HTTP server: connections still open, requests in flight' + (workers ? ', in every thread' : ''));
       await Promise.all([
         app.close().catch((error: unknown) => {
           appFailure = { error };
         }),
         workers?.stop(),
       ]);
+      progress('the services: creates queued for storage, the webhook dispatcher, token uses to record');
       await services.close();
+      progress('closing storage');
       await store.close();
       await stopTracing();
       if (appFailure) throw appFailure.error;
     })());
 }
 
+/** How long after SHUTDOWN_TIMEOUT_MS the watchdog kills a server that has not managed to exit by itself. */
+const WATCHDOG_GRACE_MS = 500;
+
 /**
  * Runs until SIGTERM or SIGINT, then shuts down gracefully and exits 0 (1 if that takes too long). Signals that come
  * while it shuts down are noted and change nothing: Ctrl-C in a terminal reaches both `npm start` and the server,
- * and npm passes its copy on, so one keystroke is two SIGINTs. SHUTDOWN_TIMEOUT_MS bounds the shutdown; SIGKILL
- * ends it at once. SIGHUP reloads the TLS certificate and key.
+ * and npm passes its copy on, so one keystroke is two SIGINTs. SIGHUP reloads the TLS certificate and key.
+ *
+ * Signals are caught from the launcher's first instruction (src/signals.ts): one that came before this runs is
+ * handled now, and one during start-up too: SIGTERM waits for the start to finish, then shuts down; SIGHUP is logged
+ * and ignored (the start is reading the files anyway). SHUTDOWN_TIMEOUT_MS bounds the shutdown from the signal: at
+ * the deadline the process exits 1, saying what was pending, and if it cannot even do that (its event loop blocked,
+ * its exit waiting on a stuck thread) the watchdog kills it WATCHDOG_GRACE_MS later. SIGKILL ends it at once.
  */
 export async function serveUntilSignalled(config: Config, open: OpenOptions = {}): Promise<void> {
   // WORKERS > 1: worker threads beside the main thread, sharing the port (src/workers/), loaded only then.
   const starting = startServer(config, open);
-  // Handled from before the server listens: with WORKERS > 1 the first worker answers while the others still start,
-  // and a signal then must shut the instance down gracefully once it is up, not end the process where it stands.
   let started: Awaited<typeof starting> | undefined;
   let stopping = false;
-  const shutdown = (signal: NodeJS.Signals) => {
+  let pending = 'the start-up: opening storage, starting the services, listening';
+  let watchdog: ShutdownWatchdog | undefined;
+  const progress = (what: string) => {
+    pending = what;
+    watchdog?.pending(what);
+  };
+  /** Through the logger once there is one; before, a line on stderr, as the command's other start-up messages. */
+  const note = (level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, message: string) => {
+    if (started) started.log[level](fields, message);
+    else process.stderr.write(`plantstore: ${message} ${JSON.stringify(fields)}\n`);
+  };
+
+  const shutdown = (signal: NodeJS.Signals, receivedAt: number) => {
     if (stopping) {
-      started?.log.info({ signal }, 'already shutting down');
+      note('info', { signal }, 'already shutting down');
       return;
     }
     stopping = true;
+    const remainingMs = Math.max(0, config.shutdownTimeoutMs - (performance.now() - receivedAt));
+    watchdog = startShutdownWatchdog(Date.now() + remainingMs + WATCHDOG_GRACE_MS, (error) =>
+      note('warn', { err: error.message }, 'the shutdown watchdog did not start; the deadline is kept by this process alone'),
+    );
+    watchdog?.pending(pending);
     const timer = setTimeout(() => {
-      if (started) started.log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
-      else process.stderr.write(`plantstore: shutdown timed out after ${config.shutdownTimeoutMs} ms, still starting; exiting\n`);
+      note('error', { timeoutMs: config.shutdownTimeoutMs, pending }, 'shutdown timed out; exiting');
       process.exit(1);
-    }, config.shutdownTimeoutMs);
+    }, remainingMs);
     timer.unref();
     // A start that fails is reported by the caller, which exits non-zero.
-    starting.then((server) => {
-      const { log } = server;
-      log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
-      server.close().then(
-        () => {
-          log.info('shut down cleanly');
-          process.exit(0);
-        },
-        (error: unknown) => {
-          log.error({ err: error }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
-    }, () => clearTimeout(timer));
+    starting.then(
+      (server) => {
+        const { log } = server;
+        log.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
+        progress('closing');
+        server.close(progress).then(
+          () => {
+            log.info('shut down cleanly');
+            process.exit(0);
+          },
+          (error: unknown) => {
+            log.error({ err: error }, 'shutdown failed');
+            process.exit(1);
+          },
+        );
+      },
+      () => clearTimeout(timer),
+    );
   };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
+  const stopHandling = onServeSignal((signal, receivedAt) => {
+    if (signal !== 'SIGHUP') shutdown(signal, receivedAt);
+    else if (stopping) note('info', { signal }, 'SIGHUP while shutting down: ignored');
+    // With WORKERS > 1, the main thread reads the files once and every worker serves the pair it read.
+    else if (started) void started.reloadCertificate();
+    else note('info', { signal }, 'SIGHUP during start-up, before the TLS files are read and served: ignored');
+  });
   try {
     started = await starting;
   } catch (error) {
-    process.off('SIGTERM', shutdown);
-    process.off('SIGINT', shutdown);
+    stopHandling();
     throw error;
   }
-  // With WORKERS > 1, the main thread reads the files once and every worker serves the pair it read.
-  const { reloadCertificate } = started;
-  process.on('SIGHUP', () => void reloadCertificate());
 }

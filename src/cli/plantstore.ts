@@ -6,7 +6,7 @@
  * The check comes before any other module of plantstore is loaded: on a release older than `engines.node` the
  * storage driver and the language features the code relies on fail in ways that name neither (Node 20 crashed in
  * the native SQLite module with a segmentation fault). Static imports are evaluated before this module's body, so
- * this file imports only Node's own modules and package-info.js (which does too); everything else is a dynamic import
+ * this file imports only Node's own modules, package-info.js and signals.js (which do too); everything else is a dynamic import
  * after the check. It must also parse on those older releases, which TypeScript's ES2022 output does.
  *
  * export, import and copy stream rows through a live heap that does not depend on the table's size, yet V8, left
@@ -20,7 +20,12 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { catchServeSignals } from '../signals.js';
 import { readPackageInfo, unsupportedNodeMessage } from './package-info.js';
+
+// First: `serve` must not be ended by Node's default action for a signal that comes while it loads and starts
+// (src/signals.ts keeps them until the server handles them).
+if (process.argv[2] === 'serve') catchServeSignals();
 
 const BOUNDED_COMMANDS = new Set(['export', 'import', 'copy']);
 

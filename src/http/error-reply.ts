@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
 import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from '../auth/errors.js';
 import { PlantConflictError, PlantNotFoundError } from '../plants/errors.js';
+import { DrainingError } from '../health/readiness.js';
 import { WriteQueueFullError } from '../plants/write-queue.js';
 import { NO_NUL, type ErrorBody } from '../schemas.js';
 import { NDJSON } from './ndjson.js';
@@ -56,6 +57,8 @@ function fromServiceError(error: Error): ApiError | undefined {
   if (error instanceof MissingScopeError) return new InsufficientScopeError(error.message, error.scope);
   // Storage that cannot serve now, or a queue in front of it that is full: a retry later may work.
   if (error instanceof StorageUnavailableError || error instanceof WriteQueueFullError) return new ServiceUnavailableError(error.message);
+  // /readyz during a shutdown.
+  if (error instanceof DrainingError) return new ServiceUnavailableError(error.message);
   return undefined;
 }
 

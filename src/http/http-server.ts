@@ -5,6 +5,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import { CONNECTION_LIMITS, ConnectionBounds } from './connection-bounds.js';
 import { ApiError, BadRequestError, ExpectationFailedError, NotImplementedError } from './errors.js';
+import { closeIdleConnectionsAfterGrace } from './graceful-close.js';
+import { secureContextOptions, type ServedPair } from './tls.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -78,7 +80,7 @@ export function httpServer(
   handler: Handler,
   http: Config['http'],
   log: FastifyBaseLogger,
-  tls?: { readonly cert: Buffer; readonly key: Buffer },
+  tls?: ServedPair,
   threads = 1,
 ): Server {
   const bounds = new ConnectionBounds(
@@ -98,7 +100,7 @@ export function httpServer(
   } as ServerOptions & { shouldUpgradeCallback: (request: IncomingMessage) => boolean };
   // Typed as node:http's: to everything here and in the app an https.Server is one (its requests and replies are node:http's).
   const server = tls
-    ? (createHttpsServer({ ...options, handshakeTimeout: http.tlsHandshakeTimeoutMs, cert: tls.cert, key: tls.key }, bounds.handle) as unknown as Server)
+    ? (createHttpsServer({ ...options, handshakeTimeout: http.tlsHandshakeTimeoutMs, ...secureContextOptions(tls) }, bounds.handle) as unknown as Server)
     : createServer(options, bounds.handle);
   server.maxConnections = shareOf(http.maxConnections, threads);
   logDroppedConnections(server, log);
@@ -118,6 +120,7 @@ export function httpServer(
     handler(request, response);
   });
   server.on('close', () => bounds.stop());
+  closeIdleConnectionsAfterGrace(server);
   return server;
 }
 

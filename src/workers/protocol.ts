@@ -1,7 +1,7 @@
 /** What the main thread and a worker thread of an instance say to each other (./rpc.ts carries the calls). */
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { Config } from '../config.js';
-import type { TlsCredentials } from '../http/tls.js';
+import type { ServedPair, TlsCredentials } from '../http/tls.js';
 import type { InstanceMemory } from './shared-memory.js';
 import type { PackedOutcomes, PackedPlants } from './wire.js';
 
@@ -26,7 +26,7 @@ export type WorkerOperations = {
   /** This worker's metrics, to be summed with the others'. */
   readonly metrics: readonly [undefined, MetricsSnapshot];
   /** Serve new connections with this certificate chain and key (SIGHUP's reload); open connections keep theirs. */
-  readonly useCertificate: readonly [{ readonly cert: Uint8Array; readonly key: Uint8Array }, void];
+  readonly useCertificate: readonly [ServedPair, void];
   /** Stop accepting, answer every request in flight, close; the worker thread then ends. */
   readonly drain: readonly [undefined, void];
 };

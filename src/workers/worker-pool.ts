@@ -112,7 +112,7 @@ export class WorkerPool {
   async useCertificate(credentials: TlsCredentials): Promise<void> {
     this.#tls = credentials;
     const results = await Promise.allSettled(
-      this.#slots.map(({ endpoint }) => endpoint?.call('useCertificate', { cert: credentials.cert, key: credentials.key })),
+      this.#slots.map(({ endpoint }) => endpoint?.call('useCertificate', { cert: credentials.cert, key: credentials.key, policy: credentials.policy })),
     );
     const failed = results.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
@@ -146,7 +146,7 @@ export class WorkerPool {
   /** Starts a worker in `slot`; resolves with its address once it listens, rejects if it ends before that. */
   #spawn(slot: Slot): Promise<string> {
     const { config, port, memory } = this.#options;
-    const tls = this.#tls && { cert: this.#tls.cert, key: this.#tls.key, certificate: this.#tls.certificate };
+    const tls = this.#tls && { cert: this.#tls.cert, key: this.#tls.key, policy: this.#tls.policy, certificate: this.#tls.certificate };
     const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, tls } satisfies WorkerData });
     const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#options.handlers(this, slot.slot));
     slot.worker = worker;

@@ -10,7 +10,8 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../app.js';
-import { serveCertificate, type TlsCredentials } from '../http/tls.js';
+import { stopAccepting } from '../http/graceful-close.js';
+import { serveCertificate, type ServedPair, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../log.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
 import { createMetrics, logIncidents, startEventLoop, type Services } from '../services.js';
@@ -27,7 +28,7 @@ const { config, slot, memory, port: listenPort, tls: given } = workerData as Wor
 // Structured clone turned the Buffers into Uint8Arrays.
 const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
 /** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
-let servedPair: { readonly cert: Uint8Array; readonly key: Uint8Array } | undefined = credentials;
+let servedPair: ServedPair | undefined = credentials;
 
 // Synchronous writes of whole lines to the process's stdout: each worker's lines are whole among the others', and a
 // worker that dies has written every line it logged.
@@ -43,6 +44,8 @@ const drain = () =>
   (draining ??= (async () => {
     // As the single-threaded server closes (src/server.ts): stop accepting and answer what is in flight, drain the
     // services (their writes still reach the main thread, which outlives every worker), then close storage.
+    services?.readiness.startDraining();
+    if (app) stopAccepting(app.server);
     let appFailure: { error: unknown } | undefined;
     await app?.close().catch((error: unknown) => {
       appFailure = { error };

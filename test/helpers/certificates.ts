@@ -35,6 +35,8 @@ export interface ServerCertificate {
 }
 
 const KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+/** What a server certificate's key is: EC unless a test needs RSA (the static-RSA suites exist only with one). */
+const SERVER_KEYS = { ec: KEY, rsa: ['-newkey', 'rsa:2048', '-nodes'] } as const;
 
 /** A root and an intermediate CA in `dir`. */
 export function makeCertificateAuthority(dir: string): CertificateAuthority {
@@ -53,9 +55,9 @@ export function makeCertificateAuthority(dir: string): CertificateAuthority {
 }
 
 /** A server certificate for localhost and 127.0.0.1, signed by the intermediate, with a key of its own. */
-export function issueServerCertificate(ca: CertificateAuthority, name: string): ServerCertificate {
+export function issueServerCertificate(ca: CertificateAuthority, name: string, keyType: keyof typeof SERVER_KEYS = 'ec'): ServerCertificate {
   const { dir } = ca;
-  openssl(['req', '-new', ...KEY, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=localhost/O=${name}`], dir);
+  openssl(['req', '-new', ...SERVER_KEYS[keyType], '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=localhost/O=${name}`], dir);
   writeFileSync(path.join(dir, `${name}.ext`), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
   openssl([
     'x509', '-req', '-in', `${name}.csr`, '-CA', 'intermediate.pem', '-CAkey', 'intermediate.key', '-CAcreateserial', '-days', '2',

@@ -3,13 +3,17 @@
  * wrong (tls.test.ts runs `plantstore serve` on a few of them, to see the process refuse to start).
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createPrivateKey } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { readTlsCredentials, TlsFileError } from '../../src/http/tls.js';
+import { certificateReloader, DEFAULT_TLS_POLICY, readTlsCredentials as readWithPolicy, TLS_FILE_MAX_BYTES, TlsFileError, type TlsCredentials } from '../../src/http/tls.js';
 import { issueServerCertificate, makeCertificateAuthority, type CertificateAuthority, type ServerCertificate } from '../helpers/certificates.js';
+
+/** The files under the default policy (TLS_MIN_VERSION, TLS_CIPHERS unset). */
+const readTlsCredentials = (files: { certFile: string; keyFile: string }) => readWithPolicy({ ...files, policy: DEFAULT_TLS_POLICY });
 
 describe('reading the TLS certificate and key', () => {
   let dir: string;
@@ -126,7 +130,26 @@ describe('reading the TLS certificate and key', () => {
         mkdirSync(folder, { recursive: true, mode: 0o700 });
         return { certFile: files(server.chain, server.key).certFile, keyFile: folder };
       },
-      message: (g) => new RegExp(`^TLS_KEY_FILE ${g.keyFile} is not a regular file$`),
+      message: (g) => new RegExp(`^TLS_KEY_FILE ${g.keyFile} is not a regular file: it is a directory$`),
+    },
+    {
+      what: 'a named pipe (FIFO) as the certificate, which no one writes to',
+      given: () => {
+        const fifo = path.join(dir, `${count}.fifo.pem`);
+        assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+        return { certFile: fifo, keyFile: files(server.chain, server.key).keyFile };
+      },
+      message: (g) => new RegExp(`^TLS_CERT_FILE ${g.certFile} is not a regular file: it is a named pipe \\(FIFO\\)$`),
+    },
+    {
+      what: 'a device that never ends as the certificate',
+      given: () => ({ certFile: '/dev/zero', keyFile: files(server.chain, server.key).keyFile }),
+      message: () => /^TLS_CERT_FILE \/dev\/zero is not a regular file: it is a character device$/,
+    },
+    {
+      what: 'a certificate file larger than any chain',
+      given: () => files(Buffer.concat([server.chain, Buffer.alloc(TLS_FILE_MAX_BYTES)]), server.key),
+      message: (g) => new RegExp(`^TLS_CERT_FILE ${g.certFile} is ${TLS_FILE_MAX_BYTES + server.chain.length} bytes, more than a certificate or key file can be`),
     },
   ];
   for (const { what, given, message } of unusable) {
@@ -135,4 +158,22 @@ describe('reading the TLS certificate and key', () => {
       assert.match(await refusal(paths), message(paths));
     });
   }
+
+  it('gives up on a reload that hangs, logs it, keeps the previous pair, and honours the next one', async () => {
+    const given = { ...files(server.chain, server.key), policy: DEFAULT_TLS_POLICY };
+    const errors: string[] = [];
+    const infos: string[] = [];
+    const log = { error: (_: unknown, message: string) => errors.push(message), info: (_: unknown, message: string) => infos.push(message), warn: () => undefined };
+    const served: TlsCredentials[] = [];
+    let handOvers = 0;
+    // The first hand-over never completes, as a worker stuck in a long task would leave it.
+    const reload = certificateReloader(log as never, given, (credentials) => (++handOvers === 1 ? new Promise<void>(() => undefined) : void served.push(credentials)), 200);
+    const first = reload();
+    const second = reload();
+    await first;
+    assert.deepEqual(errors, ['TLS certificate not reloaded, still serving the previous one: the servers did not take the new certificate within 200 ms']);
+    await second;
+    assert.equal(served.length, 1, 'the reload after the one that hung was honoured');
+    assert.deepEqual(infos, ['TLS certificate reloaded: new connections get it']);
+  });
 });

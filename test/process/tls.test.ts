@@ -6,13 +6,13 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { connect, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { TLSSocket } from 'node:tls';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import {
   issueServerCertificate,
   makeCertificateAuthority,
@@ -213,8 +213,27 @@ describe('plantstore serve over TLS', () => {
         problem: new RegExp(`TLS_CERT_FILE ${certFile} holds no PEM certificate`),
       },
       {
+        // A writer that never comes: opening it would wait for ever, and a reload that waits keeps every later one waiting.
+        what: 'a named pipe (FIFO) as the certificate file',
+        write: () => {
+          rmSync(certFile);
+          assert.equal(spawnSync('mkfifo', [certFile]).status, 0);
+        },
+        problem: new RegExp(`TLS_CERT_FILE ${certFile} is not a regular file: it is a named pipe \\(FIFO\\)`),
+      },
+      {
+        what: 'a directory as the key file',
+        write: () => {
+          rmSync(keyFile);
+          mkdirSync(keyFile, { mode: 0o700 });
+        },
+        problem: new RegExp(`TLS_KEY_FILE ${keyFile} is not a regular file: it is a directory`),
+      },
+      {
         what: 'a key readable by others',
         write: () => {
+          rmSync(certFile);
+          rmSync(keyFile, { recursive: true });
           replaceFile(certFile, other.chain, 0o644);
           replaceFile(keyFile, other.key, 0o644);
         },
@@ -257,6 +276,88 @@ describe('plantstore serve over TLS', () => {
     const elapsed = performance.now() - started;
     assert.ok(elapsed < HEADERS_TIMEOUT_MS + 4000, `exited ${Math.round(elapsed)} ms after SIGTERM`);
     silent.destroy();
+  });
+});
+
+describe('the TLS policy of plantstore serve', () => {
+  let dir: string;
+  let db: TestDatabase;
+  let ca: CertificateAuthority;
+  let env: Record<string, string>;
+  let server: ServerProcess;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'plantstore-tls-policy-'));
+    ca = makeCertificateAuthority(dir);
+    // RSA: the suites without forward secrecy exchange keys with the certificate's RSA key, so only with one can they be offered.
+    const rsa = issueServerCertificate(ca, 'rsa', 'rsa');
+    const certFile = path.join(dir, 'server-chain.pem');
+    const keyFile = path.join(dir, 'server.key');
+    replaceFile(certFile, rsa.chain, 0o644);
+    replaceFile(keyFile, rsa.key);
+    db = await sqliteDatabase();
+    env = { DATABASE_URL: db.url, TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile };
+    server = await startServer(env, { ca: ca.root });
+  });
+  after(async () => {
+    await server?.kill();
+    await db?.cleanup();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** `openssl s_client` to `port` with `args`, sending nothing: what it printed and how it ended. */
+  const sClient = (port: number, args: readonly string[]) =>
+    spawnSync('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-CAfile', ca.rootFile, ...args], { input: '', encoding: 'utf8', timeout: 10_000 });
+
+  it('serves TLS 1.2 only with ECDHE and an AEAD suite, and TLS 1.3: openssl s_client -tls1_2 -cipher AES128-SHA cannot connect', () => {
+    // Static-RSA key exchange (no forward secrecy) with CBC and with GCM, and ECDHE with CBC: Node's defaults served all.
+    for (const cipher of ['AES128-SHA', 'AES256-SHA', 'AES256-GCM-SHA384', 'ECDHE-RSA-AES128-SHA']) {
+      const refused = sClient(server.port, ['-tls1_2', '-cipher', cipher]);
+      assert.notEqual(refused.status, 0, `${cipher} was accepted: ${refused.stdout}`);
+      assert.match(refused.stdout, /Cipher is \(NONE\)/, cipher);
+    }
+    for (const args of [['-tls1_2', '-cipher', 'ECDHE-RSA-AES128-GCM-SHA256'], ['-tls1_2', '-cipher', 'ECDHE-RSA-CHACHA20-POLY1305'], ['-tls1_3']]) {
+      const accepted = sClient(server.port, args);
+      assert.equal(accepted.status, 0, `${args.join(' ')}: ${accepted.stderr}`);
+      assert.match(accepted.stdout, /New, TLSv1\.[23], Cipher is (ECDHE-RSA-|TLS_)/, args.join(' '));
+    }
+    assert.notEqual(sClient(server.port, ['-tls1_1']).status, 0, 'TLS 1.1 was accepted');
+  });
+
+  it('refuses a renegotiation a client starts on a TLS 1.2 connection', async () => {
+    const socket = tlsConnect({ host: '127.0.0.1', port: server.port, ca: ca.root, servername: 'localhost', maxVersion: 'TLSv1.2' });
+    socket.on('error', () => undefined);
+    await once(socket, 'secureConnect');
+    const outcome = await new Promise<string>((resolve) => {
+      const timer = setTimeout(() => resolve('no outcome within 5 s'), 5000);
+      const settle = (what: string) => {
+        clearTimeout(timer);
+        resolve(what);
+      };
+      socket.once('error', (error) => settle(`refused: ${error.message}`));
+      socket.once('close', () => settle('closed'));
+      if (!socket.renegotiate({ rejectUnauthorized: true }, (error) => settle(error ? `refused: ${error.message}` : 'renegotiated'))) settle('not started');
+    });
+    socket.destroy();
+    assert.match(outcome, /^refused: .*no renegotiation/);
+  });
+
+  it('serves what TLS_CIPHERS and TLS_MIN_VERSION say instead, for operators who must', async () => {
+    const widened = await startServer({ ...env, TLS_CIPHERS: 'AES128-SHA', TLS_MIN_VERSION: 'TLSv1.3' }, { ca: ca.root });
+    try {
+      assert.notEqual(sClient(widened.port, ['-tls1_2', '-cipher', 'AES128-SHA']).status, 0, 'TLS 1.2 served under TLS_MIN_VERSION=TLSv1.3');
+      assert.equal(sClient(widened.port, ['-tls1_3']).status, 0);
+    } finally {
+      await widened.kill();
+    }
+    const legacy = await startServer({ ...env, TLS_CIPHERS: 'AES128-SHA' }, { ca: ca.root });
+    try {
+      const accepted = sClient(legacy.port, ['-tls1_2', '-cipher', 'AES128-SHA']);
+      assert.equal(accepted.status, 0, accepted.stderr);
+      assert.match(accepted.stdout, /Cipher is AES128-SHA/);
+    } finally {
+      await legacy.kill();
+    }
   });
 });
 

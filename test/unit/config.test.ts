@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { CONFIG_VARIABLES, ConfigError } from '../../src/config-variables.js';
-import { AUTO_WORKER_MEMORY_BYTES, loadConfig, type HostFacts } from '../../src/config.js';
+import { AUTO_WORKER_MEMORY_BYTES, DEFAULT_TLS_CIPHERS, loadConfig, type HostFacts } from '../../src/config.js';
 import { poolConfig } from '../../src/storage/postgres/connection.js';
 
 describe('configuration', () => {
@@ -109,7 +109,21 @@ describe('configuration', () => {
     assert.deepEqual(loadConfig({ TLS_CERT_FILE: 'tls/chain.pem', TLS_KEY_FILE: '/etc/plantstore/key.pem' }, '/srv/app').tls, {
       certFile: '/srv/app/tls/chain.pem',
       keyFile: '/etc/plantstore/key.pem',
+      policy: { minVersion: 'TLSv1.2', ciphers: DEFAULT_TLS_CIPHERS },
     });
+  });
+
+  it('serves TLS 1.2 with ECDHE and AEAD suites only, and TLS 1.3, unless TLS_MIN_VERSION or TLS_CIPHERS say otherwise', () => {
+    const files = { TLS_CERT_FILE: 'chain.pem', TLS_KEY_FILE: 'key.pem' };
+    for (const suite of DEFAULT_TLS_CIPHERS.split(':')) assert.match(suite, /^ECDHE-(ECDSA|RSA)-(AES\d+-GCM-SHA\d+|CHACHA20-POLY1305)$/);
+    assert.deepEqual(loadConfig({ ...files, TLS_MIN_VERSION: 'TLSv1.3', TLS_CIPHERS: 'AES128-SHA' }).tls?.policy, { minVersion: 'TLSv1.3', ciphers: 'AES128-SHA' });
+    for (const version of ['TLSv1', 'TLSv1.1', '1.2', 'tls1.3']) {
+      assert.throws(() => loadConfig({ ...files, TLS_MIN_VERSION: version }), (error: unknown) => error instanceof ConfigError && error.variable === 'TLS_MIN_VERSION');
+    }
+    assert.throws(
+      () => loadConfig({ ...files, TLS_CIPHERS: 'NO-SUCH-SUITE' }),
+      (error: unknown) => error instanceof ConfigError && error.variable === 'TLS_CIPHERS' && /NO-SUCH-SUITE/.test(error.message),
+    );
   });
 
   for (const [given, missing] of [
