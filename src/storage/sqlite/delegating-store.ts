@@ -7,7 +7,8 @@
  * is the one open.
  */
 import type { StorageObserver } from '../observer.js';
-import type { CreateOutcome, Plant, PlantStore } from '../plant-store.js';
+import type { CreateOutcome, PlantStore } from '../plant-store.js';
+import type { Plant } from '../../plants/plant.js';
 import type { DelegatedWrites, ServingStore } from '../store.js';
 import type { TokenLookup } from '../token-store.js';
 import { openConnection, translateSqliteError, type Connection, type Unlocked } from './connection.js';

@@ -1,4 +1,5 @@
-import { alreadyStored, type CreateOutcome, type Plant, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import { alreadyStored, type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import type { Plant } from '../../plants/plant.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type Unlocked } from './connection.js';
 import type { SqliteWebhookOutbox } from './webhook-outbox.js';

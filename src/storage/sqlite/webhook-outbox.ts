@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { prepare, prepareValue, prepareWrite, transaction, type Connection, type Runners, type Unlocked, type WriteStatement } from './connection.js';
-import type { CreateOutcome, Plant } from '../plant-store.js';
+import type { CreateOutcome } from '../plant-store.js';
+import type { Plant } from '../../plants/plant.js';
 import { toClaimedEvent, type ClaimedEventRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
 import type { ActiveWebhookSubscription, ClaimedWebhookEvent, SettledAndClaimed, WebhookAttemptResult, WebhookClaim, WebhookOutbox } from '../webhook-store.js';
