@@ -50,8 +50,9 @@ function layerPatterns({ folder, forbidden, packages, why }) {
   return [
     {
       // Relative imports that climb out of the folder into a forbidden one, into the CLI or the entry's workers, or into
-      // the app or the schemas.
-      regex: `^(\\.\\./)+(${forbidden.join('|')}|cli|workers)/|^(\\.\\./)+(app|schemas|server|services|metrics)\\.js$`,
+      // the app or the schemas. src/plants/plant.ts is the exception: a leaf module of plain types (the domain's Plant)
+      // that imports nothing, so importing it pulls no layer above in; storage stores that shape.
+      regex: `^(\\.\\./)+(?!plants/plant\\.js$)(${forbidden.join('|')}|cli|workers)/|^(\\.\\./)+(app|schemas|server|services|metrics)\\.js$`,
       message: `${folder} may not import from ${forbidden.join(', ')}, the CLI, the worker threads of an instance, the app, the HTTP schemas or the metrics: ${why}.`,
     },
     { group: packages, message: `${folder} may not use the HTTP framework or client: ${why}.` },
@@ -107,6 +108,11 @@ export default tseslint.config(
     ...(ignores ? { ignores } : {}),
     rules: { 'no-restricted-imports': ['error', { paths, patterns: [...layerPatterns(storageLayer), ...patterns] }] },
   })),
+  {
+    // Every layer may import src/plants/plant.ts (see layerPatterns) because it imports nothing: keep it a leaf.
+    files: ['src/plants/plant.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ regex: '.', message: 'src/plants/plant.ts is a leaf of plain types that every layer, storage included, imports: it imports nothing.' }] }] },
+  },
   {
     // The CLI reads the environment where it starts a process (NODE_OPTIONS), loads the configuration, and reads a
     // copy target as DATABASE_URL would be read.

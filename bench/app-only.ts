@@ -13,7 +13,8 @@ import { createLogger } from '../src/log.js';
 import { startServices } from '../src/services.js';
 import { SCOPES } from '../src/auth/scopes.js';
 import type { Store } from '../src/storage/store.js';
-import type { CreateOutcome, Plant } from '../src/storage/plant-store.js';
+import type { CreateOutcome } from '../src/storage/plant-store.js';
+import type { Plant } from '../src/plants/plant.js';
 import type { StoredToken } from '../src/storage/token-store.js';
 
 const token = process.env.BENCH_TOKEN;

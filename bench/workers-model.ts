@@ -7,10 +7,10 @@
  *                  the process's CPU per create less the main thread's)
  *   --per-commit   the main thread's CPU per commit that grows neither with its rows nor with its batches: the
  *                  transaction, the fsync's kernel time
- *   --per-batch    the main thread's CPU per worker batch it merges: receiving the message, answering it (bench:writer
+ *   --per-batch    the main thread's CPU per worker batch it merges: receiving the message, answering it (bench:commits
  *                  --handoff-only's fit per commit, at one batch per commit)
  *   --per-row      the main thread's CPU per row: SQLite's insert and the row's share of decoding and answering
- *   --commit-wait  wall time per commit the main thread waits off-CPU: the fsync (bench:writer: mainIdleMicrosPerCommit
+ *   --commit-wait  wall time per commit the main thread waits off-CPU: the fsync (bench:commits: mainIdleMicrosPerCommit
  *                  at the largest batches)
  *
  * The one writer commits back to back once busy, each commit holding every row that arrived during the previous one,

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { ErrorBody, PlantBody } from '../schemas.js';
-import type { Plant } from '../storage/plant-store.js';
+import type { Plant } from '../plants/plant.js';
 import { isBlank, readLines, type InputLine } from '../transfer/lines.js';
 
 const TIMED_OUT = Symbol('timedOut');

@@ -1,4 +1,5 @@
-import type { CreateOutcome, Plant, PlantListQuery, PlantStore } from '../storage/plant-store.js';
+import type { CreateOutcome, PlantListQuery, PlantStore } from '../storage/plant-store.js';
+import type { Plant } from './plant.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
 import type { WriteQueue } from './write-queue.js';
 

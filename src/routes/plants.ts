@@ -14,7 +14,7 @@ import {
   type PlantSchemas,
   type StoredPlantBody,
 } from '../schemas.js';
-import type { Plant } from '../storage/plant-store.js';
+import type { Plant } from '../plants/plant.js';
 
 /** The API's Plant: `tag` only when the plant has one, and never the id. */
 export function toPlantBody(plant: Plant): PlantBody {

@@ -4,15 +4,7 @@
  * src/storage/postgres/plants.ts); test/storage/storage-contract.test.ts holds the two to the same rules.
  */
 
-/**
- * A plant: the exact int64 id, the name, and the tag or null when it has none. One shape for a plant to create, a
- * plant stored and a plant the domain answers with; defined here, at the bottom, since storage may import nothing above it.
- */
-export interface Plant {
-  readonly id: bigint;
-  readonly name: string;
-  readonly tag: string | null;
-}
+import { isSamePlant, type Plant } from '../plants/plant.js';
 
 /** One keyset page of plants: ascending id order, strictly after `after` when given, only with `tag` when given. */
 export interface PlantListQuery {
@@ -33,14 +25,6 @@ export type CreateOutcome =
   | { readonly kind: 'conflict'; readonly stored: Plant }
   /** This row alone could not be stored; the rest of its batch is unaffected. */
   | { readonly kind: 'failed'; readonly error: Error };
-
-/**
- * Whether a create of `wanted` where `stored` has its id is a replay (the same name and tag) rather than a conflict.
- * One rule for every way in: POST /plants, `plantstore import`, `plantstore copy`.
- */
-export function isSamePlant(stored: Plant, wanted: Plant): boolean {
-  return stored.id === wanted.id && stored.name === wanted.name && stored.tag === wanted.tag;
-}
 
 /** The outcome of creating `wanted` when `stored` holds its id already; both databases answer with it. */
 export function alreadyStored(stored: Plant, wanted: Plant): CreateOutcome {

@@ -1,6 +1,7 @@
 import type { StorageObserver } from './observer.js';
 import type { PlantStore } from './plant-store.js';
-import type { CreateOutcome, Plant } from './plant-store.js';
+import type { CreateOutcome } from './plant-store.js';
+import type { Plant } from '../plants/plant.js';
 import type { TokenLookup, TokenStore } from './token-store.js';
 import type { WebhookStore } from './webhook-store.js';
 

@@ -1,4 +1,4 @@
-import type { Plant } from './plant-store.js';
+import type { Plant } from '../plants/plant.js';
 
 /**
  * The webhook sub-store (`Store.webhooks`): subscriptions, their outbox and moving them between databases. Each

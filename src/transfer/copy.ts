@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import { plantJson } from '../plant-json.js';
-import { isSamePlant } from '../storage/plant-store.js';
+import { isSamePlant } from '../plants/plant.js';
 import type { Store } from '../storage/store.js';
 import { isSameToken, type TokenRecord } from '../storage/token-store.js';
 import { isSameWebhook, type WebhookRecord } from '../storage/webhook-store.js';

@@ -1,5 +1,6 @@
 import { PlantConflictError } from '../plants/errors.js';
-import { alreadyStored, type CreateOutcome, type Plant, type PlantStore } from '../storage/plant-store.js';
+import { alreadyStored, type CreateOutcome, type PlantStore } from '../storage/plant-store.js';
+import type { Plant } from '../plants/plant.js';
 import { isBlank, type InputLine } from './lines.js';
 
 export interface ImportCounts {

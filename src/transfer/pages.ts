@@ -1,4 +1,5 @@
-import type { Plant, PlantStore } from '../storage/plant-store.js';
+import type { PlantStore } from '../storage/plant-store.js';
+import type { Plant } from '../plants/plant.js';
 
 /** Plants read per keyset query: memory holds a page or two, whatever the table's size. */
 export const READ_PAGE_SIZE = 1000;

@@ -6,7 +6,8 @@
  * every row created, as one number.
  */
 import { StorageUnavailableError } from '../storage/errors.js';
-import type { CreateOutcome, Plant } from '../storage/plant-store.js';
+import type { CreateOutcome } from '../storage/plant-store.js';
+import type { Plant } from '../plants/plant.js';
 
 export interface PackedPlants {
   readonly ids: BigInt64Array;

@@ -23,16 +23,7 @@ import { prepareValue } from '../../src/storage/sqlite/connection.js';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store.js';
 import type { StorageIncident } from '../../src/storage/store.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-
-/** Polls `check` every 20 ms until it is true; fails naming `what` after `withinMs`. Resolves with the time it took. */
-async function waitFor(what: string, withinMs: number, check: () => boolean | Promise<boolean>): Promise<number> {
-  const started = performance.now();
-  while (!(await check())) {
-    if (performance.now() - started > withinMs) assert.fail(`${what}: not within ${withinMs} ms`);
-    await sleep(20);
-  }
-  return Math.round(performance.now() - started);
-}
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * Rows with ids in [from, to) in the database file alone, i.e. checkpointed: the file is copied without its WAL and
@@ -116,11 +107,11 @@ describe('the SQLite checkpointer thread', () => {
   it('when it dies: logged, /readyz 503 while it is down, restarted, checkpoints resume, /readyz 200 again', async (t) => {
     assert.equal((await readyz(f.app)).statusCode, 200);
     await f.store.plants.create(plants(1, 20));
-    const firstCheckpointMs = await waitFor('rows checkpointed before the crash', 5000, () => checkpointedRows(f.file, f.dir, 1n, 21n) === 20);
+    const firstCheckpointMs = Math.round(await waitFor('rows checkpointed before the crash', () => checkpointedRows(f.file, f.dir, 1n, 21n) === 20, { timeoutMs: 5000, intervalMs: 20 }));
 
     const crashedAt = performance.now();
     f.store.checkpointer.command({ kind: 'crash' });
-    await waitFor('the death logged', 2000, () => logged(f, ERROR, /checkpointer thread died/) !== undefined);
+    await waitFor('the death logged', () => logged(f, ERROR, /checkpointer thread died/) !== undefined, { timeoutMs: 2000, intervalMs: 20 });
     const death = logged(f, ERROR, /checkpointer thread died/);
     assert.equal(death?.err?.message, 'checkpointer thread crashed on purpose', 'the log carries the thread\'s error');
 
@@ -132,11 +123,11 @@ describe('the SQLite checkpointer thread', () => {
     assert.equal(checkpointedRows(f.file, f.dir, 1001n, 1051n), 0, 'nothing checkpoints while the thread is dead');
     assertErrorRecord(await readyz(f.app), 503);
 
-    await waitFor('the restart logged', RESTART_DELAY_MS + 2000, () => logged(f, INFO, /checkpointer thread was restarted/) !== undefined);
+    await waitFor('the restart logged', () => logged(f, INFO, /checkpointer thread was restarted/) !== undefined, { timeoutMs: RESTART_DELAY_MS + 2000, intervalMs: 20 });
     const downMs = Math.round(performance.now() - crashedAt);
     assert.ok(downMs >= RESTART_DELAY_MS, `restarted after ${downMs} ms, not before the ${RESTART_DELAY_MS} ms delay`);
-    const resumedMs = await waitFor('the rows committed meanwhile checkpointed', 5000, () => checkpointedRows(f.file, f.dir, 1001n, 1051n) === 50);
-    const readyMs = await waitFor('/readyz 200 again', 3000, async () => (await readyz(f.app)).statusCode === 200);
+    const resumedMs = Math.round(await waitFor('the rows committed meanwhile checkpointed', () => checkpointedRows(f.file, f.dir, 1001n, 1051n) === 50, { timeoutMs: 5000, intervalMs: 20 }));
+    const readyMs = Math.round(await waitFor('/readyz 200 again', async () => (await readyz(f.app)).statusCode === 200, { timeoutMs: 3000, intervalMs: 20 }));
     assert.ok(logged(f, INFO, /restarted SQLite checkpointer thread checkpoints again/), 'the recovery is logged');
     assert.ok(f.store.checkpointer.problem === undefined);
     t.diagnostic(
@@ -150,10 +141,13 @@ describe('the SQLite checkpointer thread', () => {
     assert.equal((await readyz(f.app)).statusCode, 200);
     const failures = failuresToUnready + 6;
     f.store.checkpointer.command({ kind: 'fail', count: failures });
-    await waitFor('the first failure logged', 2000, () => logged(f, WARN, /a WAL checkpoint failed/) !== undefined);
+    await waitFor('the first failure logged', () => logged(f, WARN, /a WAL checkpoint failed/) !== undefined, { timeoutMs: 2000, intervalMs: 20 });
     assert.equal(logged(f, WARN, /a WAL checkpoint failed/)?.err?.message, 'simulated checkpoint failure');
-    const unreadyMs = await waitFor('the run of failures logged', failuresToUnready * intervalMs + 2000, () =>
-      logged(f, ERROR, /WAL checkpoints keep failing/) !== undefined,
+    const unreadyMs = Math.round(
+      await waitFor('the run of failures logged', () => logged(f, ERROR, /WAL checkpoints keep failing/) !== undefined, {
+        timeoutMs: failuresToUnready * intervalMs + 2000,
+        intervalMs: 20,
+      }),
     );
     await sleep(READY_REUSE_MS);
     const unready = await readyz(f.app);
@@ -163,7 +157,7 @@ describe('the SQLite checkpointer thread', () => {
       f.logLines.some((line) => line.level === ERROR && /storage is unavailable.*the last \d+ WAL checkpoints failed/.test(line.err?.message ?? '')),
       '/readyz logs why it answered 503',
     );
-    await waitFor('the success logged', failures * intervalMs + 3000, () => logged(f, INFO, /WAL checkpoints succeed again after \d+ failed/) !== undefined);
+    await waitFor('the success logged', () => logged(f, INFO, /WAL checkpoints succeed again after \d+ failed/) !== undefined, { timeoutMs: failures * intervalMs + 3000, intervalMs: 20 });
     assert.equal((await readyz(f.app)).statusCode, 200);
     t.diagnostic(`${failures} checkpoints failing: logged at once, unready after ${unreadyMs} ms more, ready again after the first success`);
   });
@@ -185,17 +179,17 @@ describe('a checkpointer thread that keeps dying', () => {
       // Crash the thread before it ever checkpoints (its first checkpoint is an interval after it starts).
       f.store.checkpointer.command({ kind: 'crash' });
       const diedAt = performance.now();
-      await waitFor(`death ${death} reported`, 2000, () => f.incidents.filter((incident) => /died/.test(incident.message)).length === death);
-      await waitFor(`restart ${death}`, 5000, () => f.incidents.filter((incident) => /was restarted/.test(incident.message)).length === restarts + 1);
+      await waitFor(`death ${death} reported`, () => f.incidents.filter((incident) => /died/.test(incident.message)).length === death, { timeoutMs: 2000, intervalMs: 20 });
+      await waitFor(`restart ${death}`, () => f.incidents.filter((incident) => /was restarted/.test(incident.message)).length === restarts + 1, { timeoutMs: 5000, intervalMs: 20 });
       restartGaps.push(Math.round(performance.now() - diedAt));
     }
     const delays = f.incidents.filter((incident) => /died/.test(incident.message)).map((incident) => Number(/in (\d+) ms/.exec(incident.message)?.[1]));
     assert.deepEqual(delays, [RESTART_DELAY_MS, 2 * RESTART_DELAY_MS, 4 * RESTART_DELAY_MS]);
     restartGaps.forEach((gap, index) => assert.ok(gap >= (delays[index] as number) - 5, `restart ${index + 1} came ${gap} ms after the death`));
     // Once it checkpoints successfully, the next death is restarted after the first delay again.
-    await waitFor('a successful checkpoint', 3000, () => f.store.checkpointer.problem === undefined);
+    await waitFor('a successful checkpoint', () => f.store.checkpointer.problem === undefined, { timeoutMs: 3000, intervalMs: 20 });
     f.store.checkpointer.command({ kind: 'crash' });
-    await waitFor('death 4 reported', 2000, () => f.incidents.filter((incident) => /died/.test(incident.message)).length === 4);
+    await waitFor('death 4 reported', () => f.incidents.filter((incident) => /died/.test(incident.message)).length === 4, { timeoutMs: 2000, intervalMs: 20 });
     assert.match(f.incidents.filter((incident) => /died/.test(incident.message)).at(-1)?.message ?? '', new RegExp(`in ${RESTART_DELAY_MS} ms`));
     t.diagnostic(`restart delays ${delays.join(', ')} ms; restarts came ${restartGaps.join(', ')} ms after each death`);
   });

@@ -9,7 +9,7 @@ import { hashToken } from '../../src/auth/tokens.js';
 import { loadConfig } from '../../src/config.js';
 import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
 import { openStore } from '../../src/storage/open.js';
-import type { Plant } from '../../src/storage/plant-store.js';
+import type { Plant } from '../../src/plants/plant.js';
 import { SetDigest } from '../../src/transfer/digest.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { Receiver } from '../helpers/receiver.js';

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
-import type { Plant } from '../../src/storage/plant-store.js';
+import type { Plant } from '../../src/plants/plant.js';
 import { DATABASES } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { createToken, startServer, type ServerProcess } from '../helpers/process.js';

@@ -11,7 +11,7 @@ import { randomInt } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
-import type { Plant } from '../../src/storage/plant-store.js';
+import type { Plant } from '../../src/plants/plant.js';
 import type { Store } from '../../src/storage/store.js';
 import { loadConfig } from '../../src/config.js';
 import { startInstance, type RunningInstance } from '../../src/workers/instance.js';

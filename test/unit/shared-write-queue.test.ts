@@ -10,7 +10,8 @@ import { describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { WriteQueue, WriteQueueFullError } from '../../src/plants/write-queue.js';
-import type { CreateOutcome, Plant, PlantStore } from '../../src/storage/plant-store.js';
+import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
+import type { Plant } from '../../src/plants/plant.js';
 import { SharedWrites, createInstanceMemory } from '../../src/workers/shared-memory.js';
 
 /** Every call waits until `release` (or `refuse`) is called; ids are created. */

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
-import type { CreateOutcome, Plant } from '../../src/storage/plant-store.js';
+import type { CreateOutcome } from '../../src/storage/plant-store.js';
+import type { Plant } from '../../src/plants/plant.js';
 import { fromWireError, packOutcomes, packPlants, toWireError, unpackOutcomes, unpackPlants } from '../../src/workers/wire.js';
 
 const PLANTS: Plant[] = [

@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
-import { alreadyStored, type CreateOutcome, type Plant, type PlantStore } from '../../src/storage/plant-store.js';
+import { alreadyStored, type CreateOutcome, type PlantStore } from '../../src/storage/plant-store.js';
+import type { Plant } from '../../src/plants/plant.js';
 import { WriteQueue, type WriteQueueOptions } from '../../src/plants/write-queue.js';
 
 const plants = (from: number, count: number): Plant[] =>

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
-import { alreadyStored, type CreateOutcome, type Plant, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import { alreadyStored, type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import type { Plant } from '../../plants/plant.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import type { Query } from './connection.js';
 

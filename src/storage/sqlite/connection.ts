@@ -13,15 +13,22 @@ export type { SQLInputValue, SQLOutputValue };
 export const BUSY_TIMEOUT_MS = 5000;
 
 /**
- * Runs one read, or one write that is a single commit, retrying while another connection holds a lock it needs: the
- * store's retry on a timer (SqliteStore), which its sub-stores run every statement through.
+ * Runs one read, retrying while another connection holds a lock it needs: the store's retry on a timer
+ * (SqliteStore), which its sub-stores run every read through.
  */
-export type Unlocked = <T>(work: () => T) => Promise<T>;
+export type ReadRunner = <T>(work: () => T) => Promise<T>;
+
+/**
+ * Runs one write that is a single durable commit, retried as a read is, and made only while the database file at the
+ * path is the one open, acknowledged only if it still is once committed (SqliteStore's #write): a commit into a
+ * removed or replaced file would be lost. Only a store that checks the file's identity hands one out.
+ */
+export type WriteRunner = <T>(work: () => T) => Promise<T>;
 
 /** How a sub-store runs its work (SqliteStore's): reads, and writes, which commit only into the database file still at its path. */
 export interface Runners {
-  readonly read: Unlocked;
-  readonly write: Unlocked;
+  readonly read: ReadRunner;
+  readonly write: WriteRunner;
 }
 
 export interface ConnectionOptions {

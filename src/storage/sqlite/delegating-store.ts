@@ -7,10 +7,11 @@
  * is the one open.
  */
 import type { StorageObserver } from '../observer.js';
-import type { CreateOutcome, Plant, PlantStore } from '../plant-store.js';
+import type { CreateOutcome, PlantStore } from '../plant-store.js';
+import type { Plant } from '../../plants/plant.js';
 import type { DelegatedWrites, ServingStore } from '../store.js';
 import type { TokenLookup } from '../token-store.js';
-import { openConnection, translateSqliteError, type Connection, type Unlocked } from './connection.js';
+import { openConnection, translateSqliteError, type Connection, type ReadRunner } from './connection.js';
 import { LockRetry } from './lock-retry.js';
 import { SqlitePlantReads } from './plants.js';
 import { SqliteTokenReads } from './tokens.js';
@@ -22,7 +23,7 @@ const READER_CACHE_MIB = 16;
 class DelegatingPlants extends SqlitePlantReads implements PlantStore {
   readonly #writes: DelegatedWrites;
 
-  constructor(reader: Connection, read: Unlocked, writes: DelegatedWrites) {
+  constructor(reader: Connection, read: ReadRunner, writes: DelegatedWrites) {
     super(reader, read);
     this.#writes = writes;
   }
@@ -40,7 +41,7 @@ class DelegatingPlants extends SqlitePlantReads implements PlantStore {
 class DelegatingTokens extends SqliteTokenReads implements TokenLookup {
   readonly #writes: DelegatedWrites;
 
-  constructor(reader: Connection, read: Unlocked, writes: DelegatedWrites) {
+  constructor(reader: Connection, read: ReadRunner, writes: DelegatedWrites) {
     super(reader, read);
     this.#writes = writes;
   }
@@ -62,7 +63,7 @@ export class DelegatingSqliteStore implements ServingStore {
   private constructor(reader: Connection, writes: DelegatedWrites) {
     this.#reader = reader;
     this.#writes = writes;
-    const read: Unlocked = (work) => this.#locks.run(work);
+    const read: ReadRunner = (work) => this.#locks.run(work);
     this.plants = new DelegatingPlants(reader, read, writes);
     this.tokens = new DelegatingTokens(reader, read, writes);
   }

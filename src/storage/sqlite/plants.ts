@@ -1,6 +1,7 @@
-import { alreadyStored, type CreateOutcome, type Plant, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import { alreadyStored, type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import type { Plant } from '../../plants/plant.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
-import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type Unlocked } from './connection.js';
+import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner } from './connection.js';
 import type { SqliteWebhookOutbox } from './webhook-outbox.js';
 
 /**
@@ -19,10 +20,10 @@ const GET_PLANT = 'SELECT id, name, tag FROM plants WHERE id = ?';
  * thread. `read` runs each read, retried while another connection holds a lock it needs.
  */
 export class SqlitePlantReads implements Pick<PlantStore, 'get' | 'list'> {
-  readonly #read: Unlocked;
+  readonly #read: ReadRunner;
   readonly #statements;
 
-  constructor(reader: Connection, read: Unlocked) {
+  constructor(reader: Connection, read: ReadRunner) {
     this.#read = read;
     this.#statements = {
       getPlant: prepare<[bigint], PlantRow>(reader, GET_PLANT, { bigInts: true }),
@@ -57,7 +58,7 @@ export class SqlitePlantReads implements Pick<PlantStore, 'get' | 'list'> {
  * which the runners retry; a write commits only into the database file still at its path (`runners.write`).
  */
 export class SqlitePlants extends SqlitePlantReads implements PlantStore {
-  readonly #write: Unlocked;
+  readonly #write: WriteRunner;
   readonly #writer: Connection;
   readonly #statements;
   /** The webhook outbox, on the same write connection: its events are written in create's transaction. */

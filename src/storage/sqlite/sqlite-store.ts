@@ -11,7 +11,7 @@ import { SqlitePlants } from './plants.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteTokens } from './tokens.js';
 import { SqliteWebhooks } from './webhooks.js';
-import { SqliteWriter } from './writer.js';
+import { SqliteHeartbeat } from './heartbeat.js';
 
 /**
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
@@ -46,7 +46,8 @@ export class SqliteStore implements Store {
   readonly tokens: SqliteTokens;
   readonly webhooks: SqliteWebhooks;
   readonly #reader: Connection;
-  readonly #writer: SqliteWriter;
+  readonly #writer: Connection;
+  readonly #heartbeat: SqliteHeartbeat;
   readonly #checkpointer: Checkpointer;
   readonly #identity: DatabaseFileIdentity;
   readonly #incidents: Incidents;
@@ -59,7 +60,8 @@ export class SqliteStore implements Store {
     this.webhooks = new SqliteWebhooks(reader, writer, runners);
     this.plants = new SqlitePlants(reader, writer, this.webhooks, runners);
     this.tokens = new SqliteTokens(reader, writer, runners);
-    this.#writer = new SqliteWriter(writer);
+    this.#writer = writer;
+    this.#heartbeat = new SqliteHeartbeat(writer);
     this.#checkpointer = checkpointer;
     this.#incidents = incidents;
   }
@@ -117,7 +119,7 @@ export class SqliteStore implements Store {
   checkWritable(): Promise<void> {
     const problem = this.#checkpointer.problem;
     if (problem) return Promise.reject(new StorageUnavailableError(undefined, { cause: problem }));
-    return this.#write(() => this.#writer.heartbeat(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
+    return this.#write(() => this.#heartbeat.write(Date.now()), HEARTBEAT_LOCK_WAIT_MS);
   }
 
   onIncident(listener: (incident: StorageIncident) => void): () => void {
@@ -134,7 +136,7 @@ export class SqliteStore implements Store {
     this.#locks.closed = true;
     this.#identity.stop();
     await this.#checkpointer.stop();
-    this.#writer.close();
+    if (this.#writer.isOpen) this.#writer.close();
     if (this.#reader.isOpen) this.#reader.close();
   }
 }

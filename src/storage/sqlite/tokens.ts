@@ -7,7 +7,8 @@ import {
   transaction,
   type Connection,
   type Runners,
-  type Unlocked,
+  type ReadRunner,
+  type WriteRunner,
 } from './connection.js';
 import {
   STORED_TOKEN_COLUMNS,
@@ -33,10 +34,10 @@ const msOrNull = (date: Date | null) => date?.getTime() ?? null;
  * writes to the main thread. `read` runs each read, retried while another connection holds a lock it needs.
  */
 export class SqliteTokenReads implements Pick<TokenStore, 'find' | 'all' | 'list'> {
-  readonly #read: Unlocked;
+  readonly #read: ReadRunner;
   readonly #statements;
 
-  constructor(reader: Connection, read: Unlocked) {
+  constructor(reader: Connection, read: ReadRunner) {
     this.#read = read;
     this.#statements = {
       // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
@@ -69,15 +70,15 @@ export class SqliteTokenReads implements Pick<TokenStore, 'find' | 'all' | 'list
  */
 export class SqliteTokens extends SqliteTokenReads implements TokenStore {
   readonly #db: Connection;
-  readonly #unlocked: Unlocked;
-  readonly #write: Unlocked;
+  readonly #read: ReadRunner;
+  readonly #write: WriteRunner;
   readonly #statements;
 
   /** `db` is the write connection. */
   constructor(reader: Connection, db: Connection, runners: Runners) {
     super(reader, runners.read);
     this.#db = db;
-    this.#unlocked = runners.read;
+    this.#read = runners.read;
     this.#write = runners.write;
     this.#statements = {
       exportAll: prepare<[], TokenRecordRow>(reader, `SELECT ${TOKEN_RECORD_COLUMNS} FROM tokens ORDER BY name`),
@@ -130,7 +131,7 @@ export class SqliteTokens extends SqliteTokenReads implements TokenStore {
   }
 
   exportAll(): Promise<TokenRecord[]> {
-    return this.#unlocked(() => this.#statements.exportAll.all().map(rows.record));
+    return this.#read(() => this.#statements.exportAll.all().map(rows.record));
   }
 
   importAll(tokens: readonly TokenRecord[]): Promise<TokenImportOutcome[]> {

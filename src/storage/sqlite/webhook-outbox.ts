@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { prepare, prepareValue, prepareWrite, transaction, type Connection, type Runners, type Unlocked, type WriteStatement } from './connection.js';
-import type { CreateOutcome, Plant } from '../plant-store.js';
+import { prepare, prepareValue, prepareWrite, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner, type WriteStatement } from './connection.js';
+import type { CreateOutcome } from '../plant-store.js';
+import type { Plant } from '../../plants/plant.js';
 import { toClaimedEvent, type ClaimedEventRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
 import type { ActiveWebhookSubscription, ClaimedWebhookEvent, SettledAndClaimed, WebhookAttemptResult, WebhookClaim, WebhookOutbox } from '../webhook-store.js';
@@ -30,8 +31,8 @@ interface ActiveWebhookRow {
  * commits without an fsync of its own (docs/design.md, "The dispatcher's records").
  */
 export class SqliteWebhookOutbox implements WebhookOutbox {
-  readonly #unlocked: Unlocked;
-  readonly #write: Unlocked;
+  readonly #read: ReadRunner;
+  readonly #write: WriteRunner;
   readonly #reads;
   readonly #statements;
   /** Each of these is one transaction (transaction() in connection.ts). */
@@ -42,7 +43,7 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
 
   /** `db` is the write connection. */
   constructor(reader: Connection, db: Connection, runners: Runners) {
-    this.#unlocked = runners.read;
+    this.#read = runners.read;
     this.#write = runners.write;
     this.#reads = {
       activeWebhooks: prepare<[], ActiveWebhookRow>(
@@ -196,7 +197,7 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
   }
 
   active(): Promise<ActiveWebhookSubscription[]> {
-    return this.#unlocked(() => {
+    return this.#read(() => {
       const now = Date.now();
       return this.#reads.activeWebhooks.all().map((row) => ({
         id: row.id,
@@ -236,7 +237,7 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
   }
 
   countWaiting(): Promise<number> {
-    return this.#unlocked(() => this.#reads.countWaiting.get() ?? 0);
+    return this.#read(() => this.#reads.countWaiting.get() ?? 0);
   }
 
   async prune(retentionMs: number): Promise<number> {

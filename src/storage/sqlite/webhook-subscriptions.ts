@@ -1,5 +1,5 @@
 import { DuplicateWebhookNameError } from '../errors.js';
-import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Runners, type Unlocked } from './connection.js';
+import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner } from './connection.js';
 import { WEBHOOK_RECORD_COLUMNS, toWebhookRecord, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { isSameWebhook, webhookEventId, webhookEventRowId } from '../webhook-store.js';
 import type { DeliveriesQuery, NewWebhookSubscription, RedeliverResult, WebhookDelivery, WebhookSubscriptions } from '../webhook-store.js';
@@ -45,8 +45,8 @@ function optionalDate(ms: number | null): Date | null {
  * takes the write lock at once or throws SQLITE_BUSY having changed nothing, which the runners retry.
  */
 export class SqliteWebhookSubscriptions implements WebhookSubscriptions, WebhookTransfer {
-  readonly #unlocked: Unlocked;
-  readonly #write: Unlocked;
+  readonly #read: ReadRunner;
+  readonly #write: WriteRunner;
   readonly #reads;
   readonly #statements;
   /** Each of these is one transaction (transaction() in connection.ts). */
@@ -55,7 +55,7 @@ export class SqliteWebhookSubscriptions implements WebhookSubscriptions, Webhook
 
   /** `db` is the write connection. */
   constructor(reader: Connection, db: Connection, runners: Runners) {
-    this.#unlocked = runners.read;
+    this.#read = runners.read;
     this.#write = runners.write;
     this.#reads = {
       // SQLite compares text bytewise (BINARY): the order PostgreSQL gives with COLLATE "C".
@@ -147,7 +147,7 @@ export class SqliteWebhookSubscriptions implements WebhookSubscriptions, Webhook
   }
 
   list(): Promise<WebhookSubscriptionInfo[]> {
-    return this.#unlocked(() =>
+    return this.#read(() =>
       this.#reads.listWebhooks.all().map((row) => ({
         name: row.name,
         url: row.url,
@@ -178,7 +178,7 @@ export class SqliteWebhookSubscriptions implements WebhookSubscriptions, Webhook
   }
 
   deliveries(query: DeliveriesQuery): Promise<WebhookDelivery[]> {
-    return this.#unlocked(() =>
+    return this.#read(() =>
       this.#reads.webhookDeliveries.all({ name: query.name ?? null, failedOnly: query.failedOnly ? 1 : 0, limit: query.limit }).map((row) => ({
         eventId: webhookEventId(row.id_prefix, row.event_id),
         subscription: row.name,
@@ -200,7 +200,7 @@ export class SqliteWebhookSubscriptions implements WebhookSubscriptions, Webhook
   }
 
   exportAll(): Promise<WebhookRecord[]> {
-    return this.#unlocked(() => this.#reads.exportAll.all().map((row) => toWebhookRecord(row, fromMs)));
+    return this.#read(() => this.#reads.exportAll.all().map((row) => toWebhookRecord(row, fromMs)));
   }
 
   importAll(subscriptions: readonly WebhookRecord[]): Promise<WebhookImportOutcome[]> {

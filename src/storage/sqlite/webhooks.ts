@@ -1,5 +1,6 @@
 import type { Connection, Runners } from './connection.js';
-import type { CreateOutcome, Plant } from '../plant-store.js';
+import type { CreateOutcome } from '../plant-store.js';
+import type { Plant } from '../../plants/plant.js';
 import { SqliteWebhookOutbox } from './webhook-outbox.js';
 import { SqliteWebhookSubscriptions } from './webhook-subscriptions.js';
 import type { ActiveWebhookSubscription, DeliveriesQuery, NewWebhookSubscription, RedeliverResult, SettledAndClaimed, WebhookStore } from '../webhook-store.js';

@@ -6,12 +6,10 @@ import { prepareWrite, type Connection } from './connection.js';
  * throws SQLITE_BUSY having changed nothing (the connection's busy timeout is 0), so the store can retry it later
  * without blocking the event loop.
  */
-export class SqliteWriter {
-  readonly #db: Connection;
+export class SqliteHeartbeat {
   readonly #statements;
 
   constructor(db: Connection) {
-    this.#db = db;
     this.#statements = {
       heartbeat: prepareWrite<[number]>(
         db,
@@ -21,11 +19,7 @@ export class SqliteWriter {
   }
 
   /** One durable commit of the heartbeat row. */
-  heartbeat(checkedAt: number): void {
+  write(checkedAt: number): void {
     this.#statements.heartbeat.run(checkedAt);
-  }
-
-  close(): void {
-    if (this.#db.isOpen) this.#db.close();
   }
 }

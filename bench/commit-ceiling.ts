@@ -1,5 +1,5 @@
 /**
- * `npm run bench:writer`: the ceiling of an instance's one SQLite writer (WORKERS > 1), without HTTP. Feeder threads
+ * `npm run bench:commits`: the ceiling of an instance's group commit (WORKERS > 1: one SQLite write connection), without HTTP. Feeder threads
  * stand in for worker threads: each hands batches of creates to the main thread exactly as a worker does (packed
  * by src/workers/wire.ts, one call over src/workers/rpc.ts, one batch in flight at a time), and the main thread runs
  * the instance's own WriteQueue on a SQLite store, merging the batches that arrive during a commit into the next.
@@ -11,7 +11,7 @@
  *
  * --handoff-only answers every batch at once without storage: what the hand-off and merging cost by themselves.
  *
- *   node dist/bench/writer-ceiling.js [--seconds S] [--feeders K] [--sizes 1,5,25,100] [--db-dir DIR] [--handoff-only]
+ *   node dist/bench/commit-ceiling.js [--seconds S] [--feeders K] [--sizes 1,5,25,100] [--db-dir DIR] [--handoff-only]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,7 +19,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { SqliteStore } from '../src/storage/sqlite/sqlite-store.js';
-import type { CreateOutcome, Plant, PlantStore } from '../src/storage/plant-store.js';
+import type { CreateOutcome, PlantStore } from '../src/storage/plant-store.js';
+import type { Plant } from '../src/plants/plant.js';
 import { WriteQueue } from '../src/plants/write-queue.js';
 import type { MainOperations, WorkerOperations } from '../src/workers/protocol.js';
 import { Endpoint } from '../src/workers/rpc.js';
