@@ -140,8 +140,8 @@ const BULK_WINDOW = 1024;
 
 /**
  * MAX_CONNECTIONS' default. A connection that floods the server (pipelining without reading) cost it up to about
- * 1.2 MiB of resident memory in our measurements whatever the other bounds (docs/memory.md, "The whole instance"):
- * at this many the worst case stays near what a server under full load holds anyway (some 160 MiB over its own),
+ * 1.6 MiB of resident memory in our measurements whatever the other bounds (docs/memory.md, "The whole instance"):
+ * at this many the worst case stays near what a server under full load holds anyway (some 205 MiB over its own),
  * while two and a half times the bench's 50 connections, and more than a load balancer keeps open, are served.
  */
 export const DEFAULT_MAX_CONNECTIONS = 128;

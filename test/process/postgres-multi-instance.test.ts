@@ -77,7 +77,9 @@ describe('two plantstore processes on one PostgreSQL database', () => {
 
   before(async () => {
     db = await postgresDatabase();
-    env = { DATABASE_URL: db.url, LOG_LEVEL: 'warn' };
+    // The races below send 200 requests at once to each process, each on a connection of its own: more than
+    // MAX_CONNECTIONS' default, which would close the rest as they are accepted (test/process/instance-bounds.test.ts).
+    env = { DATABASE_URL: db.url, LOG_LEVEL: 'warn', MAX_CONNECTIONS: '1000' };
     runCli(['migrate'], env);
     token = createToken('x', env);
     // Started together: both migrate (a no-op now) under the advisory lock and serve the same data.

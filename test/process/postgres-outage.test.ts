@@ -229,7 +229,8 @@ describe('a PostgreSQL outage under load', () => {
   before(async () => {
     postgres = await TestPostgres.start();
     databaseUrl = (await createDatabase(postgres.url())).url;
-    const env = { DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' };
+    // The load and the retries below open more connections at once than MAX_CONNECTIONS' default admits.
+    const env = { DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn', MAX_CONNECTIONS: '1000' };
     token = createToken('outage', env);
     server = await startServer(env);
   });
