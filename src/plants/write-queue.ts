@@ -91,6 +91,8 @@ interface Handed {
   /** Which thread handed it over (its slot). */
   readonly source: number;
   readonly plants: readonly Plant[];
+  /** Each plant's traceparent (src/tracing/), when some plant of the batch was traced in its thread. */
+  readonly traceparents: readonly (string | undefined)[] | undefined;
   readonly resolve: (outcomes: CreateOutcome[]) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -165,12 +167,13 @@ export class WriteQueue {
    * A batch of creates another thread's queue admitted (under the instance's shared bound) and hands over whole: it
    * joins the next transaction with whatever else waits, is never split (one larger than batchLimit commits alone),
    * and resolves with its own rows' outcomes once that transaction has committed. Not counted against queueLimit
-   * here: its thread counted it.
+   * here: its thread counted it. `traceparents`, aligned with `plants`, are those its thread's tracing derived: the
+   * store is given them with the plants, so their webhook events continue the trace of the create that wrote them.
    */
-  createBatch(plants: readonly Plant[], source: number): Promise<CreateOutcome[]> {
+  createBatch(plants: readonly Plant[], source: number, traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
     if (plants.length === 0) return Promise.resolve([]);
     return new Promise((resolve, reject) => {
-      this.#queue.push({ source, plants, resolve, reject });
+      this.#queue.push({ source, plants, traceparents, resolve, reject });
       this.#schedule();
     });
   }
@@ -277,6 +280,8 @@ export class WriteQueue {
 
   async #commit(batch: Entry[], rows: number): Promise<void> {
     let plants: Plant[];
+    // Only a batch that holds a traced handed-over batch pays for an array of traceparents.
+    let traceparents: (string | undefined)[] | undefined;
     if (rows === batch.length) plants = batch.map((entry) => ('plant' in entry ? entry.plant : (entry.plants[0] as Plant)));
     else {
       plants = new Array<Plant>(rows);
@@ -286,12 +291,24 @@ export class WriteQueue {
         else for (const plant of entry.plants) plants[at++] = plant;
       }
     }
+    let row = 0;
+    for (const entry of batch) {
+      if ('plant' in entry) row += 1;
+      else {
+        if (entry.traceparents !== undefined) {
+          traceparents ??= new Array<string | undefined>(rows).fill(undefined);
+          for (let index = 0; index < entry.plants.length; index += 1) traceparents[row + index] = entry.traceparents[index];
+        }
+        row += entry.plants.length;
+      }
+    }
     let outcomes: CreateOutcome[];
     const started = performance.now();
     try {
       // Clients may send one id twice in one turn, or two threads in one transaction: every store creates it once and
       // answers the later copies as the first left it (test/storage/storage-contract.test.ts holds both to that).
-      outcomes = await this.#plants.create(plants);
+      // Own creates' traceparents are not here: the tracing wrapper of the store (src/tracing/) adds them.
+      outcomes = await (traceparents === undefined ? this.#plants.create(plants) : this.#plants.create(plants, traceparents));
     } catch (error) {
       if (error instanceof StorageUnavailableError) this.#shared.refusedAt = Date.now();
       for (const entry of batch) entry.reject(error);

@@ -62,7 +62,8 @@ export interface ServingStore extends WritableCheck {
  * a worker thread's to the main thread's (one message per call, a batch of creates being one call).
  */
 export interface DelegatedWrites extends WritableCheck {
-  create(plants: readonly Plant[]): Promise<CreateOutcome[]>;
+  /** traceparents as PlantStore.create takes them: each plant's, for the webhook event it writes. */
+  create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]>;
   delete(id: bigint): Promise<boolean>;
   recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void>;
 }

@@ -293,14 +293,17 @@ export function createTracing(config: TracingConfig, log: Logger): Tracing {
     },
 
     traceCreates(plants, fsync) {
-      const create: QueuedWrites['create'] = async (batch) => {
+      // `given`: the traceparents of plants another thread traced and handed over (WriteQueue.createBatch), aligned
+      // with the batch; this thread's own traced creates are found in `queued`.
+      const create: QueuedWrites['create'] = async (batch, given) => {
         const commits: Span[] = [];
         const traceparents: (string | undefined)[] = [];
         let first: Context | undefined;
-        for (const plant of batch) {
+        for (let index = 0; index < batch.length; index += 1) {
+          const plant = batch[index] as (typeof batch)[number];
           const waiting = queued.get(plant);
           if (!waiting) {
-            traceparents.push(undefined);
+            traceparents.push(given?.[index]);
             continue;
           }
           queued.delete(plant);
@@ -311,7 +314,7 @@ export function createTracing(config: TracingConfig, log: Logger): Tracing {
           // The webhook events this create writes continue its request's trace.
           traceparents.push(traceparentOf(propagator, waiting.context));
         }
-        if (commits.length === 0) return plants.create(batch);
+        if (commits.length === 0) return given === undefined ? plants.create(batch) : plants.create(batch, given);
         try {
           // The batch's queries (PostgreSQL) run in the first traced create's commit span.
           const outcomes = await context.with(first as Context, () => plants.create(batch, traceparents));

@@ -30,7 +30,7 @@ import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics
 import type { MainOperations } from './protocol.js';
 import type { Handlers } from './rpc.js';
 import { MAIN_SLOT, SharedBucketCells, SharedWrites, createInstanceMemory, sharedClock, writesComing, type InstanceMemory } from './shared-memory.js';
-import { packOutcomes, unpackPlants } from './wire.js';
+import { packOutcomes, unpackPlants, unpackTraceparents } from './wire.js';
 import { WorkerPool } from './worker-pool.js';
 
 /**
@@ -116,7 +116,7 @@ export class InstanceMain {
   /** What the main thread answers the worker in `slot`: on SQLite every write, and GET /metrics for the instance. */
   #handlers(store: Store, services: MainServices, slot: number): Handlers<MainOperations> {
     return {
-      create: async (packed) => packOutcomes(await services.writes.createBatch(unpackPlants(packed), slot)),
+      create: async (packed) => packOutcomes(await services.writes.createBatch(unpackPlants(packed), slot, unpackTraceparents(packed))),
       delete: (id) => store.plants.delete(id),
       recordTokenUse: (uses) => store.tokens.recordUse(uses),
       checkWritable: () => store.checkWritable(),

@@ -15,9 +15,14 @@ export interface PackedPlants {
   readonly lengths: Int32Array;
   /** Every name and tag, in order. */
   readonly text: string;
+  /**
+   * Per plant, the traceparent of its create (src/tracing/), null when it was not traced; absent when no plant of
+   * the batch was, so an untraced batch travels as before.
+   */
+  readonly traceparents?: readonly (string | null)[];
 }
 
-export function packPlants(plants: readonly Plant[]): PackedPlants {
+export function packPlants(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): PackedPlants {
   const ids = new BigInt64Array(plants.length);
   const lengths = new Int32Array(plants.length * 2);
   const parts: string[] = [];
@@ -32,7 +37,14 @@ export function packPlants(plants: readonly Plant[]): PackedPlants {
       parts.push(plant.tag);
     }
   }
-  return { ids, lengths, text: parts.join('') };
+  const text = parts.join('');
+  if (traceparents === undefined || !traceparents.some((traceparent) => traceparent !== undefined)) return { ids, lengths, text };
+  return { ids, lengths, text, traceparents: Array.from(traceparents, (traceparent) => traceparent ?? null) };
+}
+
+/** The traceparents packPlants carried, aligned with unpackPlants' plants; undefined when no plant was traced. */
+export function unpackTraceparents(packed: PackedPlants): (string | undefined)[] | undefined {
+  return packed.traceparents?.map((traceparent) => traceparent ?? undefined);
 }
 
 export function unpackPlants(packed: PackedPlants): Plant[] {

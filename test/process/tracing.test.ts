@@ -240,11 +240,13 @@ describe('tracing off', () => {
 });
 
 describe('with WORKERS=2', () => {
-  it('keeps the spans of each request in one trace, whichever worker thread served it', async () => {
+  it('keeps the spans of each request and its webhook delivery in one trace, whichever worker thread served it', async () => {
     const db = await sqliteDatabase();
     const collector = await OtlpReceiver.start();
-    const env = { DATABASE_URL: db.url };
+    const subscriber = await Receiver.start();
+    const env = { DATABASE_URL: db.url, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
     const token = createToken('traced', env);
+    runCli(['webhook', 'add', '--url', subscriber.url(), '--name', 'traced'], env);
     let server: ServerProcess | undefined;
     try {
       server = await startServer({ ...env, WORKERS: '2', OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, { startTimeoutMs: 60_000 });
@@ -260,8 +262,18 @@ describe('with WORKERS=2', () => {
         assert.equal(serverSpan.parentSpanId, parent);
         for (const name of ['authenticate', 'write queue wait', 'commit']) assert.ok(child(spans, serverSpan, name), `${name} in trace ${traceId}`);
       }
+
+      // Every create's webhook event is delivered in its trace, whichever thread served it: a worker's creates are
+      // committed by the main thread, and their traceparents travel with them.
+      await subscriber.waitForCount(traces.length);
+      for (const [index, { traceId }] of traces.entries()) {
+        const sent = subscriber.received.find((request) => request.body.includes(`"id":${1000 + index}`));
+        assert.ok(sent, `the subscriber received plant ${1000 + index}`);
+        assert.match(String(sent.headers.traceparent), new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`), `the delivery of plant ${1000 + index} is in trace ${traceId}`);
+      }
     } finally {
       await server?.stop();
+      await subscriber.close();
       await collector.close();
       await db.cleanup();
     }

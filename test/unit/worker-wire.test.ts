@@ -10,7 +10,7 @@ import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import type { CreateOutcome } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plants/plant.js';
-import { fromWireError, packOutcomes, packPlants, toWireError, unpackOutcomes, unpackPlants } from '../../src/workers/wire.js';
+import { fromWireError, packOutcomes, packPlants, toWireError, unpackOutcomes, unpackPlants, unpackTraceparents } from '../../src/workers/wire.js';
 
 const PLANTS: Plant[] = [
   { id: 1n, name: 'Fern', tag: null },
@@ -40,6 +40,24 @@ describe('packed plants', () => {
     const packed = packPlants(Array.from({ length: 500 }, (_, index) => ({ id: BigInt(index), name: `n${index}`, tag: null })));
     assert.deepEqual(Object.keys(packed).sort(), ['ids', 'lengths', 'text']);
     assert.equal(typeof packed.text, 'string');
+  });
+});
+
+describe('packed traceparents', () => {
+  const traced = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+
+  it('arrive aligned with the plants, an untraced plant undefined, across a structured clone', () => {
+    const traceparents = [traced, undefined, undefined, traced, undefined, undefined];
+    const packed = posted(packPlants(PLANTS, traceparents));
+    assert.deepEqual(unpackPlants(packed), PLANTS);
+    assert.deepEqual(unpackTraceparents(packed), traceparents);
+  });
+
+  it('add nothing to a batch no plant of which was traced', () => {
+    for (const packed of [packPlants(PLANTS), packPlants(PLANTS, PLANTS.map(() => undefined))]) {
+      assert.deepEqual(Object.keys(packed).sort(), ['ids', 'lengths', 'text']);
+      assert.equal(unpackTraceparents(posted(packed)), undefined);
+    }
   });
 });
 

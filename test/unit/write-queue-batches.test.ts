@@ -17,12 +17,15 @@ const plants = (from: number, count: number): Plant[] =>
 /** Records each transaction; answers every row created, except ids already stored (replayed or conflict, as stored), or refuses. */
 class RecordingStore implements PlantStore {
   readonly transactions: Plant[][] = [];
+  /** Per transaction, the traceparents the store was given (undefined: none). */
+  readonly traceparents: Array<readonly (string | undefined)[] | undefined> = [];
   readonly stored = new Map<bigint, Plant>();
   committing = 0;
   mostAtOnce = 0;
   refuse: Error | undefined;
 
-  async create(batch: readonly Plant[]): Promise<CreateOutcome[]> {
+  async create(batch: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
+    this.traceparents.push(traceparents === undefined ? undefined : [...traceparents]);
     this.committing += 1;
     this.mostAtOnce = Math.max(this.mostAtOnce, this.committing);
     try {
@@ -128,6 +131,28 @@ describe('WriteQueue: batches handed over by other threads (createBatch)', () =>
     assert.deepEqual(handedOutcomes, [{ kind: 'created' }, { kind: 'created' }]);
     assert.deepEqual(againOutcome, { kind: 'replayed', stored: { id: 1n, name: 'p1', tag: null } });
     assert.equal(writer.depth, 0);
+  });
+
+  it('gives the store, for a transaction with traced batches handed over, one traceparent per row aligned with it (own creates and untraced rows undefined), and none when nothing handed over was traced', async () => {
+    const store = new RecordingStore();
+    const writer = writerQueue(store, { batchLimit: 500 });
+    const a = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const b = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    await Promise.all([
+      writer.create({ id: 100n, name: 'own', tag: null }),
+      writer.createBatch(plants(1, 2), 1, [a, undefined]),
+      writer.createBatch(plants(10, 2), 2),
+      writer.createBatch(plants(20, 1), 1, [b]),
+    ]);
+    assert.deepEqual(store.transactions.map((transaction) => transaction.map((plant) => plant.id)), [[100n, 1n, 2n, 10n, 11n, 20n]]);
+    assert.deepEqual(store.traceparents, [[undefined, a, undefined, undefined, undefined, b]]);
+
+    // One handed-over plant per entry: the transaction is as many rows as entries, and still carries its traceparent.
+    await Promise.all([writer.createBatch(plants(30, 1), 1, [a]), writer.create({ id: 101n, name: 'own', tag: null })]);
+    assert.deepEqual(store.traceparents[1], [a, undefined]);
+
+    await Promise.all([writer.createBatch(plants(40, 2), 1), writer.create({ id: 102n, name: 'own', tag: null })]);
+    assert.equal(store.traceparents[2], undefined, 'an untraced transaction is given no traceparents');
   });
 
   it('drain waits for every batch handed over', async () => {

@@ -28,8 +28,8 @@ class DelegatingPlants extends SqlitePlantReads implements PlantStore {
     this.#writes = writes;
   }
 
-  create(plants: readonly Plant[]): Promise<CreateOutcome[]> {
-    return this.#writes.create(plants);
+  create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
+    return this.#writes.create(plants, traceparents);
   }
 
   delete(id: bigint): Promise<boolean> {
