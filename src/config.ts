@@ -1,13 +1,17 @@
 /**
  * The service's configuration: what it holds (Config), and loadConfig, which reads it from the environment once,
- * through the variables and value readers of ./config-variables.ts, checks it and freezes it.
+ * through the variables and value readers of ./config-variables.ts, checks it and freezes it. Its TLS section is
+ * read by ./config-tls.ts and its tracing section by ./tracing/settings.ts, both called from loadConfig only.
  */
 import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { createSecureContext } from 'node:tls';
+import { tlsConfig, type TlsConfig } from './config-tls.js';
 import { ConfigError, boolean, duration, integer, onOff, parseDuration, read, MAX_DURATION_MS, type Env } from './config-variables.js';
 import { tracingConfig, type TracingConfig } from './tracing/settings.js';
+
+// The TLS section lives in ./config-tls.ts; its types are part of Config, so they are named here too.
+export { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsMinVersion, type TlsPolicy } from './config-tls.js';
 
 export type DatabaseConfig =
   | { readonly kind: 'sqlite'; readonly path: string }
@@ -36,36 +40,6 @@ export interface WebhookConfig {
   readonly maxInFlightPerSubscription: number;
   /** After `webhook rotate-secret`, how long the previous secret also signs. */
   readonly secretGraceMs: number;
-}
-
-/** What TLS a client may speak (TLS_MIN_VERSION, TLS_CIPHERS); src/http/tls.ts serves it. */
-export interface TlsPolicy {
-  readonly minVersion: TlsMinVersion;
-  /** OpenSSL cipher list for TLS 1.2 and below (TLS 1.3 suites are all AEAD with forward secrecy, and keep Node's). */
-  readonly ciphers: string;
-}
-
-export type TlsMinVersion = 'TLSv1.2' | 'TLSv1.3';
-
-/**
- * The TLS 1.2 suites served by default: ECDHE key exchange (forward secrecy) with an AEAD cipher, as Mozilla's
- * "intermediate" profile without its finite-field DHE (slow, and weak with the parameters clients often offer).
- * Static-RSA key exchange and CBC suites, which Node's default list still has, are left out.
- */
-export const DEFAULT_TLS_CIPHERS = [
-  'ECDHE-ECDSA-AES128-GCM-SHA256',
-  'ECDHE-RSA-AES128-GCM-SHA256',
-  'ECDHE-ECDSA-AES256-GCM-SHA384',
-  'ECDHE-RSA-AES256-GCM-SHA384',
-  'ECDHE-ECDSA-CHACHA20-POLY1305',
-  'ECDHE-RSA-CHACHA20-POLY1305',
-].join(':');
-
-/** A certificate (chain) and its private key, PEM files read at start and again on SIGHUP (src/http/tls.ts). */
-export interface TlsConfig {
-  readonly certFile: string;
-  readonly keyFile: string;
-  readonly policy: TlsPolicy;
 }
 
 export interface Config {
@@ -156,10 +130,10 @@ export const DEFAULT_MAX_PENDING_REQUESTS = 1024;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-/** Standard Webhooks' schedule, with 10 h steps until about three days have passed. */
 /** The database when DATABASE_URL is unset: a SQLite file under the folder the process starts in. */
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db';
 
+/** Standard Webhooks' schedule, with 10 h steps until about three days have passed. */
 export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h,10h,10h,10h,10h';
 
 function retrySchedule(env: Env): number[] {
@@ -185,39 +159,6 @@ function webhooks(env: Env): WebhookConfig {
     maxInFlightPerSubscription: integer(env, 'WEBHOOK_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 16, 1, 10_000),
     secretGraceMs: duration(env, 'WEBHOOK_SECRET_GRACE', '24h', 0),
   };
-}
-
-function tls(env: Env, cwd: string): TlsConfig | null {
-  const certFile = read(env, 'TLS_CERT_FILE')?.trim() || undefined;
-  const keyFile = read(env, 'TLS_KEY_FILE')?.trim() || undefined;
-  // Checked with TLS off too: a policy set for when it is turned on fails now, not then.
-  const policy = tlsPolicy(env);
-  if (certFile === undefined && keyFile === undefined) return null;
-  if (certFile === undefined || keyFile === undefined) {
-    const [missing, given] = certFile === undefined ? (['TLS_CERT_FILE', 'TLS_KEY_FILE'] as const) : (['TLS_KEY_FILE', 'TLS_CERT_FILE'] as const);
-    throw new ConfigError(missing, `is not set but ${given} is: set both TLS_CERT_FILE and TLS_KEY_FILE to serve HTTPS, or neither`);
-  }
-  return { certFile: path.resolve(cwd, certFile), keyFile: path.resolve(cwd, keyFile), policy };
-}
-
-const TLS_MIN_VERSIONS: readonly TlsMinVersion[] = ['TLSv1.2', 'TLSv1.3'];
-
-/**
- * TLS_MIN_VERSION and TLS_CIPHERS, checked here so a typo fails the start naming the variable: OpenSSL ignores the
- * names it does not know in a cipher list, and refuses a list of which it knows none.
- */
-function tlsPolicy(env: Env): TlsPolicy {
-  const minVersion = read(env, 'TLS_MIN_VERSION')?.trim() || 'TLSv1.2';
-  if (!TLS_MIN_VERSIONS.includes(minVersion as TlsMinVersion)) {
-    throw new ConfigError('TLS_MIN_VERSION', `must be one of ${TLS_MIN_VERSIONS.join(', ')}, got ${JSON.stringify(minVersion)}`);
-  }
-  const ciphers = read(env, 'TLS_CIPHERS')?.trim() || DEFAULT_TLS_CIPHERS;
-  try {
-    createSecureContext({ ciphers });
-  } catch (error) {
-    throw new ConfigError('TLS_CIPHERS', `is not an OpenSSL cipher list OpenSSL can use (${(error as Error).message}), got ${JSON.stringify(ciphers)}`);
-  }
-  return { minVersion: minVersion as TlsMinVersion, ciphers };
 }
 
 /**
@@ -319,7 +260,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
   const config: Config = {
     host: read(env, 'HOST')?.trim() || '127.0.0.1',
     port: integer(env, 'PORT', 8080, 0, 65535),
-    tls: tls(env, cwd),
+    tls: tlsConfig(env, cwd),
     trustProxy: trustProxy(env),
     logLevel,
     database: database(env, cwd),

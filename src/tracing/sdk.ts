@@ -1,17 +1,13 @@
 /**
- * Tracing on OpenTelemetry's SDK: loaded by ./tracing.ts only when an OTLP endpoint is configured.
- *
- * Exporting never holds up an answer: spans end into a BatchSpanProcessor whose queue is bounded (EXPORT_LIMITS),
- * exported in the background by one OTLP/HTTP exporter with at most two requests in flight, each with a time limit.
- * A collector that is down, refuses or hangs fills the queue and spans beyond it are dropped and counted; the counts
- * are logged at most once a minute.
+ * Tracing on OpenTelemetry's SDK: loaded by ./tracing.ts only when an OTLP endpoint is configured. The spans are made
+ * here; how they reach the collector without holding up an answer (a bounded queue, dropped spans counted and
+ * logged) is ./span-export.ts.
  */
 import type { IncomingMessage } from 'node:http';
 import {
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
-  TraceFlags,
   context,
   defaultTextMapGetter,
   defaultTextMapSetter,
@@ -20,22 +16,15 @@ import {
   type Span,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { ExportResultCode, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core';
-import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
-  BatchSpanProcessor,
   ParentBasedSampler,
   TraceIdRatioBasedSampler,
   TracerProvider,
-  type ReadableSpan,
   type Sampler,
-  type Span as SdkSpan,
-  type SpanExporter,
-  type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import {
   ATTR_DB_QUERY_TEXT,
@@ -53,29 +42,10 @@ import {
 import type { Logger } from 'pino';
 import type { TracingConfig } from './settings.js';
 import type { DeliverySpan, OpenSpan, QueuedWrites, TraceIds, Tracing } from './tracing.js';
-
-/**
- * The bounds of the export path. At most QUEUE spans wait (a span with its attributes is well under 1 KiB, so about
- * 2 MiB), plus at most IN_FLIGHT requests of BATCH spans each being sent; everything beyond is dropped and counted.
- */
-export const EXPORT_LIMITS = {
-  /** Spans waiting for export at most (the processor's maxQueueSize). */
-  queue: 2048,
-  /** Spans per export request. */
-  batch: 512,
-  /** How long a span may wait before its batch is sent when fewer than `batch` are waiting. */
-  delayMs: 1000,
-  /** One export request's time limit. */
-  timeoutMs: 10_000,
-  /** Export requests in flight at once. */
-  inFlight: 2,
-} as const;
+import { SpanExport } from './span-export.js';
 
 /** How long shutdown waits for the spans still queued to be exported. */
 const SHUTDOWN_FLUSH_MS = 2000;
-
-/** How often the count of dropped spans is logged at most. */
-const DROP_REPORT_MS = 60_000;
 
 /** The server span's name for a request no route matched: one name, never its path. */
 export const UNMATCHED_SPAN_NAME = 'unmatched route';
@@ -96,69 +66,6 @@ function sampler(config: TracingConfig): Sampler {
       return new ParentBasedSampler({ root: new AlwaysOffSampler() });
     case 'parentbased_traceidratio':
       return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.samplerRatio) });
-  }
-}
-
-/** Counts what never reached the collector: spans dropped at the full queue, spans in failed export requests. */
-class ExportCounts {
-  /** Spans handed to the batch processor and not yet taken by an export. */
-  waiting = 0;
-  /** Spans in export requests the collector has not answered yet. */
-  sending = 0;
-  dropped = 0;
-  failed = 0;
-}
-
-/** The exporter, counting the spans it takes off the queue and those whose export failed. */
-class CountingExporter implements SpanExporter {
-  constructor(readonly inner: SpanExporter, readonly counts: ExportCounts) {}
-
-  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    this.counts.waiting -= spans.length;
-    this.counts.sending += spans.length;
-    this.inner.export(spans, (result) => {
-      this.counts.sending -= spans.length;
-      if (result.code !== ExportResultCode.SUCCESS) this.counts.failed += spans.length;
-      done(result);
-    });
-  }
-
-  shutdown(): Promise<void> {
-    return this.inner.shutdown();
-  }
-
-  forceFlush(): Promise<void> {
-    return this.inner.forceFlush?.() ?? Promise.resolve();
-  }
-}
-
-/**
- * The batch processor behind a gate that knows its queue's length (spans handed in minus spans exported): a span
- * that would not fit is counted dropped here, where the processor itself would drop it with no count we can read.
- */
-class BoundedProcessor implements SpanProcessor {
-  constructor(readonly inner: BatchSpanProcessor, readonly counts: ExportCounts) {}
-
-  onStart(span: SdkSpan, parent: Context): void {
-    this.inner.onStart(span, parent);
-  }
-
-  onEnd(span: ReadableSpan): void {
-    if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
-    if (this.counts.waiting >= EXPORT_LIMITS.queue) {
-      this.counts.dropped += 1;
-      return;
-    }
-    this.counts.waiting += 1;
-    this.inner.onEnd(span);
-  }
-
-  forceFlush(): Promise<void> {
-    return this.inner.forceFlush();
-  }
-
-  shutdown(): Promise<void> {
-    return this.inner.shutdown();
   }
 }
 
@@ -187,31 +94,11 @@ function fail(span: Span, error: unknown): void {
 }
 
 export function createTracing(config: TracingConfig, log: Logger): Tracing {
-  const counts = new ExportCounts();
-  const exporterOptions = {
-    url: config.url,
-    headers: { ...config.headers },
-    timeoutMillis: EXPORT_LIMITS.timeoutMs,
-    concurrencyLimit: EXPORT_LIMITS.inFlight,
-  };
-  const exporter = new CountingExporter(
-    config.protocol === 'http/json' ? new JsonExporter(exporterOptions) : new ProtobufExporter(exporterOptions),
-    counts,
-  );
-  const processor = new BoundedProcessor(
-    new BatchSpanProcessor({
-      exporter,
-      maxQueueSize: EXPORT_LIMITS.queue,
-      maxExportBatchSize: EXPORT_LIMITS.batch,
-      scheduledDelayMillis: EXPORT_LIMITS.delayMs,
-      exportTimeoutMillis: EXPORT_LIMITS.timeoutMs,
-    }),
-    counts,
-  );
+  const spanExport = new SpanExport(config, log);
   const provider = new TracerProvider({
     sampler: sampler(config),
     resource: defaultResource().merge(resourceFromAttributes({ ...config.resourceAttributes, [ATTR_SERVICE_NAME]: config.serviceName })),
-    spanProcessors: [processor],
+    spanProcessors: [spanExport.processor],
   });
   // The context manager carries the active span through awaits (a handler's queued write, its queries); it is the
   // API's global one, so it is set once per thread.
@@ -222,17 +109,6 @@ export function createTracing(config: TracingConfig, log: Logger): Tracing {
 
   const requests = new WeakMap<IncomingMessage, RequestTrace>();
   const queued = new WeakMap<object, QueuedCreate>();
-
-  let reported = { dropped: 0, failed: 0 };
-  const report = () => {
-    const dropped = counts.dropped - reported.dropped;
-    const failed = counts.failed - reported.failed;
-    if (dropped === 0 && failed === 0) return;
-    reported = { dropped: counts.dropped, failed: counts.failed };
-    log.warn({ droppedSpans: dropped, failedSpans: failed, queueLimit: EXPORT_LIMITS.queue, url: redactedUrl(config.url) }, 'spans were not exported (queue full, or the collector refused or did not answer)');
-  };
-  const reporter = setInterval(report, DROP_REPORT_MS);
-  reporter.unref();
 
   const traceIdsOf = (span: Span): TraceIds => {
     const { traceId, spanId } = span.spanContext();
@@ -392,7 +268,7 @@ export function createTracing(config: TracingConfig, log: Logger): Tracing {
     },
 
     async shutdown() {
-      clearInterval(reporter);
+      spanExport.stopReporting();
       // What is queued gets SHUTDOWN_FLUSH_MS to reach the collector: a collector that hangs must not hold the
       // shutdown (SHUTDOWN_TIMEOUT_MS bounds all of it) for an export's whole time limit.
       let timer: NodeJS.Timeout | undefined;
@@ -409,17 +285,8 @@ export function createTracing(config: TracingConfig, log: Logger): Tracing {
       );
       const outcome = await Promise.race([flushed, gaveUp]);
       clearTimeout(timer);
-      // Spans still queued or sent and unanswered are lost with the process; what was lost since the last report is
-      // said before it goes.
-      if (outcome === 'timeout') counts.failed += counts.waiting + counts.sending;
-      report();
+      spanExport.reportLast(outcome === 'timeout');
       context.disable();
     },
   };
-}
-
-/** The collector URL as logged: without credentials or query. */
-function redactedUrl(url: string): string {
-  const parsed = new URL(url);
-  return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
 }
