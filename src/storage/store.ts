@@ -3,7 +3,7 @@ import type { PlantStore } from './plant-store.js';
 import type { CreateOutcome } from './plant-store.js';
 import type { Plant } from '../plants/plant.js';
 import type { TokenLookup, TokenStore } from './token-store.js';
-import type { WebhookStore } from './webhook-store.js';
+import type { WebhookOutbox, WebhookSubscriptionStore } from './webhook-store.js';
 
 /**
  * The storage interfaces. Each consumer sees only what it needs: the write queue and the plant service a
@@ -69,7 +69,7 @@ export interface DelegatedWrites extends WritableCheck {
 }
 
 /**
- * One open database: its sub-stores (plants, tokens, webhooks), and what belongs to the whole: which database it is,
+ * One open database: its sub-stores (plants, tokens, webhook subscriptions and their outbox), and what belongs to the whole: which database it is,
  * how many batches it commits at once, whether it can take writes now, what it notices by itself, and how to let it
  * go.
  */
@@ -77,7 +77,8 @@ export interface Store extends ServingStore {
   readonly kind: 'sqlite' | 'postgres';
   readonly plants: PlantStore;
   readonly tokens: TokenStore;
-  readonly webhooks: WebhookStore;
+  readonly webhookSubscriptions: WebhookSubscriptionStore;
+  readonly webhookOutbox: WebhookOutbox;
   /**
    * Calls `listener` with every incident from now on, and with those that happened before anyone listened; returns
    * the function that stops it. Storage has no logger of its own: services.ts logs what it hears here.
