@@ -59,13 +59,18 @@ export interface ServingStore extends WritableCheck {
 
 /**
  * The writes a store that only reads hands to the store that writes: in an instance of several threads on SQLite,
- * a worker thread's to the main thread's (one message per call, a batch of creates being one call).
+ * a worker thread's to the main thread's (one message per call, a batch of creates being one call). Shaped as the
+ * write side of each sub-store, which the reading store takes as its own (./sqlite/delegating-store.ts): plain
+ * functions, called without their object.
  */
-export interface DelegatedWrites extends WritableCheck {
-  /** traceparents as PlantStore.create takes them: each plant's, for the webhook event it writes. */
-  create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]>;
-  delete(id: bigint): Promise<boolean>;
-  recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void>;
+export interface DelegatedWrites {
+  readonly plants: {
+    /** traceparents as PlantStore.create takes them: each plant's, for the webhook event it writes. */
+    readonly create: (plants: readonly Plant[], traceparents?: readonly (string | undefined)[]) => Promise<CreateOutcome[]>;
+    readonly delete: (id: bigint) => Promise<boolean>;
+  };
+  readonly tokens: { readonly recordUse: (uses: ReadonlyMap<string, Date>) => Promise<void> };
+  readonly checkWritable: () => Promise<void>;
 }
 
 /**
