@@ -47,7 +47,7 @@ const nothingStore: Store = {
     importAll: unsupported,
   },
   // No subscriptions: the dispatcher finds nothing to send.
-  webhooks: {
+  webhookSubscriptions: {
     add: unsupported,
     list: () => Promise.resolve([]),
     remove: unsupported,
@@ -55,13 +55,15 @@ const nothingStore: Store = {
     rotateSecret: unsupported,
     deliveries: unsupported,
     redeliver: unsupported,
+    exportAll: unsupported,
+    importAll: unsupported,
+  },
+  webhookOutbox: {
     active: () => Promise.resolve([]),
     settleAndClaim: () => Promise.resolve({ claimed: [], disabled: [] }),
     releaseLeases: () => Promise.resolve(),
     countWaiting: () => Promise.resolve(0),
     prune: () => Promise.resolve(0),
-    exportAll: unsupported,
-    importAll: unsupported,
   },
   onIncident: () => () => undefined,
   close: () => Promise.resolve(),

@@ -130,7 +130,7 @@ export interface ProcessServices {
 export async function startProcessServices(config: Config, store: Store, log: Logger, options: ProcessOptions = {}): Promise<ProcessServices> {
   const metrics = createMetrics(config, options.renderMetrics);
   const stopHearingStorage = logIncidents(store, log);
-  const dispatcher = new WebhookDispatcher(store.webhooks, {
+  const dispatcher = new WebhookDispatcher(store.webhookOutbox, {
     config: config.webhooks,
     log: log.child({ component: 'webhooks' }),
     stopGraceMs: config.shutdownTimeoutMs / 2,

@@ -3,7 +3,7 @@ import type { PlantStore } from './plant-store.js';
 import type { CreateOutcome } from './plant-store.js';
 import type { Plant } from '../plants/plant.js';
 import type { TokenLookup, TokenStore } from './token-store.js';
-import type { WebhookStore } from './webhook-store.js';
+import type { WebhookOutbox, WebhookSubscriptionStore } from './webhook-store.js';
 
 /**
  * The storage interfaces. Each consumer sees only what it needs: the write queue and the plant service a
@@ -59,17 +59,22 @@ export interface ServingStore extends WritableCheck {
 
 /**
  * The writes a store that only reads hands to the store that writes: in an instance of several threads on SQLite,
- * a worker thread's to the main thread's (one message per call, a batch of creates being one call).
+ * a worker thread's to the main thread's (one message per call, a batch of creates being one call). Shaped as the
+ * write side of each sub-store, which the reading store takes as its own (./sqlite/delegating-store.ts): plain
+ * functions, called without their object.
  */
-export interface DelegatedWrites extends WritableCheck {
-  /** traceparents as PlantStore.create takes them: each plant's, for the webhook event it writes. */
-  create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]>;
-  delete(id: bigint): Promise<boolean>;
-  recordTokenUse(uses: ReadonlyMap<string, Date>): Promise<void>;
+export interface DelegatedWrites {
+  readonly plants: {
+    /** traceparents as PlantStore.create takes them: each plant's, for the webhook event it writes. */
+    readonly create: (plants: readonly Plant[], traceparents?: readonly (string | undefined)[]) => Promise<CreateOutcome[]>;
+    readonly delete: (id: bigint) => Promise<boolean>;
+  };
+  readonly tokens: { readonly recordUse: (uses: ReadonlyMap<string, Date>) => Promise<void> };
+  readonly checkWritable: () => Promise<void>;
 }
 
 /**
- * One open database: its sub-stores (plants, tokens, webhooks), and what belongs to the whole: which database it is,
+ * One open database: its sub-stores (plants, tokens, webhook subscriptions and their outbox), and what belongs to the whole: which database it is,
  * how many batches it commits at once, whether it can take writes now, what it notices by itself, and how to let it
  * go.
  */
@@ -77,7 +82,8 @@ export interface Store extends ServingStore {
   readonly kind: 'sqlite' | 'postgres';
   readonly plants: PlantStore;
   readonly tokens: TokenStore;
-  readonly webhooks: WebhookStore;
+  readonly webhookSubscriptions: WebhookSubscriptionStore;
+  readonly webhookOutbox: WebhookOutbox;
   /**
    * Calls `listener` with every incident from now on, and with those that happened before anyone listened; returns
    * the function that stops it. Storage has no logger of its own: services.ts logs what it hears here.

@@ -1,11 +1,12 @@
 import type { Plant } from '../plants/plant.js';
 
 /**
- * The webhook sub-store (`Store.webhooks`): subscriptions, their outbox and moving them between databases. Each
- * consumer sees the slice it needs: the CLI WebhookSubscriptions, the dispatcher WebhookOutbox, `plantstore copy`
- * WebhookTransfer. Each database implements it behind one class (src/storage/sqlite/webhooks.ts, whose subscriptions
- * and outbox are modules of their own beside it, and src/storage/postgres/webhooks.ts); what a round of attempts
- * changes is decided once, in ./webhook-settlement.ts.
+ * The two webhook sub-stores: the subscriptions (`Store.webhookSubscriptions`) the operator manages and `plantstore
+ * copy` moves, and their outbox (`Store.webhookOutbox`) that creates write and the dispatcher delivers. Each consumer
+ * sees the slice it needs: the CLI WebhookSubscriptions, `plantstore copy` WebhookTransfer, the dispatcher
+ * WebhookOutbox. Each database implements each in a module of its own (src/storage/sqlite/webhook-subscriptions.ts
+ * and webhook-outbox.ts, src/storage/postgres/webhook-subscriptions.ts and webhook-outbox.ts); what a round of
+ * attempts changes is decided once, in ./webhook-settlement.ts.
  *
  * Events are written by the plant store's create itself, in the transaction (SQLite) or statement (PostgreSQL) that
  * stores the plants: one per created plant and active subscription, so a plant answered 200 is never without its events.
@@ -215,8 +216,8 @@ export interface WebhookOutbox {
   prune(retentionMs: number): Promise<number>;
 }
 
-/** A database's webhooks, every slice of them. */
-export interface WebhookStore extends WebhookSubscriptions, WebhookOutbox, WebhookTransfer {}
+/** A database's webhook subscriptions, both slices of them (`Store.webhookSubscriptions`). */
+export interface WebhookSubscriptionStore extends WebhookSubscriptions, WebhookTransfer {}
 
 /** The webhook-id of an event: the subscription's random prefix and the event's row id, never reused. */
 export function webhookEventId(idPrefix: string, rowId: bigint): string {

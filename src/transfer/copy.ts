@@ -81,8 +81,8 @@ function webhooksSection(source: Store, target: Store): Section {
   return {
     name: 'webhook subscriptions',
     async checkTarget() {
-      const ours = new Map((await source.webhooks.exportAll()).map((subscription) => [subscription.name, subscription]));
-      for (const there of await target.webhooks.exportAll()) {
+      const ours = new Map((await source.webhookSubscriptions.exportAll()).map((subscription) => [subscription.name, subscription]));
+      for (const there of await target.webhookSubscriptions.exportAll()) {
         const here = ours.get(there.name);
         if (!here) throw new TargetHoldsOtherDataError(`webhook subscription "${there.name}", which the source does not hold`);
         if (!isSameWebhook(here, there)) throw new TargetHoldsOtherDataError(`webhook subscription "${there.name}", which differs from the source's`);
@@ -90,8 +90,8 @@ function webhooksSection(source: Store, target: Store): Section {
     },
     async copy(onRows) {
       // Subscriptions are made by hand, so they are few: one call, one transaction.
-      const subscriptions = (await source.webhooks.exportAll()).map((subscription) => ({ ...subscription, idPrefix: generateEventIdPrefix() }));
-      const outcomes = await target.webhooks.importAll(subscriptions);
+      const subscriptions = (await source.webhookSubscriptions.exportAll()).map((subscription) => ({ ...subscription, idPrefix: generateEventIdPrefix() }));
+      const outcomes = await target.webhookSubscriptions.importAll(subscriptions);
       let created = 0;
       outcomes.forEach((outcome, index) => {
         if (outcome.kind === 'created') created += 1;
@@ -106,7 +106,7 @@ function webhooksSection(source: Store, target: Store): Section {
     },
     async digest(store) {
       const digest = new SetDigest();
-      for (const subscription of await store.webhooks.exportAll()) digest.add(canonicalWebhook(subscription));
+      for (const subscription of await store.webhookSubscriptions.exportAll()) digest.add(canonicalWebhook(subscription));
       return digest;
     },
   };

@@ -1,13 +1,10 @@
 import type { WebhookConfig } from '../config.js';
-import { plantJson } from '../plant-json.js';
 import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookClaim, WebhookOutbox } from '../storage/webhook-store.js';
-import { webhookEventId } from '../storage/webhook-store.js';
 import { systemResolver, type Resolver } from './address-policy.js';
 import { claimLease, holdBounds, type ClaimLease } from './claim-planner.js';
 import { decideOutcome } from './retry-policy.js';
 import { WebhookSender } from './sender.js';
-import { activeTracing } from '../tracing/tracing.js';
-import { webhookSignature } from './signature.js';
+import { sendEvent } from './send-event.js';
 import { SoonestTimer } from './soonest-timer.js';
 import { SubscriptionQueues, type SubscriptionState } from './subscription-queues.js';
 
@@ -317,21 +314,11 @@ export class WebhookDispatcher implements WebhookStats {
   }
 
   #attempt(state: SubscriptionState, event: ClaimedWebhookEvent): void {
-    const { subscription } = state;
     state.inFlight += 1;
     this.#inFlight += 1;
     const attemptedAt = new Date();
-    const id = webhookEventId(subscription.idPrefix, event.id);
-    const body = plantJson(event.plant);
-    const timestampSeconds = Math.floor(attemptedAt.getTime() / 1000);
-    // Tracing (src/tracing/): each attempt is a client span in the trace of the create that wrote the event, and
-    // its request carries that span as its traceparent, for the subscriber to continue.
-    const span = activeTracing()?.delivery(event.traceparent, { url: subscription.url, subscription: subscription.name, attempt: event.attempts + 1 });
-    const signature = webhookSignature(subscription.secrets, id, timestampSeconds, body);
-    const attempt = this.#sender
-      .send({ url: subscription.url, id, timestampSeconds, body, signature, ...(span ? { traceparent: span.traceparent } : {}) })
+    const attempt = sendEvent(this.#sender, state.subscription, event, attemptedAt)
       .then((answer) => {
-        span?.end(answer.status, answer.error);
         const interrupted = this.#sender.interrupted && answer.status === null;
         const outcome: WebhookAttemptOutcome = interrupted ? { kind: 'released' } : decideOutcome(event, answer, this.#config.retrySchedule, this.#random);
         this.#count(outcome);

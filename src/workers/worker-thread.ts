@@ -85,9 +85,11 @@ const wakeWebhooks = () => {
 
 /** On SQLite every write is the main thread's: a batch of creates travels packed, in one message (./wire.ts). */
 const writesByMain: DelegatedWrites = {
-  create: async (plants, traceparents) => unpackOutcomes(await main.call('create', packPlants(plants, traceparents))),
-  delete: (id) => main.call('delete', id),
-  recordTokenUse: (uses) => main.call('recordTokenUse', uses),
+  plants: {
+    create: async (plants, traceparents) => unpackOutcomes(await main.call('create', packPlants(plants, traceparents))),
+    delete: (id) => main.call('delete', id),
+  },
+  tokens: { recordUse: (uses) => main.call('recordTokenUse', uses) },
   checkWritable: () => main.call('checkWritable', undefined),
 };
 

@@ -330,7 +330,7 @@ for (const database of DATABASES) {
     it('writes one webhook event per created line, none for replays, conflicts or bad lines', async () => {
       const hook = await Receiver.start();
       try {
-        await t.store.webhooks.add({ name: `bulk-${Date.now()}`, url: hook.url(), secret: generateWebhookSecret(), idPrefix: generateEventIdPrefix(), createdAt: new Date() });
+        await t.store.webhookSubscriptions.add({ name: `bulk-${Date.now()}`, url: hook.url(), secret: generateWebhookSecret(), idPrefix: generateEventIdPrefix(), createdAt: new Date() });
         const response = await bulk(
           ['{"id":60,"name":"a"}', '{"id":61,"name":"b"}', '{"id":60,"name":"a"}', '{"id":61,"name":"c"}', '{"id":62}', '{"id":9007199254740995,"name":"d"}'].join('\n'),
         );

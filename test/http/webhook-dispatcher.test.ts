@@ -20,7 +20,7 @@ const silent = { info() {}, warn() {}, error() {} };
 function recorded(store: SqliteStore) {
   const claims: WebhookClaim[][] = [];
   const settled: WebhookAttemptResult[] = [];
-  const spy = new Proxy(store.webhooks, {
+  const spy = new Proxy(store.webhookOutbox, {
     get(target, property) {
       if (property === 'settleAndClaim') {
         return (results: readonly WebhookAttemptResult[], claimed: readonly WebhookClaim[], leaseMs: number) => {
@@ -51,7 +51,7 @@ describe('the webhook dispatcher', () => {
     });
     const receiver = await Receiver.start(respond);
     cleanups.push(() => receiver.close());
-    await store.webhooks.add({ name: 'hook', url: receiver.url(), secret: generateWebhookSecret(), idPrefix: 'p1', createdAt: new Date() });
+    await store.webhookSubscriptions.add({ name: 'hook', url: receiver.url(), secret: generateWebhookSecret(), idPrefix: 'p1', createdAt: new Date() });
     const ids = Array.from({ length: backlog }, (_, index) => 9007199254740993n + BigInt(index));
     await store.plants.create(ids.map((id) => ({ id, name: 'p', tag: null })));
     const { spy, claims, settled } = recorded(store);

@@ -28,7 +28,7 @@ const FAST = {
 
 async function subscribe(t: TestApp, name: string, url: string): Promise<string> {
   const secret = generateWebhookSecret();
-  await t.store.webhooks.add({ name, url, secret, idPrefix: generateEventIdPrefix(), createdAt: new Date() });
+  await t.store.webhookSubscriptions.add({ name, url, secret, idPrefix: generateEventIdPrefix(), createdAt: new Date() });
   return secret;
 }
 
@@ -38,7 +38,7 @@ async function create(t: TestApp, body: string): Promise<number> {
 }
 
 async function info(t: TestApp, name: string): Promise<WebhookSubscriptionInfo> {
-  const found = (await t.store.webhooks.list()).find((subscription) => subscription.name === name);
+  const found = (await t.store.webhookSubscriptions.list()).find((subscription) => subscription.name === name);
   assert.ok(found, `subscription ${name}`);
   return found;
 }
@@ -143,10 +143,10 @@ for (const { kind, create: createDatabase } of DATABASES) {
       const hook = await receiver();
       assert.equal(await create(t, '{"id":1,"name":"Before"}'), 200);
       await subscribe(t, 'audit', hook.url());
-      await t.store.webhooks.setEnabled('audit', false, 'paused');
+      await t.store.webhookSubscriptions.setEnabled('audit', false, 'paused');
       assert.equal(await create(t, '{"id":2,"name":"While disabled"}'), 200);
       assert.equal(await eventsWritten(t, 'audit'), 0, 'nothing for a disabled subscription');
-      await t.store.webhooks.setEnabled('audit', true, '');
+      await t.store.webhookSubscriptions.setEnabled('audit', true, '');
 
       assert.equal(await create(t, '{"id":3,"name":"Fern"}'), 200);
       assert.equal(await eventsWritten(t, 'audit'), 1, 'the event is in the outbox when the 200 is answered');
@@ -177,7 +177,7 @@ for (const { kind, create: createDatabase } of DATABASES) {
       assert.equal(flaky.retried, 3);
       assert.equal(flaky.failed, 0);
       assert.equal(flaky.waiting, 0);
-      const log = await t.store.webhooks.deliveries({ failedOnly: false, limit: 10 });
+      const log = await t.store.webhookSubscriptions.deliveries({ failedOnly: false, limit: 10 });
       assert.deepEqual(
         log.map((d) => [d.attempt, d.status, d.error === null ? null : d.error.replace(/\d+/g, 'N'), d.plantId]),
         [
@@ -187,7 +187,7 @@ for (const { kind, create: createDatabase } of DATABASES) {
           [1, null, 'timed out after N ms', 42n],
         ],
       );
-      assert.equal((await t.store.webhooks.deliveries({ failedOnly: true, limit: 10 })).length, 3);
+      assert.equal((await t.store.webhookSubscriptions.deliveries({ failedOnly: true, limit: 10 })).length, 3);
       assert.equal(log[0]?.eventId, ids.values().next().value);
       assert.deepEqual(t.services.webhooks.snapshot(), { waiting: t.services.webhooks.snapshot().waiting, inFlight: 0, delivered: 1, retried: 3, failed: 0, disabled: 0 });
     });
@@ -237,16 +237,16 @@ for (const { kind, create: createDatabase } of DATABASES) {
       assert.equal(down.waiting, 0);
       assert.ok(down.disabledAt, 'disabled: it failed for the whole schedule');
       assert.match(down.disabledReason ?? '', /whole retry schedule.*HTTP 500/);
-      const [last] = await t.store.webhooks.deliveries({ name: 'down', failedOnly: true, limit: 1 });
+      const [last] = await t.store.webhookSubscriptions.deliveries({ name: 'down', failedOnly: true, limit: 1 });
       assert.equal(last?.plantId, INT64_MIN);
 
       up = true;
-      assert.equal(await t.store.webhooks.redeliver(last?.eventId ?? ''), 'scheduled-disabled');
-      assert.equal(await t.store.webhooks.setEnabled('down', true, ''), true);
+      assert.equal(await t.store.webhookSubscriptions.redeliver(last?.eventId ?? ''), 'scheduled-disabled');
+      assert.equal(await t.store.webhookSubscriptions.setEnabled('down', true, ''), true);
       await hook.waitForCount(4);
       assert.equal(hook.received[3]?.headers['webhook-id'], last?.eventId, 'the same event, the same id');
       await until(async () => (await info(t, 'down')).delivered === 1, 'redelivered');
-      assert.equal(await t.store.webhooks.redeliver('msg_nothere_1'), 'not-found');
+      assert.equal(await t.store.webhookSubscriptions.redeliver('msg_nothere_1'), 'not-found');
     });
 
     it('a subscription that succeeded since the event was created is not disabled when one event fails', async () => {
@@ -266,7 +266,7 @@ for (const { kind, create: createDatabase } of DATABASES) {
       const hook = await receiver();
       const old = await subscribe(t, 'rotating', hook.url());
       const fresh = generateWebhookSecret();
-      await t.store.webhooks.rotateSecret('rotating', fresh, 60_000);
+      await t.store.webhookSubscriptions.rotateSecret('rotating', fresh, 60_000);
       // The dispatcher re-reads subscriptions every poll (50 ms here, a second by default).
       await t.services.webhooks.prune();
       await until(async () => {
@@ -280,7 +280,7 @@ for (const { kind, create: createDatabase } of DATABASES) {
       new Webhook(fresh).verify(during.body, during.headers as Record<string, string>, { jsonParse: false });
 
       const third = generateWebhookSecret();
-      await t.store.webhooks.rotateSecret('rotating', third, 0);
+      await t.store.webhookSubscriptions.rotateSecret('rotating', third, 0);
       await until(async () => {
         const before = hook.received.length;
         assert.equal(await create(t, `{"id":${200 + before},"name":"Probe"}`), 200);
@@ -307,13 +307,13 @@ for (const { kind, create: createDatabase } of DATABASES) {
       }, 'outcomes');
       const badInfo = await info(t, 'bad');
       assert.ok(badInfo.failed >= 1);
-      const badAttempts = (await t.store.webhooks.deliveries({ name: 'bad', failedOnly: false, limit: 100 })).length;
+      const badAttempts = (await t.store.webhookSubscriptions.deliveries({ name: 'bad', failedOnly: false, limit: 100 })).length;
       assert.ok(badAttempts >= 2);
-      assert.equal((await t.store.webhooks.deliveries({ name: 'good', failedOnly: false, limit: 100 })).length, 3);
+      assert.equal((await t.store.webhookSubscriptions.deliveries({ name: 'good', failedOnly: false, limit: 100 })).length, 3);
       const deleted = await t.services.webhooks.prune();
       assert.equal(deleted, 3, 'the three delivered events');
-      assert.equal((await t.store.webhooks.deliveries({ name: 'good', failedOnly: false, limit: 100 })).length, 0, 'and their attempts');
-      assert.equal((await t.store.webhooks.deliveries({ name: 'bad', failedOnly: false, limit: 100 })).length, badAttempts, 'failed and waiting events keep theirs');
+      assert.equal((await t.store.webhookSubscriptions.deliveries({ name: 'good', failedOnly: false, limit: 100 })).length, 0, 'and their attempts');
+      assert.equal((await t.store.webhookSubscriptions.deliveries({ name: 'bad', failedOnly: false, limit: 100 })).length, badAttempts, 'failed and waiting events keep theirs');
       assert.deepEqual([(await info(t, 'bad')).failed, (await info(t, 'bad')).waiting], [badInfo.failed, badInfo.waiting]);
       assert.equal((await info(t, 'good')).delivered, 3, 'totals survive pruning');
     });
@@ -325,7 +325,7 @@ for (const { kind, create: createDatabase } of DATABASES) {
       assert.equal(await create(t, '{"id":1,"name":"Kept"}'), 200);
       await until(async () => (await info(t, 'kept')).delivered === 1, 'delivered');
       assert.equal(await t.services.webhooks.prune(), 0);
-      assert.equal((await t.store.webhooks.deliveries({ failedOnly: false, limit: 10 })).length, 1);
+      assert.equal((await t.store.webhookSubscriptions.deliveries({ failedOnly: false, limit: 10 })).length, 1);
     });
 
     it('refuses loopback by literal address and by a name resolving to loopback, checked when connecting', async () => {
@@ -341,9 +341,9 @@ for (const { kind, create: createDatabase } of DATABASES) {
       await subscribe(t, 'named', `http://hooks.example.test:${hook.port}/hook`);
       await subscribe(t, 'mapped', `http://[::ffff:127.0.0.1]:${hook.port}/hook`);
       assert.equal(await create(t, '{"id":1,"name":"Secret"}'), 200);
-      await until(async () => (await t.store.webhooks.list()).every((s) => s.failed === 1), 'all three failed');
+      await until(async () => (await t.store.webhookSubscriptions.list()).every((s) => s.failed === 1), 'all three failed');
       assert.equal(hook.received.length, 0, 'nothing reached the loopback receiver');
-      const errors = new Map((await t.store.webhooks.deliveries({ failedOnly: true, limit: 10 })).map((d) => [d.subscription, d.error]));
+      const errors = new Map((await t.store.webhookSubscriptions.deliveries({ failedOnly: true, limit: 10 })).map((d) => [d.subscription, d.error]));
       assert.match(errors.get('literal') ?? '', /127\.0\.0\.1 is a loopback address/);
       assert.match(errors.get('named') ?? '', /hooks\.example\.test resolves only to refused addresses: 127\.0\.0\.1 is a loopback address/);
       assert.match(errors.get('mapped') ?? '', /is a loopback address/);

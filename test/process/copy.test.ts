@@ -42,7 +42,7 @@ function webhooksOf(url: string): string {
 async function exportedWebhooks(url: string) {
   const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
   try {
-    return await store.webhooks.exportAll();
+    return await store.webhookSubscriptions.exportAll();
   } finally {
     await store.close();
   }
@@ -265,7 +265,7 @@ describe('plantstore copy', () => {
           const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
           const [hook] = await exportedWebhooks(source.url);
           assert.equal(hook?.name, 'hook');
-          await store.webhooks.add({ ...hook, secret: `whsec_${randomBytes(32).toString('base64')}` });
+          await store.webhookSubscriptions.add({ ...hook, secret: `whsec_${randomBytes(32).toString('base64')}` });
           await store.close();
         },
         problem: /webhook subscription "hook", which differs from the source's/,

@@ -174,7 +174,7 @@ for (const { kind, create } of DATABASES) {
         {
           webhookPollIntervalMs: 3_600_000,
           prepare: (store: Store) =>
-            store.webhooks.add({ name: 'hook', url: receiver.url(), secret: generateWebhookSecret(), idPrefix: generateEventIdPrefix(), createdAt: new Date() }),
+            store.webhookSubscriptions.add({ name: 'hook', url: receiver.url(), secret: generateWebhookSecret(), idPrefix: generateEventIdPrefix(), createdAt: new Date() }),
         },
       );
       const creates = 30;

@@ -8,7 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import { SQLITE_CODES, openConnection, pragmaValue, prepareValue, type Connection } from '../../src/storage/sqlite/connection.js';
 import { migrate } from '../../src/storage/sqlite/migrations.js';
 import { SqlitePlants } from '../../src/storage/sqlite/plants.js';
-import { SqliteWebhooks } from '../../src/storage/sqlite/webhooks.js';
+import { SqliteWebhookOutbox } from '../../src/storage/sqlite/webhook-outbox.js';
+import { SqliteWebhookSubscriptions } from '../../src/storage/sqlite/webhook-subscriptions.js';
 import type { ClaimedWebhookEvent, WebhookAttemptResult } from '../../src/storage/webhook-store.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { sqliteFile } from '../helpers/transfer.js';
@@ -20,7 +21,7 @@ describe('SQLite webhook settlements', () => {
   let database: TestDatabase;
   let db: Connection;
   let plants: SqlitePlants;
-  let webhooks: SqliteWebhooks;
+  let outbox: SqliteWebhookOutbox;
   let subscriptionId: bigint;
 
   before(async () => {
@@ -30,9 +31,9 @@ describe('SQLite webhook settlements', () => {
     db.exec('PRAGMA busy_timeout = 0');
     // One connection reads and writes; a lock held elsewhere fails at once (the store would retry it).
     const run = async <T>(work: () => T) => work();
-    webhooks = new SqliteWebhooks(db, db, { read: run, write: run });
-    plants = new SqlitePlants(db, db, webhooks, { read: run, write: run });
-    await webhooks.add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
+    outbox = new SqliteWebhookOutbox(db, db, { read: run, write: run });
+    plants = new SqlitePlants(db, db, outbox, { read: run, write: run });
+    await new SqliteWebhookSubscriptions(db, db, { read: run, write: run }).add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
     subscriptionId = prepareValue<[], bigint>(db, 'SELECT id FROM webhook_subscriptions', { bigInts: true }).get() as bigint;
   });
   after(async () => {
@@ -48,12 +49,12 @@ describe('SQLite webhook settlements', () => {
     assert.equal(synchronous(), FULL);
     const ids = [9007199254740993n, -9223372036854775808n, 9223372036854775807n];
     await plants.create(ids.map((id) => ({ id, name: 'p', tag: null })));
-    const { claimed } = await webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000);
+    const { claimed } = await outbox.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000);
     assert.deepEqual(claimed.map((event) => event.plant.id).sort(), [...ids].sort());
     assert.equal(synchronous(), FULL);
 
     const at = Date.UTC(2026, 10, 23);
-    assert.deepEqual((await webhooks.settleAndClaim(delivered(claimed, at), [{ subscriptionId, limit: 10 }], 60_000)).claimed, []);
+    assert.deepEqual((await outbox.settleAndClaim(delivered(claimed, at), [{ subscriptionId, limit: 10 }], 60_000)).claimed, []);
     assert.equal(synchronous(), FULL);
     const totals = db.prepare('SELECT delivered_total, last_success_at FROM webhook_subscriptions').get();
     assert.deepEqual({ ...totals }, { delivered_total: 3, last_success_at: at + 2 });
@@ -65,13 +66,13 @@ describe('SQLite webhook settlements', () => {
     const other = openConnection(sqliteFile(database.url), 2);
     try {
       other.exec('BEGIN IMMEDIATE');
-      await assert.rejects(webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'ERR_SQLITE_ERROR', errcode: SQLITE_CODES.BUSY });
+      await assert.rejects(outbox.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'ERR_SQLITE_ERROR', errcode: SQLITE_CODES.BUSY });
       assert.equal(synchronous(), FULL);
       other.exec('ROLLBACK');
     } finally {
       other.close();
     }
-    assert.equal((await webhooks.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000)).claimed.length, 1);
+    assert.equal((await outbox.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000)).claimed.length, 1);
     assert.equal(synchronous(), FULL);
   });
 });

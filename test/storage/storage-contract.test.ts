@@ -359,14 +359,14 @@ for (const database of DATABASES) {
 
     it('exports webhook subscriptions with secrets, previous secret, id prefix, times and state, in byte order of name', () =>
       withStore(async (store) => {
-        assert.deepEqual(await store.webhooks.exportAll(), []);
+        assert.deepEqual(await store.webhookSubscriptions.exportAll(), []);
         const names = ['b', 'B', '_x', 'a.1', '.dot'];
         for (const [index, name] of names.entries()) {
-          await store.webhooks.add({ name, url: `https://${index}.example/hook`, secret: `whsec_${name}`, idPrefix: `p${index}`, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)) });
+          await store.webhookSubscriptions.add({ name, url: `https://${index}.example/hook`, secret: `whsec_${name}`, idPrefix: `p${index}`, createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, index, 7)) });
         }
-        assert.equal(await store.webhooks.rotateSecret('b', 'whsec_new', 3_600_000), true);
-        assert.equal(await store.webhooks.setEnabled('B', false, 'receiver moved'), true);
-        const exported = await store.webhooks.exportAll();
+        assert.equal(await store.webhookSubscriptions.rotateSecret('b', 'whsec_new', 3_600_000), true);
+        assert.equal(await store.webhookSubscriptions.setEnabled('B', false, 'receiver moved'), true);
+        const exported = await store.webhookSubscriptions.exportAll();
         assert.deepEqual(
           exported.map((subscription) => subscription.name),
           [...names].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
@@ -406,15 +406,15 @@ for (const database of DATABASES) {
           disabledReason: null,
           ...changes,
         });
-        await store.webhooks.add({ name: 'kept', url: 'https://kept.example/hook', secret: 'whsec_kept', idPrefix: 'prefixkept', createdAt });
-        await store.webhooks.add({ name: 'other', url: 'https://other.example/hook', secret: 'whsec_other', idPrefix: 'prefixother', createdAt });
+        await store.webhookSubscriptions.add({ name: 'kept', url: 'https://kept.example/hook', secret: 'whsec_kept', idPrefix: 'prefixkept', createdAt });
+        await store.webhookSubscriptions.add({ name: 'other', url: 'https://other.example/hook', secret: 'whsec_other', idPrefix: 'prefixother', createdAt });
         const full = record('full', {
           previousSecret: 'whsec_before',
           previousSecretUntil: new Date('2099-01-01T00:00:00.001Z'),
           disabledAt: new Date('2026-02-03T04:05:06.789Z'),
           disabledReason: 'failing since',
         });
-        const outcomes = await store.webhooks.importAll([
+        const outcomes = await store.webhookSubscriptions.importAll([
           full,
           record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
           // The id prefix is not compared: a copy gives its own.
@@ -433,7 +433,7 @@ for (const database of DATABASES) {
           { kind: 'conflict' },
           { kind: 'conflict' },
         ]);
-        assert.deepEqual(await store.webhooks.exportAll(), [
+        assert.deepEqual(await store.webhookSubscriptions.exportAll(), [
           record('active', { previousSecret: 'whsec_old', previousSecretUntil: new Date('2099-01-01T00:00:00.000Z') }),
           full,
           record('kept'),
@@ -441,11 +441,11 @@ for (const database of DATABASES) {
         ]);
         // An imported subscription signs with both its secrets, under its own id prefix; a disabled one is not active.
         assert.deepEqual(
-          (await store.webhooks.active()).filter((subscription) => subscription.name === 'active').map(({ idPrefix, secrets }) => ({ idPrefix, secrets })),
+          (await store.webhookOutbox.active()).filter((subscription) => subscription.name === 'active').map(({ idPrefix, secrets }) => ({ idPrefix, secrets })),
           [{ idPrefix: 'prefixactive', secrets: ['whsec_active', 'whsec_old'] }],
         );
-        assert.ok(!(await store.webhooks.active()).some((subscription) => subscription.name === 'full'));
-        assert.deepEqual(await store.webhooks.importAll([]), []);
+        assert.ok(!(await store.webhookOutbox.active()).some((subscription) => subscription.name === 'full'));
+        assert.deepEqual(await store.webhookSubscriptions.importAll([]), []);
       }));
 
     describe('the webhook outbox', () => {
@@ -453,15 +453,15 @@ for (const database of DATABASES) {
       const GONE = 'the endpoint answered 410 Gone';
 
       async function subscribe(store: Store, name: string): Promise<bigint> {
-        await store.webhooks.add({ name, url: `https://${name}.example/hook`, secret: `whsec_${name}`, idPrefix: `prefix${name}`, createdAt: new Date() });
-        const subscription = (await store.webhooks.active()).find((active) => active.name === name);
+        await store.webhookSubscriptions.add({ name, url: `https://${name}.example/hook`, secret: `whsec_${name}`, idPrefix: `prefix${name}`, createdAt: new Date() });
+        const subscription = (await store.webhookOutbox.active()).find((active) => active.name === name);
         assert.ok(subscription);
         return subscription.id;
       }
 
       /** Settles `results` and claims up to `limit` due events of each subscription, in one call; the events by plant id. */
       async function settleAndClaim(store: Store, results: readonly WebhookAttemptResult[], subscriptions: readonly bigint[], limit = 100, leaseMs = LEASE_MS) {
-        const settled = await store.webhooks.settleAndClaim(results, subscriptions.map((subscriptionId) => ({ subscriptionId, limit })), leaseMs);
+        const settled = await store.webhookOutbox.settleAndClaim(results, subscriptions.map((subscriptionId) => ({ subscriptionId, limit })), leaseMs);
         settled.claimed.sort((a, b) => (a.plant.id < b.plant.id ? -1 : a.plant.id > b.plant.id ? 1 : 0));
         return settled;
       }
@@ -496,7 +496,7 @@ for (const database of DATABASES) {
       }
 
       async function subscription(store: Store, name: string): Promise<WebhookSubscriptionInfo> {
-        const found = (await store.webhooks.list()).find((info) => info.name === name);
+        const found = (await store.webhookSubscriptions.list()).find((info) => info.name === name);
         assert.ok(found, name);
         return found;
       }
@@ -510,7 +510,7 @@ for (const database of DATABASES) {
           await store.plants.create(plants);
           // A replay writes no event.
           await store.plants.create([plants[0] as Plant]);
-          assert.equal(await store.webhooks.countWaiting(), 6);
+          assert.equal(await store.webhookOutbox.countWaiting(), 6);
 
           const some = await claim(store, [first], 2);
           assert.equal(some.length, 2);
@@ -527,16 +527,16 @@ for (const database of DATABASES) {
           assert.equal(new Set([...some, ...rest].map((event) => event.id)).size, 6);
           // Every event is leased: nothing more is due, and claimed events still count as waiting.
           assert.deepEqual(await claim(store, [first, second]), []);
-          assert.equal(await store.webhooks.countWaiting(), 6);
+          assert.equal(await store.webhookOutbox.countWaiting(), 6);
 
           // A disabled subscription's events are neither claimed nor counted, and creates write none for it.
           const third = await subscribe(store, 'third');
           await store.plants.create([plant(1n)]);
-          assert.equal(await store.webhooks.setEnabled('third', false, 'paused'), true);
+          assert.equal(await store.webhookSubscriptions.setEnabled('third', false, 'paused'), true);
           await store.plants.create([plant(2n)]);
           assert.deepEqual(await claim(store, [third]), []);
-          assert.equal(await store.webhooks.countWaiting(), 10);
-          assert.equal(await store.webhooks.setEnabled('third', true, ''), true);
+          assert.equal(await store.webhookOutbox.countWaiting(), 10);
+          assert.equal(await store.webhookSubscriptions.setEnabled('third', true, ''), true);
           assert.deepEqual((await claim(store, [third])).map((event) => event.plant.id), [1n]);
         }));
 
@@ -572,7 +572,7 @@ for (const database of DATABASES) {
             retried: 2,
             failed: 0,
           });
-          const log = await store.webhooks.deliveries({ failedOnly: false, limit: 10 });
+          const log = await store.webhookSubscriptions.deliveries({ failedOnly: false, limit: 10 });
           assert.deepEqual(
             log.map(({ plantId, attempt: number, attemptedAt, status, error }) => ({ plantId, number, at: attemptedAt.getTime(), status, error })).sort((a, b) => a.at - b.at),
             [
@@ -583,7 +583,7 @@ for (const database of DATABASES) {
             ],
           );
           assert.ok(log.every((delivery) => delivery.subscription === 'hook' && delivery.eventId.startsWith('msg_prefixhook_')));
-          assert.equal((await store.webhooks.deliveries({ failedOnly: true, limit: 10 })).length, 2);
+          assert.equal((await store.webhookSubscriptions.deliveries({ failedOnly: true, limit: 10 })).length, 2);
 
           // The schedule spent, but the subscription succeeded since the event was created: marked failed, not disabled.
           const [again] = round.claimed as [ClaimedWebhookEvent];
@@ -597,9 +597,9 @@ for (const database of DATABASES) {
             { disabledAt: info.disabledAt, lastFailureAt: info.lastFailureAt, lastError: info.lastError, waiting: info.waiting, delivered: info.delivered, retried: info.retried, failed: info.failed },
             { disabledAt: null, lastFailureAt: new Date(t + 5), lastError: 'HTTP 500', waiting: 2, delivered: 2, retried: 3, failed: 1 },
           );
-          assert.equal(await store.webhooks.countWaiting(), 2);
-          assert.equal((await store.webhooks.deliveries({ name: 'hook', failedOnly: false, limit: 10 }))[0]?.attempt, 1);
-          assert.equal((await store.webhooks.deliveries({ name: 'hook', failedOnly: true, limit: 10 })).filter((d) => d.attempt === 2).length, 1);
+          assert.equal(await store.webhookOutbox.countWaiting(), 2);
+          assert.equal((await store.webhookSubscriptions.deliveries({ name: 'hook', failedOnly: false, limit: 10 }))[0]?.attempt, 1);
+          assert.equal((await store.webhookSubscriptions.deliveries({ name: 'hook', failedOnly: true, limit: 10 })).filter((d) => d.attempt === 2).length, 1);
         }));
 
       it('claims an event again once its lease runs out, and a released one at once, with no attempt counted', () =>
@@ -620,7 +620,7 @@ for (const database of DATABASES) {
             (await settleAndClaim(store, [released], [hook])).claimed.map(({ id, attempts, retryIndex }) => ({ id, attempts, retryIndex })),
             [{ id: other.id, attempts: 0, retryIndex: 0 }],
           );
-          assert.deepEqual(await store.webhooks.deliveries({ failedOnly: false, limit: 10 }), []);
+          assert.deepEqual(await store.webhookSubscriptions.deliveries({ failedOnly: false, limit: 10 }), []);
           const info = await subscription(store, 'hook');
           assert.deepEqual([info.waiting, info.delivered, info.retried, info.failed, info.lastFailureAt], [2, 0, 0, 0, null]);
         }));
@@ -643,8 +643,8 @@ for (const database of DATABASES) {
               name,
             );
           }
-          assert.deepEqual(await store.webhooks.active(), []);
-          assert.equal(await store.webhooks.countWaiting(), 0);
+          assert.deepEqual(await store.webhookOutbox.active(), []);
+          assert.equal(await store.webhookOutbox.countWaiting(), 0);
           assert.deepEqual(await claim(store, [first, second]), []);
         }));
 
@@ -662,7 +662,7 @@ for (const database of DATABASES) {
           );
           const kept = await subscription(store, 'flaky');
           assert.deepEqual([kept.disabledAt, kept.failed, kept.delivered], [null, 1, 1]);
-          assert.deepEqual((await store.webhooks.active()).map((active) => active.name), ['flaky']);
+          assert.deepEqual((await store.webhookOutbox.active()).map((active) => active.name), ['flaky']);
         }));
     });
 

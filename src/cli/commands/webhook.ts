@@ -85,7 +85,7 @@ export async function run(args: string[], context: CommandContext): Promise<void
       const secret = generateWebhookSecret();
       try {
         await withStore(
-          (store) => store.webhooks.add({ name, url, secret, idPrefix: generateEventIdPrefix(), createdAt: new Date() }),
+          (store) => store.webhookSubscriptions.add({ name, url, secret, idPrefix: generateEventIdPrefix(), createdAt: new Date() }),
           NEW_OR_EXISTING_DATABASE,
         );
       } catch (error) {
@@ -104,14 +104,14 @@ export async function run(args: string[], context: CommandContext): Promise<void
     }
     case 'list': {
       parseArgs({ args: rest, options: {}, strict: true });
-      const subscriptions = await withStore((store) => store.webhooks.list());
+      const subscriptions = await withStore((store) => store.webhookSubscriptions.list());
       if (subscriptions.length === 0) process.stderr.write('no webhook subscriptions; add one with: plantstore webhook add --url URL\n');
       for (const info of subscriptions) process.stdout.write(`${describeSubscription(info)}\n`);
       return;
     }
     case 'remove': {
       const name = oneName(rest, action);
-      if (!(await withStore((store) => store.webhooks.remove(name)))) return noSuch(name);
+      if (!(await withStore((store) => store.webhookSubscriptions.remove(name)))) return noSuch(name);
       process.stderr.write(`removed webhook subscription "${name}" and its events\n`);
       return;
     }
@@ -119,14 +119,14 @@ export async function run(args: string[], context: CommandContext): Promise<void
     case 'enable': {
       const name = oneName(rest, action);
       const enabled = action === 'enable';
-      if (!(await withStore((store) => store.webhooks.setEnabled(name, enabled, 'disabled by the operator')))) return noSuch(name);
+      if (!(await withStore((store) => store.webhookSubscriptions.setEnabled(name, enabled, 'disabled by the operator')))) return noSuch(name);
       process.stderr.write(`${enabled ? 'enabled' : 'disabled'} webhook subscription "${name}"; running servers follow within about a second\n`);
       return;
     }
     case 'rotate-secret': {
       const name = oneName(rest, action);
       const secret = generateWebhookSecret();
-      if (!(await withStore((store) => store.webhooks.rotateSecret(name, secret, config.webhooks.secretGraceMs)))) return noSuch(name);
+      if (!(await withStore((store) => store.webhookSubscriptions.rotateSecret(name, secret, config.webhooks.secretGraceMs)))) return noSuch(name);
       process.stdout.write(`${secret}\n`);
       process.stderr.write(
         `rotated the signing secret of "${name}"; it is shown only this once. Deliveries carry signatures by both the new ` +
@@ -146,7 +146,7 @@ export async function run(args: string[], context: CommandContext): Promise<void
       if (!/^[1-9][0-9]{0,5}$/.test(limit)) throw new UsageError('webhook deliveries --limit needs a positive integer');
       const [name] = positionals;
       const deliveries = await withStore((store) =>
-        store.webhooks.deliveries({ ...(name === undefined ? {} : { name }), failedOnly: values.failed ?? false, limit: Number(limit) }),
+        store.webhookSubscriptions.deliveries({ ...(name === undefined ? {} : { name }), failedOnly: values.failed ?? false, limit: Number(limit) }),
       );
       if (deliveries.length === 0) process.stderr.write('no attempts recorded\n');
       for (const delivery of deliveries) {
@@ -163,7 +163,7 @@ export async function run(args: string[], context: CommandContext): Promise<void
       const { positionals } = parseArgs({ args: rest, options: {}, allowPositionals: true, strict: true });
       const [eventId] = positionals;
       if (!eventId || positionals.length !== 1) throw new UsageError('webhook redeliver needs exactly one EVENT_ID (as webhook deliveries prints it)');
-      const result = await withStore((store) => store.webhooks.redeliver(eventId));
+      const result = await withStore((store) => store.webhookSubscriptions.redeliver(eventId));
       if (result === 'not-found') {
         process.stderr.write(`no webhook event ${JSON.stringify(eventId)} (delivered events are pruned after WEBHOOK_RETENTION)\n`);
         process.exitCode = 1;

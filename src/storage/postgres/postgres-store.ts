@@ -16,7 +16,8 @@ import {
 import { migrate } from './migrations.js';
 import { PostgresPlants } from './plants.js';
 import { PostgresTokens } from './tokens.js';
-import { PostgresWebhooks } from './webhooks.js';
+import { PostgresWebhookOutbox } from './webhook-outbox.js';
+import { PostgresWebhookSubscriptions } from './webhook-subscriptions.js';
 import { activeTracing } from '../../tracing/tracing.js';
 
 /**
@@ -32,10 +33,11 @@ export class PostgresStore implements Store {
   readonly writeConcurrency: number;
   readonly #pool: pg.Pool;
   #observer: StorageObserver = UNOBSERVED;
-  /** Plants, tokens and webhooks, each on this store's pool and its error translation. */
+  /** Plants, tokens, webhook subscriptions and their outbox, each on this store's pool and its error translation. */
   readonly plants: PostgresPlants;
   readonly tokens: PostgresTokens;
-  readonly webhooks: PostgresWebhooks;
+  readonly webhookSubscriptions: PostgresWebhookSubscriptions;
+  readonly webhookOutbox: PostgresWebhookOutbox;
 
   private constructor(pool: pg.Pool, poolSize: number) {
     this.#pool = pool;
@@ -44,7 +46,8 @@ export class PostgresStore implements Store {
     const transaction: Transaction = (work) => this.#transaction(work);
     this.plants = new PostgresPlants(query);
     this.tokens = new PostgresTokens(query, transaction);
-    this.webhooks = new PostgresWebhooks(query, transaction);
+    this.webhookSubscriptions = new PostgresWebhookSubscriptions(query, transaction);
+    this.webhookOutbox = new PostgresWebhookOutbox(query, transaction);
   }
 
   /** `timeouts` exist for tests, which cannot wait the real ones out. */

@@ -7,8 +7,7 @@
  * is the one open.
  */
 import type { StorageObserver } from '../observer.js';
-import type { CreateOutcome, PlantStore } from '../plant-store.js';
-import type { Plant } from '../../plants/plant.js';
+import type { PlantStore } from '../plant-store.js';
 import type { DelegatedWrites, ServingStore } from '../store.js';
 import type { TokenLookup } from '../token-store.js';
 import { openConnection, translateSqliteError, type Connection, type ReadRunner } from './connection.js';
@@ -19,35 +18,25 @@ import { SqliteTokenReads } from './tokens.js';
 /** The read connection's page cache, as the single-threaded store's reader has. */
 const READER_CACHE_MIB = 16;
 
-/** Plants: reads on this store's connection (as SqlitePlants reads), creates and deletes by the writer. */
+/** Plants: reads on this store's connection (as SqlitePlants reads); create and delete are the writer's own. */
 class DelegatingPlants extends SqlitePlantReads implements PlantStore {
-  readonly #writes: DelegatedWrites;
+  readonly create: DelegatedWrites['plants']['create'];
+  readonly delete: DelegatedWrites['plants']['delete'];
 
-  constructor(reader: Connection, read: ReadRunner, writes: DelegatedWrites) {
+  constructor(reader: Connection, read: ReadRunner, writes: DelegatedWrites['plants']) {
     super(reader, read);
-    this.#writes = writes;
-  }
-
-  create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
-    return this.#writes.create(plants, traceparents);
-  }
-
-  delete(id: bigint): Promise<boolean> {
-    return this.#writes.delete(id);
+    this.create = writes.create;
+    this.delete = writes.delete;
   }
 }
 
-/** What the token cache needs: find and all on this store's connection (as SqliteTokens reads), uses recorded by the writer. */
+/** What the token cache needs: find and all on this store's connection (as SqliteTokens reads); recordUse is the writer's own. */
 class DelegatingTokens extends SqliteTokenReads implements TokenLookup {
-  readonly #writes: DelegatedWrites;
+  readonly recordUse: DelegatedWrites['tokens']['recordUse'];
 
-  constructor(reader: Connection, read: ReadRunner, writes: DelegatedWrites) {
+  constructor(reader: Connection, read: ReadRunner, writes: DelegatedWrites['tokens']) {
     super(reader, read);
-    this.#writes = writes;
-  }
-
-  recordUse(uses: ReadonlyMap<string, Date>): Promise<void> {
-    return this.#writes.recordTokenUse(uses);
+    this.recordUse = writes.recordUse;
   }
 }
 
@@ -56,16 +45,17 @@ export class DelegatingSqliteStore implements ServingStore {
   readonly writeConcurrency = 1;
   readonly plants: PlantStore;
   readonly tokens: TokenLookup;
+  /** The writer's: a heartbeat committed on the connection that writes proves what readiness asks. */
+  readonly checkWritable: DelegatedWrites['checkWritable'];
   readonly #reader: Connection;
-  readonly #writes: DelegatedWrites;
   readonly #locks = new LockRetry();
 
   private constructor(reader: Connection, writes: DelegatedWrites) {
     this.#reader = reader;
-    this.#writes = writes;
     const read: ReadRunner = (work) => this.#locks.run(work);
-    this.plants = new DelegatingPlants(reader, read, writes);
-    this.tokens = new DelegatingTokens(reader, read, writes);
+    this.plants = new DelegatingPlants(reader, read, writes.plants);
+    this.tokens = new DelegatingTokens(reader, read, writes.tokens);
+    this.checkWritable = writes.checkWritable;
   }
 
   /** The writer has opened and migrated the database before this opens it. */
@@ -84,10 +74,6 @@ export class DelegatingSqliteStore implements ServingStore {
 
   observe(observer: StorageObserver): void {
     this.#locks.observer = observer;
-  }
-
-  checkWritable(): Promise<void> {
-    return this.#writes.checkWritable();
   }
 
   async close(): Promise<void> {

@@ -10,7 +10,8 @@ import { migrate } from './migrations.js';
 import { SqlitePlants } from './plants.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteTokens } from './tokens.js';
-import { SqliteWebhooks } from './webhooks.js';
+import { SqliteWebhookOutbox } from './webhook-outbox.js';
+import { SqliteWebhookSubscriptions } from './webhook-subscriptions.js';
 import { SqliteHeartbeat } from './heartbeat.js';
 
 /**
@@ -41,10 +42,11 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   /** One writer: SQLite commits one transaction at a time. */
   readonly writeConcurrency = 1;
-  /** Plants, tokens, and subscriptions with their outbox, each on this store's two connections and its lock retries. */
+  /** Plants, tokens, webhook subscriptions and their outbox, each on this store's two connections and its lock retries. */
   readonly plants: SqlitePlants;
   readonly tokens: SqliteTokens;
-  readonly webhooks: SqliteWebhooks;
+  readonly webhookSubscriptions: SqliteWebhookSubscriptions;
+  readonly webhookOutbox: SqliteWebhookOutbox;
   readonly #reader: Connection;
   readonly #writer: Connection;
   readonly #heartbeat: SqliteHeartbeat;
@@ -57,8 +59,9 @@ export class SqliteStore implements Store {
     this.#identity = identity;
     this.#reader = reader;
     const runners = { read: <T>(work: () => T) => this.#unlocked(work), write: <T>(work: () => T) => this.#write(work) };
-    this.webhooks = new SqliteWebhooks(reader, writer, runners);
-    this.plants = new SqlitePlants(reader, writer, this.webhooks, runners);
+    this.webhookSubscriptions = new SqliteWebhookSubscriptions(reader, writer, runners);
+    this.webhookOutbox = new SqliteWebhookOutbox(reader, writer, runners);
+    this.plants = new SqlitePlants(reader, writer, this.webhookOutbox, runners);
     this.tokens = new SqliteTokens(reader, writer, runners);
     this.#writer = writer;
     this.#heartbeat = new SqliteHeartbeat(writer);

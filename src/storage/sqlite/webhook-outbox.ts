@@ -24,8 +24,9 @@ interface ActiveWebhookRow {
 }
 
 /**
- * The webhook outbox of SQLite: the events a batch of creates writes (`recordEvents`, inside the transaction that
- * stores the batch, so the outbox shares its commit and fsync) and what the dispatcher claims, settles and prunes.
+ * The webhook outbox of SQLite (`Store.webhookOutbox`): the events a batch of creates writes (`recordEvents`, inside
+ * the transaction that stores the batch, so the outbox shares its commit and fsync) and what the dispatcher claims,
+ * settles and prunes.
  * Reads use the read connection; writes the one write connection, each taking the write lock at once or throwing
  * SQLITE_BUSY having changed nothing (which the runners retry). `settleAndClaim`, the dispatcher's own bookkeeping,
  * commits without an fsync of its own (docs/design.md, "The dispatcher's records").

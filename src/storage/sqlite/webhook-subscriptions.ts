@@ -2,8 +2,8 @@ import { DuplicateWebhookNameError } from '../errors.js';
 import { SQLITE_EXTENDED_CODES, prepare, prepareValue, prepareWrite, sqliteExtendedCode, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner } from './connection.js';
 import { WEBHOOK_RECORD_COLUMNS, toWebhookRecord, type WebhookRecordRowOf } from '../webhook-rows.js';
 import { isSameWebhook, webhookEventId, webhookEventRowId } from '../webhook-store.js';
-import type { DeliveriesQuery, NewWebhookSubscription, RedeliverResult, WebhookDelivery, WebhookSubscriptions } from '../webhook-store.js';
-import type { WebhookImportOutcome, WebhookRecord, WebhookSubscriptionInfo, WebhookTransfer } from '../webhook-store.js';
+import type { DeliveriesQuery, NewWebhookSubscription, RedeliverResult, WebhookDelivery, WebhookSubscriptionStore } from '../webhook-store.js';
+import type { WebhookImportOutcome, WebhookRecord, WebhookSubscriptionInfo } from '../webhook-store.js';
 
 /** Times are milliseconds since the epoch. */
 type WebhookRecordRow = WebhookRecordRowOf<number>;
@@ -40,11 +40,11 @@ function optionalDate(ms: number | null): Date | null {
 }
 
 /**
- * The webhook subscriptions of SQLite, as the operator manages them (`plantstore webhook …`) and `plantstore copy`
- * moves them. Reads use the read connection; writes the one write connection, each a durable commit of its own that
+ * The webhook subscriptions of SQLite (`Store.webhookSubscriptions`), as the operator manages them (`plantstore
+ * webhook …`) and `plantstore copy` moves them. Reads use the read connection; writes the one write connection, each a durable commit of its own that
  * takes the write lock at once or throws SQLITE_BUSY having changed nothing, which the runners retry.
  */
-export class SqliteWebhookSubscriptions implements WebhookSubscriptions, WebhookTransfer {
+export class SqliteWebhookSubscriptions implements WebhookSubscriptionStore {
   readonly #read: ReadRunner;
   readonly #write: WriteRunner;
   readonly #reads;
