@@ -17,5 +17,5 @@ export const notFound = fastifyPlugin(
     });
     done();
   },
-  { name: 'not-found', fastify: '5.x', dependencies: ['error-handler'] },
+  { name: 'not-found', fastify: '5.x', dependencies: ['error-handler', 'request-id', 'malformed-requests'] },
 );
