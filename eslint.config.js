@@ -114,6 +114,37 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { patterns: [{ regex: '.', message: 'src/plants/plant.ts is a leaf of plain types that every layer, storage included, imports: it imports nothing.' }] }] },
   },
   {
+    // The app's plugins (src/http/plugins/): each is one concern of the app, registered by src/app.ts with what it
+    // needs (the routes as RouteSpecs, the services' interfaces), so none reaches up to the app or the entry, or across
+    // to the route modules or down to storage (the services stand between).
+    files: ['src/http/plugins/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+(cli|workers|storage|routes)/|^(\\.\\./)+(app|server)\\.js$',
+              message:
+                'src/http/plugins may not import the app, the entry (server, CLI, worker threads), the route modules or storage: src/app.ts hands a plugin the routes and services it needs.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Only src/app.ts registers the plugins: the HTTP helpers and the routes below it know none, so which hooks run,
+    // and in what order, is read in one place.
+    files: ['src/http/*.ts', 'src/routes/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '(^|/)plugins/', message: 'Only src/app.ts registers the plugins of src/http/plugins/: routes and HTTP helpers may not import them.' }] },
+      ],
+    },
+  },
+  {
     // The CLI reads the environment where it starts a process (NODE_OPTIONS), loads the configuration, and reads a
     // copy target as DATABASE_URL would be read.
     files: ['src/config.ts', 'src/cli/plantstore.ts', 'src/cli/dispatch.ts', 'src/cli/commands/copy.ts', 'test/**/*.ts', 'bench/**/*.ts'],

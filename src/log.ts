@@ -24,8 +24,8 @@ function serializeRequest(request: LoggedRequest): Record<string, unknown> {
 
 /**
  * The one logger of a process: pino JSON lines at LOG_LEVEL, on stdout unless a destination is given (tests).
- * Debug request lines carry the request headers (src/app.ts); no credential in them (a bearer token, a cookie, a
- * proxy's API key) may reach a log. Pino's redact paths name fixed keys, and a proxy may add any header, so a
+ * Debug request lines carry the request headers (src/http/debug-request-log.ts); no credential in them (a bearer
+ * token, a cookie, a proxy's API key) may reach a log. Pino's redact paths name fixed keys, and a proxy may add any header, so a
  * serializer decides; every logger made here has it, so no caller can make one without it. The request's URL is
  * logged with the values of credential-like query parameters redacted (redactCredentialQuery).
  */

@@ -137,9 +137,6 @@ export type ErrorBody = Static<typeof ErrorRecord>;
 export type PlantSchemas = ReturnType<typeof plantSchemas>;
 /** A Plant as POST /plants answers it: name and tag, no id. */
 export type PlantBody = Static<PlantSchemas['Plant']>;
-/** GET /plants' query string as it arrives: every value still text, parsed by the route. */
-export type PlantListQueryString = Static<PlantSchemas['PlantListQueryString']>;
-export type PlantIdParams = Static<PlantSchemas['PlantIdParams']>;
 /** A NewPlant as JSON decodes it; the exact id travels beside it (see http/json-body.ts). */
 export type NewPlantBody = Static<PlantSchemas['NewPlant']>;
 /** A stored plant as the read operations answer it; its id is a bigint, written exactly by the serializer. */

@@ -1,6 +1,6 @@
 import fastifySwagger, { type StaticDocumentSpec } from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import fastifyPlugin from 'fastify-plugin';
 
 /** Where the interactive API reference is served; the OpenAPI document points here (externalDocs). */
 export const API_REFERENCE_PATH = '/docs';
@@ -25,15 +25,20 @@ export const API_REFERENCE_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
+export interface ApiReferenceOptions {
+  /** The OpenAPI document the page renders: the one built by src/http/openapi.ts; nothing is generated here. */
+  readonly document: object;
+}
+
 /**
- * Serves Swagger UI at API_REFERENCE_PATH, rendering `document` (the one built by src/http/openapi.ts; nothing is
- * generated here), with no token and nothing from another host. @fastify/swagger-ui reads the document through
- * @fastify/swagger's `swagger()` decorator, so @fastify/swagger is registered in static mode, which serves a given
- * document as it is and never looks at the routes. Both sit in a context of their own: the decorator and the
- * plugins' CSP hook stay off the rest of the app.
+ * Serves Swagger UI at API_REFERENCE_PATH, rendering the app's OpenAPI document, with no token and nothing from
+ * another host. @fastify/swagger-ui reads the document through @fastify/swagger's `swagger()` decorator, so
+ * @fastify/swagger is registered in static mode, which serves a given document as it is and never looks at the
+ * routes. Unlike the app's other plugins (src/http/plugins/) it is encapsulated: the decorator and the plugins' CSP
+ * hook stay off the rest of the app.
  */
-export async function registerApiReference(app: FastifyInstance, document: object): Promise<void> {
-  await app.register(async (docs) => {
+export const apiReference = fastifyPlugin<ApiReferenceOptions>(
+  async (docs, { document }) => {
     // The plugin's types know OpenAPI 2.0 and 3.0 only; it hands any document on unchanged, 3.1 included.
     const specification: StaticDocumentSpec = { document: document as StaticDocumentSpec['document'] };
     await docs.register(fastifySwagger, { mode: 'static', specification });
@@ -53,5 +58,6 @@ export async function registerApiReference(app: FastifyInstance, document: objec
         persistAuthorization: false,
       },
     });
-  });
-}
+  },
+  { name: 'api-reference', fastify: '5.x', encapsulate: true },
+);

@@ -1,12 +1,44 @@
 import type { FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
-import type { TSchema } from 'typebox';
+import type { Static, TSchema } from 'typebox';
 import type { Scope } from '../auth/scopes.js';
+import type { LineStreamBody } from './ndjson.js';
+
+/** The schemas of a route: Fastify validates its input, and serializes its answers, with them. */
+export interface RouteSchemas {
+  readonly body?: TSchema;
+  readonly querystring?: TSchema;
+  readonly params?: TSchema;
+  readonly response: Readonly<Record<number, TSchema | null>>;
+}
+
+/** A second request media type an operation takes: see RouteSpec.lineStream. */
+export interface LineStream {
+  readonly mediaType: string;
+  readonly line: TSchema;
+  readonly result: TSchema;
+}
+
+/** The type of what `schema` validates: unknown for a part of the request the route has no schema for. */
+type Validated<Schemas extends RouteSchemas, Part extends 'body' | 'querystring' | 'params'> = Schemas extends { readonly [P in Part]: infer Schema extends TSchema }
+  ? Static<Schema>
+  : unknown;
+
+/**
+ * The input a route's handler gets, typed from its schemas (what a type provider would derive): Fastify has validated
+ * the body, query string and path parameters against them before the handler runs. A line-stream route's body is the
+ * stream itself when the request is of that media type.
+ */
+export interface RouteInput<Schemas extends RouteSchemas, Stream extends LineStream | undefined> {
+  Body: Validated<Schemas, 'body'> | (Stream extends LineStream ? LineStreamBody : never);
+  Querystring: Validated<Schemas, 'querystring'>;
+  Params: Validated<Schemas, 'params'>;
+}
 
 /**
  * One route: Fastify registers it, and /openapi.json describes it, from this same object, so the document
  * cannot say anything the server does not enforce.
  */
-export interface RouteSpec {
+export interface RouteSpec<Schemas extends RouteSchemas = RouteSchemas, Stream extends LineStream | undefined = LineStream | undefined> {
   readonly method: HTTPMethods;
   /** Fastify syntax: /plants/:id */
   readonly url: string;
@@ -18,23 +50,26 @@ export interface RouteSpec {
    * without it); null for a public route, which asks for no token.
    */
   readonly scope: Scope | null;
-  readonly schema: {
-    readonly body?: TSchema;
-    readonly querystring?: TSchema;
-    readonly params?: TSchema;
-    readonly response: Readonly<Record<number, TSchema | null>>;
-  };
+  readonly schema: Schemas;
   /**
    * A second request media type the operation takes, whose body the handler reads itself as a stream of lines (a
    * streamed bulk create): each line is a `line`, and the 200 answer is a stream of `result` lines of the same media
    * type. Fastify validates only the application/json body against `schema.body`.
    */
-  readonly lineStream?: { readonly mediaType: string; readonly line: TSchema; readonly result: TSchema };
+  readonly lineStream?: Stream;
   /** The media type of a status's body when it is not application/json (its body is then documented as a string). */
   readonly responseMediaTypes?: Readonly<Record<number, string>>;
   /** Headers a response of this route carries beyond those every response of its status carries (STATUS_HEADERS). */
   readonly responseHeaders?: Readonly<Record<number, Readonly<Record<string, ResponseHeader>>>>;
-  readonly handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+  readonly handler: (request: FastifyRequest<RouteInput<Schemas, Stream>>, reply: FastifyReply) => Promise<unknown>;
+}
+
+/**
+ * A route whose handler's input is typed from its own schemas, as one of the app's routes. The one cast is sound:
+ * Fastify calls the handler only with input its schemas validated (and the line stream only on a line-stream route).
+ */
+export function typedRoute<Schemas extends RouteSchemas, Stream extends LineStream | undefined = undefined>(spec: RouteSpec<Schemas, Stream>): RouteSpec {
+  return spec as unknown as RouteSpec;
 }
 
 /** The OpenAPI spelling of a Fastify route URL (/plants/:id → /plants/{id}), the form clients read in the document. */

@@ -2,15 +2,12 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { plantFromBody } from '../http/json-body.js';
 import { BulkCreateAnswer, LineStreamBody, NDJSON, type BulkCreateOptions } from '../http/ndjson.js';
 import { parseInt64Parameter, parseLimitParameter } from '../http/params.js';
-import type { RouteSpec } from '../http/route-spec.js';
+import { typedRoute, type RouteSpec } from '../http/route-spec.js';
 import type { PlantService } from '../plants/service.js';
 import {
   ErrorRecord,
   type ErrorBody,
-  type NewPlantBody,
   type PlantBody,
-  type PlantIdParams,
-  type PlantListQueryString,
   type PlantSchemas,
   type StoredPlantBody,
 } from '../schemas.js';
@@ -75,7 +72,7 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
 
 export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: BulkCreateSettings): RouteSpec[] {
   return [
-    {
+    typedRoute({
       method: 'POST',
       url: '/plants',
       operationId: 'addPlant',
@@ -106,12 +103,12 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: B
           503: ErrorRecord,
         },
       },
-      handler: async (request: FastifyRequest, reply: FastifyReply) =>
+      handler: async (request, reply) =>
         request.body instanceof LineStreamBody
           ? answerLineStream(request.body, request, reply, plants, bulk)
-          : toPlantBody(await plants.create(plantFromBody(request.body as NewPlantBody))),
-    },
-    {
+          : toPlantBody(await plants.create(plantFromBody(request.body))),
+    }),
+    typedRoute({
       method: 'GET',
       url: '/plants',
       operationId: 'listPlants',
@@ -136,8 +133,8 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: B
           },
         },
       },
-      handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const query = request.query as PlantListQueryString;
+      handler: async (request, reply) => {
+        const { query } = request;
         const limit = parseLimitParameter(query.limit, 'querystring.limit');
         const after = query.after === undefined ? undefined : parseInt64Parameter(query.after, 'querystring.after');
         const page = await plants.list({
@@ -148,8 +145,8 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: B
         if (page.nextAfter !== undefined) reply.header('link', nextPageLink(limit, page.nextAfter, query.tag));
         return page.plants.map(toStoredPlantBody);
       },
-    },
-    {
+    }),
+    typedRoute({
       method: 'GET',
       url: '/plants/:id',
       operationId: 'getPlant',
@@ -160,10 +157,9 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: B
         params: schemas.PlantIdParams,
         response: { 200: schemas.StoredPlant, 400: ErrorRecord, 401: ErrorRecord, 403: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
       },
-      handler: async (request: FastifyRequest) =>
-        toStoredPlantBody(await plants.get(parseInt64Parameter((request.params as PlantIdParams).id, 'params.id'))),
-    },
-    {
+      handler: async (request) => toStoredPlantBody(await plants.get(parseInt64Parameter(request.params.id, 'params.id'))),
+    }),
+    typedRoute({
       method: 'DELETE',
       url: '/plants/:id',
       operationId: 'deletePlant',
@@ -174,10 +170,10 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: B
         params: schemas.PlantIdParams,
         response: { 204: null, 400: ErrorRecord, 401: ErrorRecord, 403: ErrorRecord, 404: ErrorRecord, 429: ErrorRecord, 503: ErrorRecord },
       },
-      handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        await plants.delete(parseInt64Parameter((request.params as PlantIdParams).id, 'params.id'));
+      handler: async (request, reply) => {
+        await plants.delete(parseInt64Parameter(request.params.id, 'params.id'));
         return reply.code(204).send();
       },
-    },
+    }),
   ];
 }

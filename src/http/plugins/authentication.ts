@@ -1,0 +1,70 @@
+import type { FastifyRequest } from 'fastify';
+import fastifyPlugin from 'fastify-plugin';
+import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from '../../auth/errors.js';
+import type { Scope } from '../../auth/scopes.js';
+import type { Services } from '../../services.js';
+import type { Tracing } from '../../tracing/tracing.js';
+import { readBearerToken, singleAuthorization } from '../bearer.js';
+import { MalformedCredentialsError, TooManyRequestsError, UnauthorizedError } from '../errors.js';
+import { AuthFailureThrottle } from '../rate-limit.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Name of the token that authenticated this request; '' before authentication. */
+    tokenName: string;
+  }
+  interface FastifyInstance {
+    /**
+     * The onRequest hook of a route that asks for a token holding `scope`: it sets request.tokenName, or refuses with
+     * 401/403 (429 for an address that failed too often). One per route, made when the route is; none per request.
+     */
+    authenticateFor(scope: Scope): (request: FastifyRequest) => Promise<void>;
+  }
+}
+
+export interface AuthenticationOptions {
+  readonly tokens: Services['tokens'];
+  readonly metrics: Services['metrics'];
+  readonly tracing: Tracing | undefined;
+  /** AUTH_FAILURE_LIMIT: failed authentications a client address may make a minute, per instance; null for no limit. */
+  readonly failureLimit: number | null;
+  /** The threads serving HTTP (WORKERS): each throttles its share of the limit. */
+  readonly threads: number;
+  /** The clock the throttle's buckets refill by (AppOptions.now). */
+  readonly now: (() => number) | undefined;
+}
+
+/** Bearer tokens: each route checks the token for its own scope (RouteSpec.scope), at onRequest. */
+export const authentication = fastifyPlugin<AuthenticationOptions>(
+  (app, { tokens, metrics, tracing, failureLimit, threads, now }, done) => {
+    // Failed authentication, throttled per client address and counted. Only failures take from an address's bucket
+    // and only a failure is refused for it (429, Retry-After): a valid token is answered whatever others behind the
+    // same address (a proxy, a NAT) got wrong. Per thread, each its share of the limit.
+    const failures = failureLimit ? new AuthFailureThrottle(Math.max(1, Math.ceil(failureLimit / threads)), now) : null;
+    const refused = (error: unknown, request: FastifyRequest): unknown => {
+      const isFailure =
+        error instanceof InvalidTokenError || error instanceof ExpiredTokenError || error instanceof MissingScopeError ||
+        error instanceof UnauthorizedError || error instanceof MalformedCredentialsError;
+      if (!isFailure) return error;
+      const retryAfter = failures?.failed(request.ip);
+      metrics?.authenticationFailed(retryAfter === undefined ? 'refused' : 'throttled');
+      return retryAfter === undefined ? error : new TooManyRequestsError(retryAfter, 'too many failed authentications from this address');
+    };
+
+    app.decorateRequest('tokenName', '');
+    app.decorate('authenticateFor', (scope: Scope) => async (request: FastifyRequest) => {
+      // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation, and a
+      // token without the scope (403) cannot make the server read or parse a body either.
+      const span = tracing?.child(request.raw, 'authenticate');
+      try {
+        request.tokenName = await tokens.authenticate(readBearerToken(singleAuthorization(request.raw.rawHeaders)), scope);
+      } catch (error) {
+        span?.end(error);
+        throw refused(error, request);
+      }
+      span?.end();
+    });
+    done();
+  },
+  { name: 'authentication', fastify: '5.x' },
+);
