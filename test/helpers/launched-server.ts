@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
+import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { halfSentCreate } from './half-sent-create.js';
 import { waitFor } from './wait.js';
 
 /** process.env without what npm puts there for a script (npm test), which would point npm back at this checkout. */
@@ -119,32 +120,6 @@ export async function waitUntilServing(launched: Launched, port: number, timeout
   );
 }
 
-/** A create whose headers were read (100 Continue came) and half of whose body is still to come: certainly in flight. */
-async function halfSentCreate(port: number, token: string, id: number) {
-  const payload = Buffer.from(JSON.stringify({ id, name: `in flight ${id}` }));
-  const half = Math.floor(payload.length / 2);
-  const socket: Socket = connect(port, '127.0.0.1');
-  let received = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => (received += chunk));
-  socket.on('error', () => undefined);
-  const closed = once(socket, 'close');
-  socket.write(
-    `POST /plants HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${payload.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
-  );
-  socket.write(payload.subarray(0, half));
-  await waitFor('the server to start reading the request', () => received.includes('100 Continue'), { timeoutMs: 30_000 });
-  return {
-    async finish(): Promise<number> {
-      // write, not end: a client's FIN makes Node's HTTP server abort the request it is reading.
-      socket.write(payload.subarray(half));
-      await closed;
-      return Number(/^HTTP\/1\.1 (\d{3})/.exec(received.slice(received.lastIndexOf('HTTP/1.1 ')))?.[1]);
-    },
-  };
-}
-
 /** How long a launcher may take to exit after the signal: the server's shutdown of a few idle connections, and npm's own exit. */
 const EXIT_WITHIN_MS = 30_000;
 
@@ -167,13 +142,13 @@ export async function assertStopsCleanly(check: StopCheck): Promise<void> {
   const { launched, port, token, signal } = check;
   const pid = launched.child.pid as number;
   const tree = [pid, ...descendantsOf(pid)];
-  const inFlight = await Promise.all(check.ids.map((id) => halfSentCreate(port, token, id)));
+  const inFlight = await Promise.all(check.ids.map((id) => halfSentCreate(port, token, JSON.stringify({ id, name: `in flight ${id}` }))));
   if (check.toGroup) process.kill(-pid, signal);
   else process.kill(pid, signal);
   // The listener closes at once; the in-flight requests are finished after the signal.
   await sleep(300);
   for (const [index, request] of inFlight.entries()) {
-    assert.equal(await request.finish(), 200, `in-flight create ${check.ids[index]} answered after ${signal}; output: ${launched.output()}`);
+    assert.equal((await request.finish()).status, 200, `in-flight create ${check.ids[index]} answered after ${signal}; output: ${launched.output()}`);
   }
   // A launcher that swallows the signal never exits: that is a failure, not a test left waiting.
   const exit = await Promise.race([launched.exit, sleep(EXIT_WITHIN_MS).then(() => 'still running' as const)]);

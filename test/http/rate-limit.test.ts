@@ -1,15 +1,73 @@
 /**
- * Per-token rate limiting as a token bucket: RATE_LIMIT_BURST requests at once, then RATE_LIMIT_MAX per
- * RATE_LIMIT_WINDOW_MS. (test/process/overload.test.ts covers what any limiter must do: per token, after
- * authentication, before the body.) The buckets run on a FakeClock: a test moves time on by hand instead of sleeping
- * through it.
+ * Per-token rate limiting (RATE_LIMIT_MAX per RATE_LIMIT_WINDOW_MS): what any limiter must do (429 + Retry-After per
+ * token, after authentication, before the body; off by default), and how this one does it, as a token bucket:
+ * RATE_LIMIT_BURST requests at once, then RATE_LIMIT_MAX per RATE_LIMIT_WINDOW_MS. The buckets run on a FakeClock: a
+ * test moves time on by hand instead of sleeping through it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
 import { FakeClock } from '../helpers/clock.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { newToken } from '../helpers/tokens.js';
+
+describe('per-token rate limiting', () => {
+  let nextId = 1;
+  const plant = () => `{"id":${nextId++},"name":"Burst","tag":"load"}`;
+  let db: TestDatabase;
+  before(async () => {
+    db = await sqliteDatabase();
+  });
+  after(() => db?.cleanup());
+
+  it('answers 429 with Retry-After and an Error record past RATE_LIMIT_MAX, per token, before reading the body', async (context) => {
+    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' });
+    const other = generateToken();
+    await t.store.tokens.add(newToken(`other-${nextId}`, hashToken(other)));
+    const post = (headers: Record<string, string>, payload = plant()) =>
+      t.app.inject({ method: 'POST', url: '/plants', headers, payload });
+    for (let i = 0; i < 3; i += 1) assert.equal((await post(t.headers)).statusCode, 200);
+    const limited = await post(t.headers);
+    assertErrorRecord(limited, 429, /rate limit exceeded; retry after \d+ s/);
+    const retryAfter = Number(limited.headers['retry-after']);
+    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
+    // Limited before the body is parsed: an invalid body is still a 429, and reads are limited too.
+    assertErrorRecord(await post(t.headers, '{"id":'), 429);
+    assertErrorRecord(await t.app.inject({ method: 'GET', url: '/plants', headers: t.headers }), 429);
+    // Another token has its own allowance.
+    const otherHeaders = { ...t.headers, authorization: `Bearer ${other}` };
+    for (let i = 0; i < 3; i += 1) assert.equal((await post(otherHeaders)).statusCode, 200);
+    assertErrorRecord(await post(otherHeaders), 429);
+    // Authentication comes first: an unknown token is 401, never counted or limited.
+    const unknown = await post({ ...t.headers, authorization: `Bearer ${generateToken()}` });
+    assertErrorRecord(unknown, 401);
+    // Unauthenticated system routes are not limited.
+    for (let i = 0; i < 5; i += 1) assert.equal((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+  });
+
+  it('lets the token through again once the window has passed', async (context) => {
+    const clock = new FakeClock();
+    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '300' }, { now: clock.now });
+    const post = () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() });
+    assert.equal((await post()).statusCode, 200);
+    assert.equal((await post()).statusCode, 200);
+    assertErrorRecord(await post(), 429);
+    clock.advance(1000);
+    assert.equal((await post()).statusCode, 200);
+  });
+
+  it('is off by default', async (context) => {
+    const t = await buildTestApp(context, db.url);
+    assert.equal(t.config.rateLimit, null);
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() })),
+    );
+    assert.deepEqual(new Set(responses.map((response) => response.statusCode)), new Set([200]));
+    assert.equal(responses[0]?.headers['x-ratelimit-limit'], undefined);
+  });
+});
 
 describe('per-token rate limiting as a token bucket', () => {
   let db: TestDatabase;

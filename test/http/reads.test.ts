@@ -4,19 +4,10 @@ import type { LightMyRequestResponse } from 'fastify';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord, idsOf } from '../helpers/assertions.js';
 import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { deleteAllPlants, INT64_MAX, INT64_MIN, PAST_DOUBLE, plantJson, storedIds } from '../helpers/plants.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 
 stopPostgresAfterAll();
-
-const INT64_MAX = '9223372036854775807';
-const INT64_MIN = '-9223372036854775808';
-/** 2^53 + 1: the first integer a double cannot hold. */
-const PAST_DOUBLE = '9007199254740993';
-
-/** The plant JSON the service must write: ids spelled exactly, tag only when present. */
-function plantJson(id: string, name: string, tag?: string): string {
-  return `{"id":${id},"name":${JSON.stringify(name)}${tag === undefined ? '' : `,"tag":${JSON.stringify(tag)}`}}`;
-}
 
 /** `after` and the rest of a Link rel="next" header, or undefined when there is none. */
 function nextLink(response: LightMyRequestResponse): string | undefined {
@@ -39,14 +30,6 @@ for (const database of DATABASES) {
     const del = (url: string, headers: Record<string, string> = { authorization: t.headers.authorization as string }) =>
       t.app.inject({ method: 'DELETE', url, headers });
 
-    /** Every plant currently stored, in order, straight from the store. */
-    async function storedIds(): Promise<bigint[]> {
-      return (await t.store.plants.list({ limit: 1_000_000 })).map((plant) => plant.id);
-    }
-    async function deleteAll(): Promise<void> {
-      for (const id of await storedIds()) await t.store.plants.delete(id);
-    }
-
     before(async () => {
       db = await database.create();
       t = await startTestApp(db.url);
@@ -55,7 +38,7 @@ for (const database of DATABASES) {
       await t?.close();
       await db?.cleanup();
     });
-    beforeEach(deleteAll);
+    beforeEach(() => deleteAllPlants(t));
 
     describe('GET /plants/{id}', () => {
       for (const id of [INT64_MAX, INT64_MIN, PAST_DOUBLE, '-9007199254740993', '0', '1']) {
@@ -122,7 +105,7 @@ for (const database of DATABASES) {
         await post(PAST_DOUBLE, 'odd');
         await post('9007199254740992', 'even');
         assert.equal((await del(`/plants/${PAST_DOUBLE}`)).statusCode, 204);
-        assert.deepEqual(await storedIds(), [9007199254740992n]);
+        assert.deepEqual(await storedIds(t), [9007199254740992n]);
       });
 
       it('answers 404 for an absent id, and for a second delete', async () => {

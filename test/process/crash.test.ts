@@ -8,13 +8,14 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomInt } from 'node:crypto';
 import fs from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
+import { createServer } from 'node:net';
 import pg from 'pg';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../../src/config.js';
 import { openStore } from '../../src/storage/open.js';
 import type { Plant } from '../../src/plants/plant.js';
 import { DATABASES } from '../helpers/databases.js';
+import { halfSentCreate } from '../helpers/half-sent-create.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { createToken, startServer, type ServerProcess } from '../helpers/process.js';
 import { waitFor } from '../helpers/wait.js';
@@ -152,34 +153,6 @@ async function assertStored(url: string, expected: ReadonlyMap<bigint, Sent>): P
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** A raw socket with an HTTP request whose body is only half sent: certainly in flight once 100 Continue arrives. */
-async function halfSentCreate(port: number, token: string, id: bigint, plant: Sent) {
-  const payload = Buffer.from(body(id, plant));
-  const half = Math.floor(payload.length / 2);
-  const socket: Socket = connect(port, '127.0.0.1');
-  let received = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => (received += chunk));
-  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
-  socket.on('error', () => undefined);
-  socket.write(
-    `POST /plants HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${payload.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
-  );
-  socket.write(payload.subarray(0, half));
-  await waitFor('the server to start reading the request', () => received.includes('100 Continue'), { timeoutMs: 30_000 });
-  return {
-    async finish(): Promise<{ status: number; body: string }> {
-      // write, not end: a client's FIN makes Node's HTTP server abort the request it is reading (no half-open).
-      socket.write(payload.subarray(half));
-      await closed;
-      const final = received.slice(received.lastIndexOf('HTTP/1.1 '));
-      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(final)?.[1]);
-      return { status, body: final.slice(final.indexOf('\r\n\r\n') + 4) };
-    },
-  };
 }
 
 /** Whether a socket can listen on `port` alone (no SO_REUSEPORT): nothing else holds it. */
@@ -320,7 +293,7 @@ for (const { kind, create } of DATABASES) for (const { workers, kill: KILL_ROUND
               while (used.has(id)) id = randomId();
               used.add(id);
               const plant: Sent = { name: randomText(1, 40), tag: randomInt(2) === 0 ? null : randomText(0, 20) };
-              return { id, plant, request: await halfSentCreate(server.port, token, id, plant) };
+              return { id, plant, request: await halfSentCreate(server.port, token, body(id, plant)) };
             }),
           );
           const clients = load(server, token, used);

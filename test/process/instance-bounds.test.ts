@@ -6,7 +6,6 @@
  * under the ceiling docs/memory.md gives.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import { connect, type Socket } from 'node:net';
@@ -15,6 +14,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { issueServerCertificate, makeCertificateAuthority } from '../helpers/certificates.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { flood, healthzMs, rssMiB } from '../helpers/flood.js';
 import { startServer, type ServerProcess } from '../helpers/process.js';
 
 const CONNECTIONS = 400;
@@ -26,62 +26,6 @@ const PIPELINED = 409;
  * it by 290 to 430 MiB.
  */
 const RSS_GROWTH_CEILING_MIB = 256;
-
-function rssMiB(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1]) / 1024;
-}
-
-async function healthzMs(base: string): Promise<number> {
-  const start = performance.now();
-  const response = await fetch(`${base}/healthz`, { headers: { connection: 'close' }, signal: AbortSignal.timeout(10_000) });
-  await response.text();
-  assert.equal(response.status, 200);
-  return performance.now() - start;
-}
-
-/**
- * The attacking client, in Python because it sets SO_RCVBUF (Node cannot): with a 4 KiB receive buffer the kernel
- * takes almost none of the answers. Every connection is opened first, then each writes all its requests at once and
- * never reads; it prints how many connections it opened, and ends when its standard input closes.
- */
-const FLOOD_CLIENT = `
-import base64, socket, sys, threading
-port, connections, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-payload = base64.b64decode(sys.argv[4]) * count
-def flood(s):
-    try:
-        s.sendall(payload)
-    except OSError:
-        pass
-sockets = []
-for _ in range(connections):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", port))
-    sockets.append(s)
-threads = [threading.Thread(target=flood, args=(s,), daemon=True) for s in sockets]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-print("flooded", flush=True)
-sys.stdin.buffer.read()
-`;
-
-async function flood(port: number, request: string, count: number, connections: number): Promise<{ end(): Promise<void> }> {
-  const encoded = Buffer.from(request).toString('base64');
-  const child = spawn('python3', ['-c', FLOOD_CLIENT, String(port), String(connections), String(count), encoded], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = once(child, 'exit');
-  const [line] = (await once(child.stdout, 'data')) as [Buffer];
-  assert.equal(line.toString().trim(), 'flooded');
-  return {
-    end: async () => {
-      child.stdin.end();
-      await exited;
-    },
-  };
-}
 
 /** Opens `count` connections and waits until each is connected; none sends anything. */
 async function openIdle(port: number, count: number): Promise<Socket[]> {
@@ -127,7 +71,7 @@ describe('instance-wide bounds, against a real server', { timeout: 240_000 }, ()
     await healthzMs(server.base);
     const before = rssMiB(pid);
     let peak = before;
-    const attack = await flood(server.port, 'GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n', PIPELINED, CONNECTIONS);
+    const attack = await flood(server.port, 'GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n', PIPELINED, CONNECTIONS, { untilSent: true });
     // A probe from a fresh connection, started now and then: how long the flood keeps the server busy (its CPU, not
     // its memory, which is what is bounded here) is reported, not asserted.
     let probe: Promise<number | undefined> = Promise.resolve(undefined);

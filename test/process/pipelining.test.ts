@@ -5,13 +5,11 @@
  * Well-behaved pipelining (500 requests on one connection, read as they come) is served in order.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { CONNECTION_LIMITS } from '../../src/http/connection-bounds.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { flood, healthzMs, rssMiB } from '../helpers/flood.js';
 import { createToken, startServer, type ServerProcess } from '../helpers/process.js';
 
 const CONNECTIONS = 48;
@@ -30,20 +28,6 @@ const RSS_GROWTH_LIMIT_MIB = 100;
  */
 const RSS_GROWTH_LIMIT_STALLED_MIB = 140;
 
-function rssMiB(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1]) / 1024;
-}
-
-/** Milliseconds for GET /healthz on a fresh connection (one that no flood shares). */
-async function healthzMs(base: string): Promise<number> {
-  const start = performance.now();
-  const response = await fetch(`${base}/healthz`, { headers: { connection: 'close' }, signal: AbortSignal.timeout(10_000) });
-  await response.text();
-  assert.equal(response.status, 200);
-  return performance.now() - start;
-}
-
 /** Connections the server has closed for overrunning their bounds: it logs each one (at warn, which the test server logs). */
 function closedConnections(server: ServerProcess): number {
   return server.output().stdout.split('closed a connection:').length - 1;
@@ -52,51 +36,6 @@ function closedConnections(server: ServerProcess): number {
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] as number;
-}
-
-/**
- * The attacking client, in Python because it sets SO_RCVBUF (Node cannot): with a 4 KiB receive buffer the kernel
- * takes almost none of the answers, so what the server holds is what it chose to keep. Each connection writes all
- * its requests at once and never reads; the client ends when its standard input closes.
- */
-const FLOOD_CLIENT = `
-import base64, socket, sys, threading
-port, connections, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-payload = base64.b64decode(sys.argv[4]) * count
-def flood(s):
-    try:
-        s.sendall(payload)
-    except OSError:
-        pass
-sockets = []
-for _ in range(connections):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", port))
-    sockets.append(s)
-for s in sockets:
-    threading.Thread(target=flood, args=(s,), daemon=True).start()
-print("flooding", flush=True)
-sys.stdin.buffer.read()
-`;
-
-interface Flood {
-  end(): Promise<void>;
-}
-
-/** `connections` connections, each writing `count` copies of `request` at once and never reading an answer. */
-async function flood(port: number, request: string, count: number, connections: number): Promise<Flood> {
-  const encoded = Buffer.from(request).toString('base64');
-  const child = spawn('python3', ['-c', FLOOD_CLIENT, String(port), String(connections), String(count), encoded], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = once(child, 'exit');
-  const [line] = (await once(child.stdout, 'data')) as [Buffer];
-  assert.equal(line.toString().trim(), 'flooding');
-  return {
-    end: async () => {
-      child.stdin.end();
-      await exited;
-    },
-  };
 }
 
 /**

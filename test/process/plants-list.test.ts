@@ -9,22 +9,13 @@ import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { idsOf } from '../helpers/assertions.js';
 import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { deleteAllPlants, INT64_MAX, INT64_MIN, PAST_DOUBLE, plantJson, storedIds } from '../helpers/plants.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { CLI } from '../helpers/process.js';
 
 stopPostgresAfterAll();
 
 const run = promisify(execFile);
-
-const INT64_MAX = '9223372036854775807';
-const INT64_MIN = '-9223372036854775808';
-/** 2^53 + 1: the first integer a double cannot hold. */
-const PAST_DOUBLE = '9007199254740993';
-
-/** The plant JSON the service must write: ids spelled exactly, tag only when present. */
-function plantJson(id: string, name: string, tag?: string): string {
-  return `{"id":${id},"name":${JSON.stringify(name)}${tag === undefined ? '' : `,"tag":${JSON.stringify(tag)}`}}`;
-}
 
 for (const database of DATABASES) {
   describe(`plantstore plants list on ${database.kind}`, () => {
@@ -34,14 +25,6 @@ for (const database of DATABASES) {
     const post = (id: string, name: string, tag?: string) =>
       t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plantJson(id, name, tag) });
 
-    /** Every plant currently stored, in order, straight from the store. */
-    async function storedIds(): Promise<bigint[]> {
-      return (await t.store.plants.list({ limit: 1_000_000 })).map((plant) => plant.id);
-    }
-    async function deleteAll(): Promise<void> {
-      for (const id of await storedIds()) await t.store.plants.delete(id);
-    }
-
     before(async () => {
       db = await database.create();
       t = await startTestApp(db.url);
@@ -50,7 +33,7 @@ for (const database of DATABASES) {
       await t?.close();
       await db?.cleanup();
     });
-    beforeEach(deleteAll);
+    beforeEach(() => deleteAllPlants(t));
 
     describe('plantstore plants list (a child process on the same database)', () => {
       let idsBefore: bigint[];
@@ -58,10 +41,10 @@ for (const database of DATABASES) {
         for (const [id, tag] of [[INT64_MAX, 'x'], [PAST_DOUBLE, 'x'], ['3', 'y'], [INT64_MIN, 'x'], ['4', undefined]] as const) {
           assert.equal((await post(id, `cli ${id}`, tag)).statusCode, 200);
         }
-        idsBefore = await storedIds();
+        idsBefore = await storedIds(t);
       });
       afterEach(async () => {
-        assert.deepEqual(await storedIds(), idsBefore, 'listing changes nothing');
+        assert.deepEqual(await storedIds(t), idsBefore, 'listing changes nothing');
       });
 
       const cli = (...args: string[]) =>

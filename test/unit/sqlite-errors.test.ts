@@ -1,13 +1,10 @@
 /**
  * SQLite errors told apart by their result codes: node:sqlite throws `code: 'ERR_SQLITE_ERROR'` for every one and
  * carries SQLite's extended result code in `errcode`, whose low byte is the primary code. The kinds are what
- * plantstore_storage_errors_total counts and what makes a request a 503 instead of a 500.
+ * plantstore_storage_errors_total counts and what makes a request a 503 instead of a 500. That these are the codes
+ * node:sqlite throws on a real database file is checked in test/storage/sqlite-errors.test.ts.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
 import { describe, it } from 'node:test';
 import type { StorageErrorKind } from '../../src/storage/errors.js';
 import {
@@ -23,16 +20,6 @@ import {
 /** An error shaped as node:sqlite throws it. */
 function sqliteError(errcode: number): Error {
   return Object.assign(new Error(`errcode ${errcode}`), { code: 'ERR_SQLITE_ERROR', errcode, errstr: 'from the test' });
-}
-
-/** The error `work` throws; fails if it throws none. */
-function thrownBy(work: () => unknown): unknown {
-  try {
-    work();
-  } catch (error) {
-    return error;
-  }
-  assert.fail('expected an error');
 }
 
 describe('SQLite error codes', () => {
@@ -78,40 +65,5 @@ describe('SQLite error codes', () => {
     assert.ok(!isBusy(sqliteError(6)));
     assert.ok(isConstraintViolation(sqliteError(19 | (3 << 8))));
     assert.ok(!isConstraintViolation(sqliteError(1)));
-  });
-
-  it('are what node:sqlite itself throws', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-sqlite-errors-'));
-    try {
-      const file = path.join(dir, 'a.db');
-      const db = new DatabaseSync(file);
-      const other = new DatabaseSync(file, { timeout: 0 });
-      try {
-        db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE); INSERT INTO t VALUES (1, \'a\')');
-        const primaryKey = thrownBy(() => db.exec('INSERT INTO t VALUES (1, \'b\')'));
-        assert.equal((primaryKey as { code?: unknown }).code, 'ERR_SQLITE_ERROR');
-        assert.equal(sqliteExtendedCode(primaryKey), SQLITE_EXTENDED_CODES.CONSTRAINT_PRIMARYKEY);
-        assert.equal(sqliteExtendedCode(thrownBy(() => db.exec('INSERT INTO t VALUES (2, \'a\')'))), SQLITE_EXTENDED_CODES.CONSTRAINT_UNIQUE);
-        db.exec('BEGIN IMMEDIATE');
-        const busy = thrownBy(() => other.exec('BEGIN IMMEDIATE'));
-        assert.ok(isBusy(busy));
-        assert.equal(unavailableKind(busy), 'locked');
-        db.exec('ROLLBACK');
-      } finally {
-        other.close();
-        db.close();
-      }
-      const text = path.join(dir, 'text.db');
-      fs.writeFileSync(text, 'not a database at all, but long enough to have a header '.repeat(100));
-      const notADatabase = new DatabaseSync(text);
-      try {
-        assert.equal(sqliteCode(thrownBy(() => notADatabase.prepare('SELECT * FROM sqlite_schema').all())), SQLITE_CODES.NOTADB);
-      } finally {
-        notADatabase.close();
-      }
-      assert.equal(sqliteCode(thrownBy(() => new DatabaseSync(path.join(dir, 'no-such-folder', 'a.db')))), SQLITE_CODES.CANTOPEN);
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
   });
 });

@@ -1,17 +1,17 @@
 /**
- * Deletes count against the same write-queue bound as creates (WRITE_QUEUE_LIMIT): a flood of DELETEs is refused
- * with 503 + Retry-After past the bound instead of queueing in front of storage without limit, creates see the
- * deletes in the count (and deletes see the creates), and graceful shutdown's idle() waits for a delete in flight.
+ * The write queue's bound (WRITE_QUEUE_LIMIT) answered by the app in-process: creates past it are refused with 503 +
+ * Retry-After and are not stored; deletes count against the same bound as creates, so a flood of DELETEs is refused
+ * past it instead of queueing in front of storage without limit, creates see the deletes in the count (and deletes see
+ * the creates), and graceful shutdown's idle() waits for a delete in flight. WriteQueue's bound alone is in
+ * test/unit/write-queue-bound.test.ts; a burst against a real process in test/process/write-queue-bound.test.ts.
  */
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { WriteQueue, WriteQueueFullError } from '../../src/plants/write-queue.js';
-import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { PlantStore } from '../../src/storage/plant-store.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { DATABASES, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -30,6 +30,51 @@ function assertQueueFull(response: LightMyRequestResponse): void {
   assertErrorRecord(response, 503, /^the write queue is full; retry shortly$/);
   assert.match(String(response.headers['retry-after']), /^[1-9]\d*$/);
 }
+
+describe('the bounded write queue', () => {
+  let nextId = 1;
+  const plant = () => `{"id":${nextId++},"name":"Burst","tag":"load"}`;
+  let db: TestDatabase;
+  let t: TestApp;
+  before(async () => {
+    db = await sqliteDatabase();
+    t = await startTestApp(db.url, { WRITE_QUEUE_LIMIT: '5' });
+  });
+  after(async () => {
+    await t?.close();
+    await db?.cleanup();
+  });
+
+  it('refuses creates past WRITE_QUEUE_LIMIT with 503, Retry-After and an Error record, never 500, and stays healthy', async () => {
+    const bodies = Array.from({ length: 300 }, plant);
+    const responses = await Promise.all(
+      bodies.map((payload) => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload })),
+    );
+    const byStatus = new Map<number, number>();
+    for (const response of responses) byStatus.set(response.statusCode, (byStatus.get(response.statusCode) ?? 0) + 1);
+    assert.deepEqual([...byStatus.keys()].filter((status) => status !== 200 && status !== 503), [], JSON.stringify([...byStatus]));
+    assert.ok((byStatus.get(503) ?? 0) > 0, `some creates are refused: ${JSON.stringify([...byStatus])}`);
+    assert.ok((byStatus.get(200) ?? 0) > 0, `some creates are stored: ${JSON.stringify([...byStatus])}`);
+    for (const [index, response] of responses.entries()) {
+      if (response.statusCode === 503) {
+        assertErrorRecord(response, 503, /write queue is full/);
+        assert.match(String(response.headers['retry-after']), /^[1-9]\d*$/);
+      } else {
+        // What was answered 200 is stored; what was refused is not.
+        assert.equal(response.statusCode, 200);
+        const id = BigInt((JSON.parse(bodies[index] as string) as { id: number }).id);
+        assert.ok(await t.store.plants.get(id), `created ${id} is stored`);
+      }
+    }
+    // Refused creates are not stored, so a retry creates them.
+    const refused = responses.findIndex((response) => response.statusCode === 503);
+    const retry = await t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: bodies[refused] });
+    assert.equal(retry.statusCode, 200);
+    assert.equal((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+    assert.equal((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+    assert.equal(t.services.writes.backlog, 0, 'nothing is left queued');
+  });
+});
 
 for (const database of DATABASES) {
   describe(`deletes under WRITE_QUEUE_LIMIT on ${database.kind}`, () => {
@@ -158,46 +203,3 @@ for (const database of DATABASES) {
     });
   });
 }
-
-describe('WriteQueue counts deletes and queued creates against one bound', () => {
-  it('refuses creates and deletes once queued creates plus deletes reach queueLimit', async () => {
-    const commit = gate();
-    const write = gate();
-    /** Deletes of id 10 wait for the gate; id 13 fails; the rest succeed at once. */
-    const store = {
-      create: async (plants: readonly Plant[]): Promise<CreateOutcome[]> => {
-        await commit.opened;
-        return plants.map(() => ({ kind: 'created' }));
-      },
-      delete: async (id: bigint): Promise<boolean> => {
-        if (id === 10n) await write.opened;
-        if (id === 13n) throw new Error('boom');
-        return true;
-      },
-    } as unknown as PlantStore;
-    const writes = new WriteQueue(store, { queueLimit: 3, batchLimit: 100, concurrency: 1 });
-    const plant = (id: bigint): Plant => ({ id, name: 'p', tag: null });
-    // Two creates queued (nothing flushes before setImmediate) and one delete running: the bound is reached.
-    const created = [writes.create(plant(1n)), writes.create(plant(2n))];
-    const single = writes.delete(10n);
-    assert.equal(writes.backlog, 3);
-    await assert.rejects(writes.create(plant(3n)), (error) => error instanceof WriteQueueFullError);
-    await assert.rejects(writes.delete(11n), (error) => error instanceof WriteQueueFullError && /write queue is full/.test(error.message));
-    let idle = false;
-    const idled = writes.drain().then(() => (idle = true));
-    // Once the queued creates are in a committing batch they no longer wait, as before: the bound has room again.
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(await writes.delete(12n), true);
-    commit.open();
-    assert.deepEqual(await Promise.all(created), [{ kind: 'created' }, { kind: 'created' }]);
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(idle, false, 'drain() still waits for the delete');
-    write.open();
-    assert.equal(await single, true);
-    await idled;
-    assert.equal(writes.backlog, 0);
-    // A failing delete is released from the count and its error passed on.
-    await assert.rejects(writes.delete(13n), /boom/);
-    assert.equal(writes.backlog, 0);
-  });
-});

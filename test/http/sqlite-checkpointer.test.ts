@@ -3,7 +3,8 @@
  * so a thread that dies, or checkpoints that keep failing inside it, must never go unnoticed: each is logged, a dead
  * thread is restarted (ever more slowly if it keeps dying), and /readyz answers 503 while the WAL cannot be
  * checkpointed, 200 again once it can. Whether a checkpoint happened is read from the database file itself: rows
- * committed to the WAL appear in a copy of the file (without its WAL) only once they have been checkpointed.
+ * committed to the WAL appear in a copy of the file (without its WAL) only once they have been checkpointed. The
+ * restarts' growing delay, which needs no app, is in test/storage/sqlite-checkpointer.test.ts.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -160,37 +161,5 @@ describe('the SQLite checkpointer thread', () => {
     await waitFor('the success logged', () => logged(f, INFO, /WAL checkpoints succeed again after \d+ failed/) !== undefined, { timeoutMs: failures * intervalMs + 3000, intervalMs: 20 });
     assert.equal((await readyz(f.app)).statusCode, 200);
     t.diagnostic(`${failures} checkpoints failing: logged at once, unready after ${unreadyMs} ms more, ready again after the first success`);
-  });
-});
-
-describe('a checkpointer thread that keeps dying', () => {
-  let f: Fixture;
-  const RESTART_DELAY_MS = 200;
-
-  before(async () => {
-    f = await fixture(RESTART_DELAY_MS);
-  });
-  after(() => f?.close());
-
-  it('is restarted after a delay that doubles each time it dies before checkpointing successfully', async (t) => {
-    const restartGaps: number[] = [];
-    for (let death = 1; death <= 3; death += 1) {
-      const restarts = f.incidents.filter((incident) => /was restarted/.test(incident.message)).length;
-      // Crash the thread before it ever checkpoints (its first checkpoint is an interval after it starts).
-      f.store.checkpointer.command({ kind: 'crash' });
-      const diedAt = performance.now();
-      await waitFor(`death ${death} reported`, () => f.incidents.filter((incident) => /died/.test(incident.message)).length === death, { timeoutMs: 2000, intervalMs: 20 });
-      await waitFor(`restart ${death}`, () => f.incidents.filter((incident) => /was restarted/.test(incident.message)).length === restarts + 1, { timeoutMs: 5000, intervalMs: 20 });
-      restartGaps.push(Math.round(performance.now() - diedAt));
-    }
-    const delays = f.incidents.filter((incident) => /died/.test(incident.message)).map((incident) => Number(/in (\d+) ms/.exec(incident.message)?.[1]));
-    assert.deepEqual(delays, [RESTART_DELAY_MS, 2 * RESTART_DELAY_MS, 4 * RESTART_DELAY_MS]);
-    restartGaps.forEach((gap, index) => assert.ok(gap >= (delays[index] as number) - 5, `restart ${index + 1} came ${gap} ms after the death`));
-    // Once it checkpoints successfully, the next death is restarted after the first delay again.
-    await waitFor('a successful checkpoint', () => f.store.checkpointer.problem === undefined, { timeoutMs: 3000, intervalMs: 20 });
-    f.store.checkpointer.command({ kind: 'crash' });
-    await waitFor('death 4 reported', () => f.incidents.filter((incident) => /died/.test(incident.message)).length === 4, { timeoutMs: 2000, intervalMs: 20 });
-    assert.match(f.incidents.filter((incident) => /died/.test(incident.message)).at(-1)?.message ?? '', new RegExp(`in ${RESTART_DELAY_MS} ms`));
-    t.diagnostic(`restart delays ${delays.join(', ')} ms; restarts came ${restartGaps.join(', ')} ms after each death`);
   });
 });

@@ -3,52 +3,21 @@
  * with a tag the (tag, id) index plants_by_tag, with no sort and no full scan. That is what makes a deep page cost
  * what the first does (docs/api.md, "Read and delete"); a dropped or unusable index would still answer correctly, only
  * slowly, so no behavioural test would notice. Each check is also run against a database whose index was dropped,
- * to show it fails then.
+ * to show it fails then. That GET /plants runs these very queries is checked in test/http/list-queries.test.ts.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DatabaseSync, type SQLInputValue } from 'node:sqlite';
 import pg from 'pg';
+import { loadConfig } from '../../src/config.js';
 import { INT64_MIN } from '../../src/int64.js';
-import { POSTGRES_LIST_QUERIES } from '../../src/storage/postgres/plants.js';
-import { SQLITE_LIST_QUERIES } from '../../src/storage/sqlite/plants.js';
-import { prepare, prepareWrite, transaction } from '../../src/storage/sqlite/connection.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
-import { idsOf } from '../helpers/assertions.js';
+import { openStore } from '../../src/storage/open.js';
+import type { Store } from '../../src/storage/store.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { fillPostgres, fillSqlite, LIMIT, LIST_SQL as SQL, ROWS, TAG } from '../helpers/list-rows.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 
 stopPostgresAfterAll();
-
-/** The list queries the stores prepare, the very texts. */
-const SQL = { sqlite: SQLITE_LIST_QUERIES, postgres: POSTGRES_LIST_QUERIES } as const;
-
-const ROWS = 20_000;
-/**
- * Rows with id % TAGS === 3 carry TAG: one in a hundred. With a tag on a tenth of the rows, stored in id order, the
- * planner rightly finds a deep page cheaper by walking the primary key and skipping other tags (measured: "Limit >
- * Index Scan on plants_pkey"), and that would pass even with plants_by_tag dropped; a selective tag needs the index.
- */
-const TAGS = 100;
-const LIMIT = 20;
-const TAG = 'tag-3';
-
-/** Listing through HTTP answers what the query answers run directly, with the parameters in the same order. */
-async function assertQueryAnswersLikeTheApp(t: TestApp, direct: (tag: string | undefined, from: bigint) => Promise<bigint[]>): Promise<void> {
-  for (const [tag, after] of [
-    [undefined, undefined],
-    [TAG, undefined],
-    [undefined, 10_000n],
-    [TAG, 10_000n],
-  ] as const) {
-    const query = new URLSearchParams({ limit: String(LIMIT), ...(tag ? { tag } : {}), ...(after ? { after: String(after) } : {}) });
-    const response = await t.app.inject({ method: 'GET', url: `/plants?${query}`, headers: { authorization: t.headers.authorization as string } });
-    assert.equal(response.statusCode, 200, response.body);
-    const expected = await direct(tag, after === undefined ? INT64_MIN : after + 1n);
-    assert.equal(expected.length, LIMIT);
-    assert.deepEqual(idsOf(response.body), expected, `GET /plants?${query}`);
-  }
-}
 
 /** The plan's lines (EXPLAIN QUERY PLAN's `detail` column). */
 function sqlitePlan(db: DatabaseSync, sql: string, params: SQLInputValue[]): string[] {
@@ -78,48 +47,24 @@ function sqlitePlanProblem(db: DatabaseSync): string | undefined {
 
 describe('index use on SQLite', () => {
   let db: TestDatabase;
-  let t: TestApp | undefined;
+  let store: Store | undefined;
   let file: string;
-  const closeApp = async () => {
-    const app = t;
-    t = undefined;
-    await app?.close();
+  const closeStore = async () => {
+    const open = store;
+    store = undefined;
+    await open?.close();
   };
 
   before(async () => {
     db = await sqliteDatabase();
     file = db.url.slice('sqlite:'.length);
-    // The schema is the product's own: the app migrates the database it opens.
-    t = await startTestApp(db.url);
-    // Rows go in behind the app's back: twenty thousand creates through HTTP would only slow the test down.
-    const filler = new DatabaseSync(file);
-    try {
-      const insert = prepareWrite<[number, string, string | null]>(filler, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
-      transaction(filler, () => {
-        for (let id = 1; id <= ROWS; id += 1) insert.run(id, `plant ${id}`, id % 7 === 0 ? null : `tag-${id % TAGS}`);
-      });
-    } finally {
-      filler.close();
-    }
+    // The schema is the product's own: the store migrates the database it opens.
+    store = await openStore(loadConfig({ DATABASE_URL: db.url }).database);
+    fillSqlite(file);
   });
   after(async () => {
-    await closeApp();
+    await closeStore();
     await db?.cleanup();
-  });
-
-  it('GET /plants answers what the list queries answer when run directly', async () => {
-    const reader = new DatabaseSync(file, { readOnly: true });
-    try {
-      await assertQueryAnswersLikeTheApp(t as TestApp, async (tag, from) => {
-        const rows =
-          tag === undefined
-            ? prepare(reader, SQL.sqlite.listAll, { bigInts: true }).all(from, LIMIT)
-            : prepare(reader, SQL.sqlite.listByTag, { bigInts: true }).all(tag, from, LIMIT);
-        return rows.map((row) => (row as { id: bigint }).id);
-      });
-    } finally {
-      reader.close();
-    }
   });
 
   it('lists through the integer primary key (rowid>?) and, by tag, through plants_by_tag (tag=? AND id>?), with no sort', (context) => {
@@ -136,8 +81,8 @@ describe('index use on SQLite', () => {
   });
 
   it('the check fails once plants_by_tag is dropped', async (context) => {
-    // The app goes first: it must not see its schema change under it.
-    await closeApp();
+    // The store goes first: it must not see its schema change under it.
+    await closeStore();
     const writer = new DatabaseSync(file);
     try {
       writer.exec('DROP INDEX plants_by_tag');
@@ -207,44 +152,26 @@ async function postgresPlanProblems(client: pg.Client): Promise<string[]> {
 
 describe('index use on PostgreSQL', () => {
   let db: TestDatabase;
-  let t: TestApp | undefined;
+  let store: Store | undefined;
   let client: pg.Client;
-  const closeApp = async () => {
-    const app = t;
-    t = undefined;
-    await app?.close();
+  const closeStore = async () => {
+    const open = store;
+    store = undefined;
+    await open?.close();
   };
 
   before(async () => {
     // A PostgreSQL that cannot start fails the suite: nothing is skipped.
     db = await postgresDatabase();
-    t = await startTestApp(db.url);
+    store = await openStore(loadConfig({ DATABASE_URL: db.url }).database);
     client = new pg.Client({ connectionString: db.url });
     await client.connect();
-    // Enough rows, with statistics, that the planner weighs a sequential scan against the index honestly: on a
-    // near-empty table it rightly prefers to scan and sort, and that would prove nothing either way. Stored in random
-    // order, as random ids are, so the heap's order does not favour the primary key.
-    await client.query(
-      `INSERT INTO plants (id, name, tag)
-       SELECT g, 'plant ' || g, CASE WHEN g % 7 = 0 THEN NULL ELSE 'tag-' || (g % ${TAGS}) END
-       FROM generate_series(1, ${ROWS}) AS g ORDER BY random()`,
-    );
-    await client.query('ANALYZE plants');
+    await fillPostgres(client);
   });
   after(async () => {
     await client?.end();
-    await closeApp();
+    await closeStore();
     await db?.cleanup();
-  });
-
-  it('GET /plants answers what the list queries answer when run directly', async () => {
-    await assertQueryAnswersLikeTheApp(t as TestApp, async (tag, from) => {
-      const result =
-        tag === undefined
-          ? await client.query<{ id: string }>(SQL.postgres.listAll, [String(from), LIMIT])
-          : await client.query<{ id: string }>(SQL.postgres.listByTag, [String(from), LIMIT, tag]);
-      return result.rows.map((row) => BigInt(row.id));
-    });
   });
 
   it(`lists through plants_pkey and, by tag, through plants_by_tag, with no Seq Scan or Sort, on ${ROWS} analysed rows`, async (context) => {
@@ -256,8 +183,8 @@ describe('index use on PostgreSQL', () => {
   });
 
   it('the check fails once plants_by_tag, then the primary key, is dropped', async (context) => {
-    // The app goes first: it must not see its schema change under it.
-    await closeApp();
+    // The store goes first: it must not see its schema change under it.
+    await closeStore();
     await client.query('DROP INDEX plants_by_tag');
     const withoutTagIndex = await postgresPlanProblems(client);
     assert.ok(withoutTagIndex.length > 0, 'dropping plants_by_tag is noticed');
