@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 /**
  * The layers of docs/design.md, held by lint: a folder may not import from the folders (or packages) named here.
  * Imports go one way, entry → app/routes/http → services → domain (plants, auth, health) → storage. src/workers is
- * part of the entry (an instance of worker threads, started by src/server.ts), so no layer below may import it.
+ * part of the entry (an instance of worker threads, started by src/serve/server.ts), so no layer below may import it.
  */
 const layers = [
   {
@@ -52,13 +52,13 @@ function layerPatterns({ folder, forbidden, packages, why }) {
       // Relative imports that climb out of the folder into a forbidden one, into the CLI or the entry's workers, or into
       // the app or the schemas. src/plants/plant.ts is the exception: a leaf module of plain types (the domain's Plant)
       // that imports nothing, so importing it pulls no layer above in; storage stores that shape.
-      regex: `^(\\.\\./)+(?!plants/plant\\.js$)(${forbidden.join('|')}|cli|workers)/|^(\\.\\./)+(app|schemas|server|services|metrics)\\.js$`,
+      regex: `^(\\.\\./)+(?!plants/plant\\.js$)(${forbidden.join('|')}|cli|workers|serve)/|^(\\.\\./)+(app|schemas|services|observability/metrics)\\.js$`,
       message: `${folder} may not import from ${forbidden.join(', ')}, the CLI, the worker threads of an instance, the app, the HTTP schemas or the metrics: ${why}.`,
     },
     { group: packages, message: `${folder} may not use the HTTP framework or client: ${why}.` },
     {
       group: ['prom-client', 'prom-client/*'],
-      message: `${folder} may not use the metrics library: it reports to an observer interface it declares, implemented with prom-client in src/metrics.ts.`,
+      message: `${folder} may not use the metrics library: it reports to an observer interface it declares, implemented with prom-client in src/observability/metrics.ts.`,
     },
   ];
 }
@@ -95,7 +95,7 @@ export default tseslint.config(
     files: ['**/*.ts'],
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true }],
-      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration once in src/config.ts and pass it in.' }],
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration once in src/config/config.ts and pass it in.' }],
     },
   },
   ...layers.map((layer) => ({
@@ -124,7 +124,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^(\\.\\./)+(cli|workers|storage|routes)/|^(\\.\\./)+(app|server)\\.js$',
+              regex: '^(\\.\\./)+(cli|workers|storage|routes|serve)/|^(\\.\\./)+app\\.js$',
               message:
                 'src/http/plugins may not import the app, the entry (server, CLI, worker threads), the route modules or storage: src/app.ts hands a plugin the routes and services it needs.',
             },
@@ -147,7 +147,7 @@ export default tseslint.config(
   {
     // The CLI reads the environment where it starts a process (NODE_OPTIONS), loads the configuration, and reads a
     // copy target as DATABASE_URL would be read.
-    files: ['src/config.ts', 'src/cli/plantstore.ts', 'src/cli/dispatch.ts', 'src/cli/commands/copy.ts', 'test/**/*.ts', 'bench/**/*.ts'],
+    files: ['src/config/config.ts', 'src/cli/plantstore.ts', 'src/cli/dispatch.ts', 'src/cli/commands/copy.ts', 'test/**/*.ts', 'bench/**/*.ts'],
     rules: { 'no-restricted-properties': 'off' },
   },
 );

@@ -8,8 +8,8 @@
  */
 import { buildApp } from '../src/app.js';
 import { hashToken } from '../src/auth/tokens.js';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
+import { loadConfig } from '../src/config/config.js';
+import { createLogger } from '../src/observability/log.js';
 import { startServices } from '../src/services.js';
 import { SCOPES } from '../src/auth/scopes.js';
 import type { Store } from '../src/storage/store.js';

@@ -3,7 +3,7 @@
  * (app-only), and plantstore itself (`plantstore serve` in its default configuration, on the bench's store).
  */
 import fs from 'node:fs';
-import { CONFIG_VARIABLES } from '../src/config-variables.js';
+import { CONFIG_VARIABLES } from '../src/config/variables.js';
 import { createToken, startServer, type EnvOverrides, type ServerProcess } from '../test/helpers/process.js';
 import type { Pinning } from './environment.js';
 import { APP_ONLY, CEILING, CLI } from './layout.js';
@@ -24,7 +24,7 @@ const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 20_000;
 
 /**
- * plantstore's default configuration whatever the shell has: every variable src/config.ts reads is unset but the
+ * plantstore's default configuration whatever the shell has: every variable src/config/config.ts reads is unset but the
  * database (so LOG_LEVEL is plantstore's default, info), and so are NODE_OPTIONS.
  */
 export function plantstoreEnv(databaseUrl: string | undefined): EnvOverrides {

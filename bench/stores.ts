@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
-import { syncPath } from '../src/atomic-file.js';
+import { syncPath } from '../src/storage/atomic-file.js';
 import { prepareValue } from '../src/storage/sqlite/connection.js';
 import type { IdMode } from './ids.js';
 import { cachedSqlitePrefill, prefillPostgres } from './prefill.js';

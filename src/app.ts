@@ -2,7 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { DebugRequestLog } from './http/debug-request-log.js';
 import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
 import { httpServer } from './http/http-server.js';
-import { API_REFERENCE_PATH, apiReference } from './http/api-reference.js';
+import { API_REFERENCE_PATH, apiReference } from './http/plugins/api-reference.js';
 import { STRICT_AJV_OPTIONS, newPlantReader } from './http/new-plant.js';
 import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
 import { authentication } from './http/plugins/authentication.js';
@@ -41,7 +41,7 @@ export interface AppOptions {
 
 /**
  * Builds the whole HTTP application on the services (src/services.ts), logging with their logger. It never
- * listens (src/server.ts does that) and owns nothing it must close: the services' owner closes them. Each concern
+ * listens (src/serve/server.ts does that) and owns nothing it must close: the services' owner closes them. Each concern
  * is a plugin of src/http/plugins/, registered in the order their hooks run.
  */
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {

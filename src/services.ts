@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { TokenAuthenticator } from './auth/authenticator.js';
 import { noTokenMessage } from './auth/token-hint.js';
-import type { Config } from './config.js';
+import type { Config } from './config/config.js';
 import { Readiness } from './health/readiness.js';
-import { Metrics } from './metrics.js';
+import { Metrics } from './observability/metrics.js';
 import { PlantService } from './plants/service.js';
 import { WriteQueue, type Gathering, type SharedWriteState, type WriteQueueObserver } from './plants/write-queue.js';
 import type { ServingStore, Store } from './storage/store.js';
@@ -26,7 +26,7 @@ function tracedQueue(metrics: Metrics | null, tracing: Tracing): WriteQueueObser
  *   - what each event loop has (startEventLoop): the write queue, the plant service, the token cache, readiness.
  * A single thread has both on one loop (startServices); an instance of several threads (src/workers/) has the first
  * and one loop on its main thread, and one loop in each worker thread. The HTTP app (src/app.ts) is built on an
- * event loop's Services; the entry (src/server.ts) starts and closes them.
+ * event loop's Services; the entry (src/serve/server.ts) starts and closes them.
  */
 
 /** What the HTTP app of one event loop is built on. It owns the write queue: it drains it in close(). */

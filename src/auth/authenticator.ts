@@ -6,7 +6,7 @@ import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from './error
 import { grantedScopes, type Scope } from './scopes.js';
 import { tokenHashHex } from './tokens.js';
 
-/** What the token cache reports (src/metrics.ts implements it): each reload of the token map, and how it went. */
+/** What the token cache reports (src/observability/metrics.ts implements it): each reload of the token map, and how it went. */
 export interface TokenCacheObserver {
   tokenCacheReloaded(result: 'success' | 'failure'): void;
 }

@@ -6,7 +6,7 @@
  * would make a new, empty database that the server never reads.
  */
 import path from 'node:path';
-import { DEFAULT_DATABASE_URL, type DatabaseConfig } from '../config.js';
+import { DEFAULT_DATABASE_URL, type DatabaseConfig } from '../config/config.js';
 
 /** Placeholder for a password left out of a PostgreSQL URL: the hint is printed where logs go, and secrets never are. */
 export const PASSWORD_PLACEHOLDER = 'PASSWORD';

@@ -1,5 +1,5 @@
 /** How commands reach the database DATABASE_URL names, and how they name it to the operator. */
-import type { Config, DatabaseConfig } from '../config.js';
+import type { Config, DatabaseConfig } from '../config/config.js';
 import { openStore, type OpenOptions } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
 import { WrongDatabaseError } from './errors.js';

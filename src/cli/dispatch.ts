@@ -3,7 +3,7 @@
  * and turns whatever it throws into a line on stderr and an exit code (exit-codes.ts). The launcher
  * (plantstore.ts) imports this module, or runs it as the script of a child Node with a bounded heap.
  */
-import { DEFAULT_DATABASE_URL, loadConfig, type Config } from '../config.js';
+import { DEFAULT_DATABASE_URL, loadConfig, type Config } from '../config/config.js';
 import type { Command } from './command.js';
 import * as backup from './commands/backup.js';
 import * as copy from './commands/copy.js';

@@ -6,7 +6,7 @@
  * it was called wrongly (usage, configuration, or a command this database cannot do). A usage error adds where to
  * read the usage, at most three lines in all.
  */
-import { ConfigError } from '../config-variables.js';
+import { ConfigError } from '../config/variables.js';
 import {
   DatabaseInUseError,
   DatabaseMissingError,

@@ -20,11 +20,11 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { catchServeSignals } from '../signals.js';
+import { catchServeSignals } from '../serve/signals.js';
 import { readPackageInfo, unsupportedNodeMessage } from './package-info.js';
 
 // First: `serve` must not be ended by Node's default action for a signal that comes while it loads and starts
-// (src/signals.ts keeps them until the server handles them).
+// (src/serve/signals.ts keeps them until the server handles them).
 if (process.argv[2] === 'serve') catchServeSignals();
 
 const BOUNDED_COMMANDS = new Set(['export', 'import', 'copy']);

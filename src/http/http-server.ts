@@ -2,7 +2,7 @@ import { createServer, IncomingMessage, Server, ServerResponse, type ServerOptio
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { CONNECTION_LIMITS, ConnectionBounds } from './connection-bounds.js';
 import { ApiError, BadRequestError, ExpectationFailedError, NotImplementedError } from './errors.js';
 import { closeIdleConnectionsAfterGrace } from './graceful-close.js';

@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { parse as parseLossless } from 'lossless-json';
-import { INT64_MAX, INT64_MIN, exactInteger, isInt64 } from '../int64.js';
+import { INT64_MAX, INT64_MIN, exactInteger, isInt64 } from '../json/int64.js';
 import type { NewPlantBody } from '../schemas.js';
 import type { Plant } from '../plants/plant.js';
 import { BadRequestError, UnsupportedMediaTypeError } from './errors.js';

@@ -1,4 +1,4 @@
-import { INT64_MAX, INT64_MIN, isInt64 } from '../int64.js';
+import { INT64_MAX, INT64_MIN, isInt64 } from '../json/int64.js';
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from '../schemas.js';
 import { BadRequestError } from './errors.js';
 

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
-import type { RateLimitConfig } from '../config.js';
+import type { RateLimitConfig } from '../config/config.js';
 
 /**
  * Where each key's bucket is kept, as one number: the time, on the store's clock, at which it is full again (a key

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { Server as TlsServer, createSecureContext, type SecureContextOptions, type TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger, FastifyHttpOptions, FastifyInstance } from 'fastify';
 import ipaddr from 'ipaddr.js';
-import { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsPolicy } from '../config.js';
+import { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsPolicy } from '../config/config.js';
 
 /** What the server serves: a certificate chain, its key, and what TLS a client may speak with it. */
 export interface ServedPair {

@@ -12,7 +12,7 @@ export interface PlantPage {
 /** How a create was answered: stored now, an identical replay, a conflict (409), or refused (nothing stored, e.g. 503). */
 export type CreateAnswer = 'created' | 'replayed' | 'conflict' | 'refused';
 
-/** What the plant service reports (src/metrics.ts implements it); called once per create, so it must be cheap. */
+/** What the plant service reports (src/observability/metrics.ts implements it); called once per create, so it must be cheap. */
 export interface PlantObserver {
   createAnswered(answer: CreateAnswer): void;
 }

@@ -10,7 +10,7 @@ export class WriteQueueFullError extends Error {
   }
 }
 
-/** What the write queue reports (src/metrics.ts implements it); called once per batch, so it must be cheap and never throw. */
+/** What the write queue reports (src/observability/metrics.ts implements it); called once per batch, so it must be cheap and never throw. */
 export interface WriteQueueObserver {
   /** The store answered a batch of creates (committed, though single rows may have failed alone) and how long it took. */
   batchCommitted(rows: number, seconds: number): void;

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { Readiness } from '../health/readiness.js';
 import type { RouteSpec } from '../http/route-spec.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../observability/metrics.js';
 import { ErrorRecord } from '../schemas.js';
 
 const Status = Type.Object({ status: Type.String() }, { additionalProperties: false });

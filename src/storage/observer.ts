@@ -1,7 +1,7 @@
 import type { StorageErrorKind } from './errors.js';
 
 /**
- * What storage reports to whoever watches it: src/metrics.ts implements these, src/services.ts wires them. Storage
+ * What storage reports to whoever watches it: src/observability/metrics.ts implements these, src/services.ts wires them. Storage
  * knows no metrics library; an observer's methods are called on the request path, so they must be cheap and never throw.
  */
 export interface StorageObserver {

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import type { DatabaseConfig } from '../config.js';
+import type { DatabaseConfig } from '../config/config.js';
 import { DatabaseMissingError } from './errors.js';
 import { SqliteStore } from './sqlite/sqlite-store.js';
 import { DelegatingSqliteStore } from './sqlite/delegating-store.js';

@@ -1,4 +1,4 @@
-import { INT64_MAX, INT64_MIN } from '../int64.js';
+import { INT64_MAX, INT64_MIN } from '../json/int64.js';
 import type { Plant } from '../plants/plant.js';
 
 /** A plants row as both databases' drivers return it (ids as bigint on both). */

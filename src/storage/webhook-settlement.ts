@@ -2,7 +2,7 @@ import type { WebhookAttemptResult } from './webhook-store.js';
 
 /**
  * What a round of webhook attempt results changes, decided here once in plain code; each database only applies it
- * (src/storage/sqlite/webhook-outbox.ts, src/storage/postgres/webhooks.ts), so both keep the same records whatever order
+ * (src/storage/sqlite/webhook-outbox.ts, src/storage/postgres/webhook-outbox.ts), so both keep the same records whatever order
  * the results come in: the dispatcher lists them as attempts finish, and attempts finish out of order.
  */
 

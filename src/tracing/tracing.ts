@@ -72,7 +72,7 @@ export function activeTracing(): Tracing | undefined {
 
 /**
  * Starts tracing when it is configured, loading the SDK only then, and makes it this thread's. Called by the entry
- * (src/server.ts, each worker thread) before the services start.
+ * (src/serve/server.ts, each worker thread) before the services start.
  */
 export async function startTracing(config: TracingConfig | null, log: Logger): Promise<Tracing | undefined> {
   if (!config) return undefined;

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { plantJson } from '../plant-json.js';
+import { plantJson } from '../json/plant-json.js';
 import { isSamePlant } from '../plants/plant.js';
 import type { Store } from '../storage/store.js';
 import { isSameToken, type TokenRecord } from '../storage/token-store.js';

@@ -1,4 +1,4 @@
-import { plantJson } from '../plant-json.js';
+import { plantJson } from '../json/plant-json.js';
 import type { PlantStore } from '../storage/plant-store.js';
 import { plantPages } from './pages.js';
 

@@ -1,4 +1,4 @@
-import type { WebhookConfig } from '../config.js';
+import type { WebhookConfig } from '../config/config.js';
 import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookClaim, WebhookOutbox } from '../storage/webhook-store.js';
 import { systemResolver, type Resolver } from './address-policy.js';
 import { claimLease, holdBounds, type ClaimLease } from './claim-planner.js';

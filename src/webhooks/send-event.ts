@@ -1,4 +1,4 @@
-import { plantJson } from '../plant-json.js';
+import { plantJson } from '../json/plant-json.js';
 import type { ActiveWebhookSubscription, ClaimedWebhookEvent } from '../storage/webhook-store.js';
 import { webhookEventId } from '../storage/webhook-store.js';
 import { activeTracing } from '../tracing/tracing.js';

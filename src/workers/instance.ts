@@ -1,6 +1,6 @@
 /**
  * An instance of WORKERS threads in one process (docs/design.md, "Workers"): the main thread serves HTTP as a single
- * thread does (src/server.ts starts it with what this module adds), and WORKERS − 1 worker threads beside it each run
+ * thread does (src/serve/server.ts starts it with what this module adds), and WORKERS − 1 worker threads beside it each run
  * the whole HTTP app on their own event loop. Every thread listens on the one PORT with SO_REUSEPORT, so the kernel
  * spreads connections over them. The main thread also holds what the instance has once:
  *
@@ -19,13 +19,13 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { AppOptions } from '../app.js';
-import { renderAtMostEvery } from '../metrics.js';
-import type { Config } from '../config.js';
+import { renderAtMostEvery } from '../observability/metrics.js';
+import type { Config } from '../config/config.js';
 import type { TlsCredentials } from '../http/tls.js';
 import type { Gathering } from '../plants/write-queue.js';
 import type { MainLoopOptions, MainServices } from '../services.js';
 import type { Store } from '../storage/store.js';
-import { startServer, type RunningServer, type StartOptions } from '../server.js';
+import { startServer, type RunningServer, type StartOptions } from '../serve/server.js';
 import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics.js';
 import type { MainOperations } from './protocol.js';
 import type { Handlers } from './rpc.js';

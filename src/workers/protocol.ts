@@ -1,6 +1,6 @@
 /** What the main thread and a worker thread of an instance say to each other (./rpc.ts carries the calls). */
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { ServedPair, TlsCredentials } from '../http/tls.js';
 import type { InstanceMemory } from './shared-memory.js';
 import type { PackedOutcomes, PackedPlants } from './wire.js';

@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../app.js';
 import { stopAccepting } from '../http/graceful-close.js';
 import { serveCertificate, type ServedPair, type TlsCredentials } from '../http/tls.js';
-import { createLogger } from '../log.js';
+import { createLogger } from '../observability/log.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
 import { createMetrics, logIncidents, startEventLoop, type Services } from '../services.js';
 import { openServingStore } from '../storage/open.js';
@@ -42,7 +42,7 @@ let draining: Promise<void> | undefined;
 
 const drain = () =>
   (draining ??= (async () => {
-    // As the single-threaded server closes (src/server.ts): stop accepting and answer what is in flight, drain the
+    // As the single-threaded server closes (src/serve/server.ts): stop accepting and answer what is in flight, drain the
     // services (their writes still reach the main thread, which outlives every worker), then close storage.
     services?.readiness.startDraining();
     if (app) stopAccepting(app.server);

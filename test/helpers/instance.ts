@@ -3,10 +3,10 @@ import { request } from 'node:http';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import type { Store } from '../../src/storage/store.js';
-import type { StartOptions } from '../../src/server.js';
+import type { StartOptions } from '../../src/serve/server.js';
 import { startInstance, type RunningInstance } from '../../src/workers/instance.js';
 import { newToken } from './tokens.js';
 

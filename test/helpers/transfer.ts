@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import type { Plant } from '../../src/plants/plant.js';
 import { CLI } from './process.js';

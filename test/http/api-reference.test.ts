@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { API_REFERENCE_CSP } from '../../src/http/api-reference.js';
+import { API_REFERENCE_CSP } from '../../src/http/plugins/api-reference.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';

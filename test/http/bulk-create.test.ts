@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
-import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
+import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../../src/webhooks/signature.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { DATABASES, type TestDatabase } from '../helpers/databases.js';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { METHODS } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
+import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { DATABASES, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
-import { INT64_MIN } from '../../src/int64.js';
+import { INT64_MIN } from '../../src/json/int64.js';
 import { prepare } from '../../src/storage/sqlite/connection.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { idsOf } from '../helpers/assertions.js';

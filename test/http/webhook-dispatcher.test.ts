@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import type { WebhookConfig } from '../../src/config.js';
+import type { WebhookConfig } from '../../src/config/config.js';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store.js';
 import type { WebhookAttemptResult, WebhookClaim } from '../../src/storage/webhook-store.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';

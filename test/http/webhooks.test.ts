@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import pino from 'pino';
 import { Webhook } from 'standardwebhooks';
-import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
+import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import type { WebhookSubscriptionInfo } from '../../src/storage/webhook-store.js';
 import type { Resolver } from '../../src/webhooks/address-policy.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../../src/webhooks/signature.js';

@@ -10,7 +10,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { CLI, createToken, startServer } from '../helpers/process.js';

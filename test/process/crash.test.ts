@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import { createServer } from 'node:net';
 import pg from 'pg';
 import { describe, it } from 'node:test';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import type { Plant } from '../../src/plants/plant.js';
 import { DATABASES } from '../helpers/databases.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import { TestPostgres, createDatabase } from '../helpers/postgres.js';
 import { createToken, errorRecordProblem, startServer, type ServerProcess } from '../helpers/process.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import { migrate as migratePostgres } from '../../src/storage/postgres/migrations.js';
 import { openDatabase } from '../../src/storage/sqlite/connection.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openConnection, pragmaValue } from '../../src/storage/sqlite/connection.js';
 import { poolConfig } from '../../src/storage/postgres/connection.js';
 import { postgresDatabase, sqliteDatabase } from '../helpers/databases.js';

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { StorageUnavailableError, type StorageErrorKind } from '../../src/storage/errors.js';
 import { toErrorReply } from '../../src/http/error-reply.js';
 import { pino } from 'pino';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import { pragmaValue } from '../../src/storage/sqlite/connection.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';

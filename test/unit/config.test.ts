@@ -4,8 +4,8 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
-import { CONFIG_VARIABLES, ConfigError } from '../../src/config-variables.js';
-import { AUTO_WORKER_MEMORY_BYTES, DEFAULT_TLS_CIPHERS, loadConfig, type HostFacts } from '../../src/config.js';
+import { CONFIG_VARIABLES, ConfigError } from '../../src/config/variables.js';
+import { AUTO_WORKER_MEMORY_BYTES, DEFAULT_TLS_CIPHERS, loadConfig, type HostFacts } from '../../src/config/config.js';
 import { poolConfig } from '../../src/storage/postgres/connection.js';
 
 describe('configuration', () => {

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Metrics } from '../../src/metrics.js';
+import { Metrics } from '../../src/observability/metrics.js';
 import { aggregateInstanceMetrics } from '../../src/workers/instance-metrics.js';
 import type { MetricsSnapshot } from '../../src/workers/protocol.js';
 import { parsePrometheusText, type Exposition } from '../helpers/prometheus.js';

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { INT64_MAX, INT64_MIN, exactInteger, isInt64, type ExactInteger } from '../../src/int64.js';
+import { INT64_MAX, INT64_MIN, exactInteger, isInt64, type ExactInteger } from '../../src/json/int64.js';
 
 const integer = (value: bigint): ExactInteger => ({ kind: 'integer', value });
 const FRACTION: ExactInteger = { kind: 'fraction' };

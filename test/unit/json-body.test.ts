@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BadRequestError, UnsupportedMediaTypeError } from '../../src/http/errors.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody, plantFromBody } from '../../src/http/json-body.js';
-import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
+import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import type { Plant } from '../../src/plants/plant.js';
 import type { NewPlantBody } from '../../src/schemas.js';
 

@@ -1,6 +1,6 @@
 /**
  * docs/metrics-and-logs.md lists every metric GET /metrics serves: its table names each metric the app registers
- * (src/metrics.ts), with its type and labels, and prom-client's own process and runtime metrics by their prefixes.
+ * (src/observability/metrics.ts), with its type and labels, and prom-client's own process and runtime metrics by their prefixes.
  * The metrics are read from a registry as GET /metrics renders it, with every optional part on (PostgreSQL's pool,
  * the webhook dispatcher) and one request timed so that every family has samples to show its labels; nothing listens.
  */
@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Metrics } from '../../src/metrics.js';
+import { Metrics } from '../../src/observability/metrics.js';
 import { parsePrometheusText } from '../helpers/prometheus.js';
 
 const PAGE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../docs/metrics-and-logs.md');

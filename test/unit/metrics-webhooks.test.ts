@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Metrics } from '../../src/metrics.js';
+import { Metrics } from '../../src/observability/metrics.js';
 import type { WebhookStatsSnapshot } from '../../src/webhooks/dispatcher.js';
 import { parsePrometheusText, type Exposition } from '../helpers/prometheus.js';
 

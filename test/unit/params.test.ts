@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BadRequestError } from '../../src/http/errors.js';
 import { parseInt64Parameter, parseLimitParameter } from '../../src/http/params.js';
-import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
+import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from '../../src/schemas.js';
 
 describe('parseInt64Parameter', () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { renderAtMostEvery } from '../../src/metrics.js';
+import { renderAtMostEvery } from '../../src/observability/metrics.js';
 import { shareOf } from '../../src/http/http-server.js';
 import { FakeClock } from '../helpers/clock.js';
 

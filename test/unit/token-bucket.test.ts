@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { RateLimitConfig } from '../../src/config.js';
+import type { RateLimitConfig } from '../../src/config/config.js';
 import { LocalBucketCells, TokenBucketStore, type BucketCells } from '../../src/http/rate-limit.js';
 import { SharedBucketCells, createInstanceMemory } from '../../src/workers/shared-memory.js';
 import { FakeClock } from '../helpers/clock.js';

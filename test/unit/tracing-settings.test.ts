@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError } from '../../src/config-variables.js';
+import { ConfigError } from '../../src/config/variables.js';
 import { tracingConfig } from '../../src/tracing/settings.js';
 
 describe('tracing settings (the standard OTEL_* variables)', () => {

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { INT64_MAX, INT64_MIN } from '../../src/int64.js';
+import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import type { CreateOutcome } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plants/plant.js';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { loadConfig, type DatabaseConfig } from '../../config.js';
-import { ConfigError } from '../../config-variables.js';
+import { loadConfig, type DatabaseConfig } from '../../config/config.js';
+import { ConfigError } from '../../config/variables.js';
 import { openStore } from '../../storage/open.js';
 import { copyDatabase } from '../../transfer/copy.js';
 import type { CommandContext } from '../command.js';

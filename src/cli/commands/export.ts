@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { AtomicFileWriter } from '../../atomic-file.js';
+import { AtomicFileWriter } from '../../storage/atomic-file.js';
 import { exportPlants } from '../../transfer/export.js';
 import type { CommandContext } from '../command.js';
 import { EXISTING_DATABASE, withStore } from '../database.js';

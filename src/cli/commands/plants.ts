@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { plantJson } from '../../plant-json.js';
+import { plantJson } from '../../json/plant-json.js';
 import type { CommandContext } from '../command.js';
 import { EXISTING_DATABASE, withStore } from '../database.js';
 import { UsageError } from '../errors.js';

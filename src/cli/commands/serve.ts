@@ -1,4 +1,4 @@
-import { serveUntilSignalled } from '../../server.js';
+import { serveUntilSignalled } from '../../serve/server.js';
 import type { CommandContext } from '../command.js';
 import { NEW_OR_EXISTING_DATABASE } from '../database.js';
 import { UsageError } from '../errors.js';

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_SCOPES, UnknownScopeError, parseScopes, type Scope } from '../../auth/scopes.js';
 import { generateToken, hashToken } from '../../auth/tokens.js';
-import { MAX_DURATION_MS, parseDuration } from '../../config-variables.js';
+import { MAX_DURATION_MS, parseDuration } from '../../config/variables.js';
 import type { CommandContext } from '../command.js';
 import { EXISTING_DATABASE, NEW_OR_EXISTING_DATABASE, withStore } from '../database.js';
 import { UsageError } from '../errors.js';

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { Config } from '../../config.js';
+import type { Config } from '../../config/config.js';
 import type { OpenOptions } from '../../storage/open.js';
 import { DuplicateWebhookNameError } from '../../storage/errors.js';
 import type { Store } from '../../storage/store.js';

@@ -1,6 +1,6 @@
 import type { onResponseHookHandler } from 'fastify';
 import fastifyPlugin from 'fastify-plugin';
-import { UNMATCHED_ROUTE } from '../../metrics.js';
+import { UNMATCHED_ROUTE } from '../../observability/metrics.js';
 import type { Services } from '../../services.js';
 import { openApiPath, type RouteSpec } from '../route-spec.js';
 

@@ -1,7 +1,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fastifyPlugin from 'fastify-plugin';
-import type { RateLimitConfig } from '../../config.js';
+import type { RateLimitConfig } from '../../config/config.js';
 import { TooManyRequestsError } from '../errors.js';
 import { LocalBucketCells, TokenBucketStore, tokenBucketStore, type BucketCells } from '../rate-limit.js';
 

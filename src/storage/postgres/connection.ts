@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { DatabaseConfig } from '../../config.js';
+import type { DatabaseConfig } from '../../config/config.js';
 import { unavailableIf, type StorageErrorKind } from '../errors.js';
 
 /**

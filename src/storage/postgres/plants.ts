@@ -31,7 +31,7 @@ const INSERT_PLANTS: pg.QueryConfig = {
     SELECT id FROM inserted`,
 };
 
-/** The keyset list queries (`id >= $1`), exported so test/http/indexes.test.ts checks the plans of these very texts. */
+/** The keyset list queries (`id >= $1`), exported so test/storage/query-plans.test.ts checks the plans of these very texts. */
 export const POSTGRES_LIST_QUERIES = {
   listAll: 'SELECT id, name, tag FROM plants WHERE id >= $1 ORDER BY id LIMIT $2',
   listByTag: 'SELECT id, name, tag FROM plants WHERE tag = $3 AND id >= $1 ORDER BY id LIMIT $2',

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { createPrivateFile, partialPathBeside, publishFile, removeQuietly } from '../../atomic-file.js';
+import { createPrivateFile, partialPathBeside, publishFile, removeQuietly } from '../atomic-file.js';
 import { DatabaseInUseError, UnusableDatabaseFileError } from '../errors.js';
 import {
   BUSY_TIMEOUT_MS,

@@ -5,7 +5,7 @@ import { isConstraintViolation, prepare, prepareWrite, transaction, type Connect
 import type { SqliteWebhookOutbox } from './webhook-outbox.js';
 
 /**
- * The keyset list queries (`id >= from`), exported so test/http/indexes.test.ts checks the plans of these very texts.
+ * The keyset list queries (`id >= from`), exported so test/storage/query-plans.test.ts checks the plans of these very texts.
  */
 export const SQLITE_LIST_QUERIES = {
   listAll: 'SELECT id, name, tag FROM plants WHERE id >= ? ORDER BY id LIMIT ?',

@@ -1,7 +1,7 @@
 /**
  * The environment variables the configuration is read from, and how each kind of value among them is read and checked
  * (a whole number in a range, a duration, on/off, true/false), failing with a ConfigError that names the variable.
- * What each variable means, and the configuration made of them, is src/config.ts's.
+ * What each variable means, and the configuration made of them, is src/config/config.ts's.
  */
 
 export class ConfigError extends Error {

@@ -1,17 +1,17 @@
 /**
  * The service's configuration: what it holds (Config), and loadConfig, which reads it from the environment once,
- * through the variables and value readers of ./config-variables.ts, checks it and freezes it. Its TLS section is
- * read by ./config-tls.ts and its tracing section by ./tracing/settings.ts, both called from loadConfig only.
+ * through the variables and value readers of ./variables.ts, checks it and freezes it. Its TLS section is
+ * read by ./tls.ts and its tracing section by ../tracing/settings.ts, both called from loadConfig only.
  */
 import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { tlsConfig, type TlsConfig } from './config-tls.js';
-import { ConfigError, boolean, duration, integer, onOff, parseDuration, read, MAX_DURATION_MS, type Env } from './config-variables.js';
-import { tracingConfig, type TracingConfig } from './tracing/settings.js';
+import { tlsConfig, type TlsConfig } from './tls.js';
+import { ConfigError, boolean, duration, integer, onOff, parseDuration, read, MAX_DURATION_MS, type Env } from './variables.js';
+import { tracingConfig, type TracingConfig } from '../tracing/settings.js';
 
-// The TLS section lives in ./config-tls.ts; its types are part of Config, so they are named here too.
-export { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsMinVersion, type TlsPolicy } from './config-tls.js';
+// The TLS section lives in ./tls.ts; its types are part of Config, so they are named here too.
+export { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsMinVersion, type TlsPolicy } from './tls.js';
 
 export type DatabaseConfig =
   | { readonly kind: 'sqlite'; readonly path: string }

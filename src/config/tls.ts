@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { createSecureContext } from 'node:tls';
-import { ConfigError, read, type Env } from './config-variables.js';
+import { ConfigError, read, type Env } from './variables.js';
 
 /** What TLS a client may speak (TLS_MIN_VERSION, TLS_CIPHERS); src/http/tls.ts serves it. */
 export interface TlsPolicy {

@@ -1,11 +1,11 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import type { TokenCacheObserver } from './auth/authenticator.js';
-import type { CreateAnswer, PlantObserver } from './plants/service.js';
-import type { WriteQueue, WriteQueueObserver } from './plants/write-queue.js';
-import { STORAGE_ERROR_KINDS, type StorageErrorKind } from './storage/errors.js';
-import type { StorageObserver } from './storage/observer.js';
-import type { ConnectionPoolState, Store } from './storage/store.js';
-import type { WebhookStats } from './webhooks/dispatcher.js';
+import type { TokenCacheObserver } from '../auth/authenticator.js';
+import type { CreateAnswer, PlantObserver } from '../plants/service.js';
+import type { WriteQueue, WriteQueueObserver } from '../plants/write-queue.js';
+import { STORAGE_ERROR_KINDS, type StorageErrorKind } from '../storage/errors.js';
+import type { StorageObserver } from '../storage/observer.js';
+import type { ConnectionPoolState, Store } from '../storage/store.js';
+import type { WebhookStats } from '../webhooks/dispatcher.js';
 
 /**
  * Seconds, from a tenth of a millisecond to ten: prom-client's default buckets start at 5 ms, below which a create

@@ -1,18 +1,18 @@
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import type { Logger } from 'pino';
-import { buildApp } from './app.js';
-import type { Config } from './config.js';
-import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from './http/tls.js';
-import { stopAccepting } from './http/graceful-close.js';
-import { createLogger } from './log.js';
-import type { Metrics } from './metrics.js';
+import { buildApp } from '../app.js';
+import type { Config } from '../config/config.js';
+import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from '../http/tls.js';
+import { stopAccepting } from '../http/graceful-close.js';
+import { createLogger } from '../observability/log.js';
+import type { Metrics } from '../observability/metrics.js';
 import { onServeSignal, startShutdownWatchdog, type ShutdownWatchdog } from './signals.js';
-import { startServices, type MainServices, type ProcessOptions } from './services.js';
-import { openStore, type OpenOptions } from './storage/open.js';
-import { startTracing, stopTracing } from './tracing/tracing.js';
-import type { Store } from './storage/store.js';
-import type { InstanceMain } from './workers/instance.js';
-import type { WorkerPool } from './workers/worker-pool.js';
+import { startServices, type MainServices, type ProcessOptions } from '../services.js';
+import { openStore, type OpenOptions } from '../storage/open.js';
+import { startTracing, stopTracing } from '../tracing/tracing.js';
+import type { Store } from '../storage/store.js';
+import type { InstanceMain } from '../workers/instance.js';
+import type { WorkerPool } from '../workers/worker-pool.js';
 
 export interface RunningServer {
   readonly app: FastifyInstance;
@@ -61,7 +61,7 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
   let instance: InstanceMain | undefined;
   try {
     // Loaded only for an instance of several threads: WORKERS=1 is the single-threaded server, nothing more.
-    instance = config.workers > 1 ? await import('./workers/instance.js').then(({ InstanceMain }) => InstanceMain.claim(config)) : undefined;
+    instance = config.workers > 1 ? await import('../workers/instance.js').then(({ InstanceMain }) => InstanceMain.claim(config)) : undefined;
     services = await startServices(config, store, log, { ...options, ...instance?.loopOptions(store.kind) });
     // The worker threads start while the main thread builds its app (each loads the whole app, the longest part of
     // a start), and the main thread listens once they all do: connections a client opens at once (a proxy's pool, a
@@ -144,7 +144,7 @@ const WATCHDOG_GRACE_MS = 500;
  * while it shuts down are noted and change nothing: Ctrl-C in a terminal reaches both `npm start` and the server,
  * and npm passes its copy on, so one keystroke is two SIGINTs. SIGHUP reloads the TLS certificate and key.
  *
- * Signals are caught from the launcher's first instruction (src/signals.ts): one that came before this runs is
+ * Signals are caught from the launcher's first instruction (src/serve/signals.ts): one that came before this runs is
  * handled now, and one during start-up too: SIGTERM waits for the start to finish, then shuts down; SIGHUP is logged
  * and ignored (the start is reading the files anyway). SHUTDOWN_TIMEOUT_MS bounds the shutdown from the signal: at
  * the deadline the process exits 1, saying what was pending, and if it cannot even do that (its event loop blocked,
