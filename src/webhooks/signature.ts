@@ -32,7 +32,7 @@ function key(secret: string): KeyObject {
  * The webhook-signature header: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body` under each secret, space-separated
  * (Standard Webhooks: a receiver accepts the message if any signature matches, which is what lets a rotated secret
  * and its predecessor both sign for a while). node:crypto rather than the standardwebhooks package's pure-JavaScript
- * SHA-256: the same bytes (test/unit/webhook-units.test.ts checks them against the package), at native speed on the
+ * SHA-256: the same bytes (test/unit/signature.test.ts checks them against the package), at native speed on the
  * server's one event loop.
  */
 export function webhookSignature(secrets: readonly string[], id: string, timestampSeconds: number, body: string): string {

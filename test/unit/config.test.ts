@@ -6,7 +6,6 @@ import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { CONFIG_VARIABLES, ConfigError } from '../../src/config/variables.js';
 import { AUTO_WORKER_MEMORY_BYTES, DEFAULT_TLS_CIPHERS, loadConfig, type HostFacts } from '../../src/config/config.js';
-import { poolConfig } from '../../src/storage/postgres/connection.js';
 
 describe('configuration', () => {
   it('has working defaults: SQLite under ./data, 127.0.0.1:8080, 16 KiB bodies', () => {
@@ -219,21 +218,6 @@ describe('configuration', () => {
     assert.equal(given.allowPrivateNetworks, true);
     assert.equal(given.retentionMs, 0);
     assert.ok(Object.isFrozen(given.retrySchedule));
-  });
-
-  it('sizes the PostgreSQL pool from PG_POOL_SIZE, 10 by default', () => {
-    const sizes: Array<[string | undefined, number]> = [
-      [undefined, 10],
-      ['1', 1],
-      ['7', 7],
-      ['1000', 1000],
-    ];
-    for (const [value, size] of sizes) {
-      const database = loadConfig({ DATABASE_URL: postgresUrl, ...(value === undefined ? {} : { PG_POOL_SIZE: value }) }).database;
-      if (database.kind !== 'postgres') assert.fail(`${postgresUrl} was read as ${database.kind}`);
-      assert.equal(database.poolSize, size);
-      assert.equal(poolConfig(database).max, size);
-    }
   });
 
   for (const [variable, value, problem] of bad) {

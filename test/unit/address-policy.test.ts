@@ -1,40 +1,10 @@
 /**
- * The webhook module's small parts, against their references: signatures byte for byte as the standardwebhooks
- * package computes them, the address policy over every kind of range, Retry-After, and what a subscription URL may be.
+ * The address policy (src/webhooks/address-policy.ts) over every kind of range, what a subscription URL may be, and
+ * names refused at connect time by what they resolve to.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Webhook } from 'standardwebhooks';
-import { webhookEventId, webhookEventRowId } from '../../src/storage/webhook-store.js';
 import { RefusedAddressError, guardedConnector, refusedAddressReason, subscriptionUrlProblem, type Resolver } from '../../src/webhooks/address-policy.js';
-import { retryAfterMs } from '../../src/webhooks/sender.js';
-import { generateWebhookSecret, webhookSignature } from '../../src/webhooks/signature.js';
-
-describe('webhook signatures', () => {
-  it('are what the standardwebhooks package signs, one per secret, space-separated', () => {
-    const [first, second] = [generateWebhookSecret(), generateWebhookSecret()];
-    const body = '{"id":9223372036854775807,"name":"Ω 🌱","tag":"\\"q\\""}';
-    const at = 1_767_225_600;
-    const expected = new Webhook(first).sign('msg_abc_1', new Date(at * 1000), body);
-    assert.equal(webhookSignature([first], 'msg_abc_1', at, body), expected);
-    const both = webhookSignature([first, second], 'msg_abc_1', at, body);
-    assert.equal(both, `${expected} ${new Webhook(second).sign('msg_abc_1', new Date(at * 1000), body)}`);
-  });
-
-  it('use secrets of whsec_ and 32 random bytes, each new', () => {
-    const secret = generateWebhookSecret();
-    assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
-    assert.equal(Buffer.from(secret.slice(6), 'base64').length, 32);
-    assert.notEqual(secret, generateWebhookSecret());
-  });
-
-  it('webhook-ids carry the row id exactly and are read back', () => {
-    const id = webhookEventId('0a1b2c3d4e5f', 9223372036854775807n);
-    assert.equal(id, 'msg_0a1b2c3d4e5f_9223372036854775807');
-    assert.deepEqual(webhookEventRowId(id), { idPrefix: '0a1b2c3d4e5f', rowId: 9223372036854775807n });
-    for (const bad of ['msg_x_9223372036854775808', 'msg__1', 'msg_a_01', 'evt_a_1', 'msg_a_1 ']) assert.equal(webhookEventRowId(bad), undefined, bad);
-  });
-});
 
 describe('the address policy', () => {
   const refused: Array<[string, RegExp]> = [
@@ -148,15 +118,4 @@ describe('names checked at connect time', () => {
       assert.match(error.message, why);
     });
   }
-});
-
-describe('Retry-After', () => {
-  it('reads delay-seconds and HTTP-dates, and ignores the unreadable', () => {
-    const now = Date.parse('2026-01-01T00:00:00Z');
-    assert.equal(retryAfterMs('120', now), 120_000);
-    assert.equal(retryAfterMs('Thu, 01 Jan 2026 00:00:30 GMT', now), 30_000);
-    assert.equal(retryAfterMs('Wed, 31 Dec 2025 00:00:00 GMT', now), 0);
-    assert.equal(retryAfterMs('soon', now), undefined);
-    assert.equal(retryAfterMs(undefined, now), undefined);
-  });
 });

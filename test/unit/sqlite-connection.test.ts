@@ -1,8 +1,9 @@
 /**
- * SQLite errors told apart by their result codes: node:sqlite throws `code: 'ERR_SQLITE_ERROR'` for every one and
- * carries SQLite's extended result code in `errcode`, whose low byte is the primary code. The kinds are what
- * plantstore_storage_errors_total counts and what makes a request a 503 instead of a 500. That these are the codes
- * node:sqlite throws on a real database file is checked in test/storage/sqlite-errors.test.ts.
+ * SQLite errors told apart by their result codes (src/storage/sqlite/connection.ts): node:sqlite throws
+ * `code: 'ERR_SQLITE_ERROR'` for every one and carries SQLite's extended result code in `errcode`, whose low byte is
+ * the primary code. The kinds are what plantstore_storage_errors_total counts and what makes a request a 503 instead
+ * of a 500. That these are the codes node:sqlite throws on a real database file is checked in
+ * test/storage/sqlite-connection.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -1,15 +1,27 @@
 /**
- * WriteQueue.createBatch, the group commit of a SQLite instance's main thread across its threads: batches handed over in one
- * event-loop turn join one transaction (up to the batch limit, never splitting a worker's batch), each worker gets
- * its own rows' outcomes in order, the store is asked one transaction at a time, and a refused transaction refuses
- * every batch in it. The store here is a recording fake: what is tested is the writer's merging, not storage.
+ * WriteQueue (src/plants/write-queue.ts) across an instance's threads, on fake stores (no app, no database).
+ *
+ * createBatch, the group commit of a SQLite instance's main thread across its threads: batches handed over in one
+ * event-loop turn join one transaction (up to the batch limit, never splitting a worker's batch), each worker gets its
+ * own rows' outcomes in order, the store is asked one transaction at a time, and a refused transaction refuses every
+ * batch in it. Its store is a recording fake: what is tested is the writer's merging, not storage.
+ *
+ * Two workers' write queues on one instance's shared bound (WriteQueueOptions.shared): a create or a delete is refused
+ * (WriteQueueFullError, answered 503) when the writes waiting in every queue together reach WRITE_QUEUE_LIMIT,
+ * whichever queue holds them; a batch handed to storage, or a delete answered, makes room in any queue; a refusal by
+ * storage in one queue makes every queue report it (readiness), until a batch commits whole. Their store holds each
+ * call until the test lets it go.
+ *
+ * One queue's bound alone is in test/unit/write-queue-bound.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { alreadyStored, type CreateOutcome, type PlantStore } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plants/plant.js';
-import { WriteQueue, type WriteQueueOptions } from '../../src/plants/write-queue.js';
+import { WriteQueue, WriteQueueFullError, type WriteQueueOptions } from '../../src/plants/write-queue.js';
+import { SharedWrites, createInstanceMemory } from '../../src/workers/shared-memory.js';
 
 const plants = (from: number, count: number): Plant[] =>
   Array.from({ length: count }, (_, index) => ({ id: BigInt(from + index), name: `p${from + index}`, tag: null }));
@@ -215,5 +227,110 @@ describe('WriteQueue: batches handed over by other threads (createBatch)', () =>
       );
       await writer.drain();
     });
+  });
+});
+
+/** Every call waits until `release` (or `refuse`) is called; ids are created. */
+class HeldStore implements PlantStore {
+  readonly #held: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
+
+  get waiting(): number {
+    return this.#held.length;
+  }
+
+  release(): void {
+    for (const call of this.#held.splice(0)) call.resolve();
+  }
+
+  refuse(error: Error): void {
+    for (const call of this.#held.splice(0)) call.reject(error);
+  }
+
+  #hold(): Promise<void> {
+    return new Promise((resolve, reject) => this.#held.push({ resolve, reject }));
+  }
+
+  async create(plants: readonly Plant[]): Promise<CreateOutcome[]> {
+    await this.#hold();
+    return plants.map(() => ({ kind: 'created' }));
+  }
+
+  async delete(): Promise<boolean> {
+    await this.#hold();
+    return true;
+  }
+
+  get = () => Promise.resolve(undefined);
+  list = () => Promise.resolve([]);
+}
+
+const plant = (id: number): Plant => ({ id: BigInt(id), name: `p${id}`, tag: null });
+/** 'refused' when the write is refused at once (the queue full), 'admitted' when it is still waiting a turn later. */
+const admission = (promise: Promise<unknown>) =>
+  Promise.race([
+    promise.then(
+      () => 'answered',
+      (error: unknown) => (error instanceof WriteQueueFullError ? 'refused' : `failed: ${String(error)}`),
+    ),
+    nextTurn().then(() => 'admitted'),
+  ]);
+
+function twoWorkers(queueLimit: number) {
+  const memory = createInstanceMemory(2);
+  const store = new HeldStore();
+  const queue = (slot: number) => new WriteQueue(store, { queueLimit, batchLimit: 100, concurrency: 1, shared: new SharedWrites(memory, slot, queueLimit) });
+  return { store, one: queue(0), two: queue(1) };
+}
+
+describe('write queues sharing an instance\'s bound', { timeout: 10_000 }, () => {
+  it('refuses in either queue once both together hold WRITE_QUEUE_LIMIT writes, and takes again once a batch goes to storage', async () => {
+    const { store, one, two } = twoWorkers(3);
+    // A first batch from each queue goes to storage and is held there: it no longer waits in a queue.
+    const first = [one.create(plant(1)), two.create(plant(2))];
+    await nextTurn();
+    assert.equal(store.waiting, 2);
+    // Three more wait in the queues (each has its batch in flight); the fourth is over the instance's bound.
+    const queued = [one.create(plant(3)), two.create(plant(4)), two.create(plant(5))];
+    const over = await Promise.all([admission(one.create(plant(6))), admission(two.create(plant(7))), admission(two.delete(8n))]);
+    assert.deepEqual(over, ['refused', 'refused', 'refused']);
+    assert.deepEqual([one.depth, two.depth], [1, 2]);
+    // The held batches commit; each queue hands its waiting creates to storage, which makes room in both.
+    store.release();
+    await Promise.all(first);
+    await nextTurn();
+    assert.equal(store.waiting, 2, 'the queued creates went to storage as one batch per queue');
+    const later = one.create(plant(9));
+    assert.equal(await admission(later), 'admitted', 'nothing else waits in a queue');
+    store.release();
+    await Promise.all(queued);
+    await nextTurn();
+    store.release();
+    assert.deepEqual(await later, { kind: 'created' });
+  });
+
+  it('counts a delete against the bound until it is answered', async () => {
+    const { store, one, two } = twoWorkers(1);
+    const deleting = one.delete(1n);
+    assert.equal(await admission(two.create(plant(2))), 'refused');
+    store.release();
+    assert.equal(await deleting, true);
+    const created = two.create(plant(3));
+    await nextTurn();
+    store.release();
+    assert.deepEqual(await created, { kind: 'created' });
+  });
+
+  it('reports a refusal by storage in every queue, and forgets it when a batch in any queue commits whole', async () => {
+    const { store, one, two } = twoWorkers(10);
+    const refused = one.create(plant(1));
+    await nextTurn();
+    store.refuse(new StorageUnavailableError('disk full'));
+    await assert.rejects(refused, StorageUnavailableError);
+    assert.deepEqual([one.refusedByStorageRecently, two.refusedByStorageRecently], [true, true]);
+    const committed = two.create(plant(2));
+    await nextTurn();
+    store.release();
+    await committed;
+    assert.deepEqual([one.refusedByStorageRecently, two.refusedByStorageRecently], [false, false]);
   });
 });
