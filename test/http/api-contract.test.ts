@@ -1,3 +1,8 @@
+/**
+ * The API's contract (docs/api.md#the-contract), rule by rule, in-process on SQLite and PostgreSQL: mostly what
+ * POST /plants answers, and that every error from any layer is an Error record; then health and readiness. Rule 8
+ * (200 means durable) is held by test/storage/durability.test.ts and test/process/crash.test.ts.
+ */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';

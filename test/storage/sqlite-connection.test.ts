@@ -1,7 +1,8 @@
 /**
- * The SQLite error codes test/unit/sqlite-errors.test.ts reads from errors shaped by hand are what node:sqlite itself
- * throws on real database files: a primary-key and a unique violation, a write lock taken by another connection, a
- * file that is not a database, and a folder that does not exist.
+ * The SQLite error codes src/storage/sqlite/connection.ts reads (from errors shaped by hand in
+ * test/unit/sqlite-connection.test.ts) are what node:sqlite itself throws on real database files: a primary-key and a
+ * unique violation, a write lock taken by another connection, a file that is not a database, and a folder that does
+ * not exist.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
