@@ -4,7 +4,9 @@
  * spreads them over both (each phase checks from the threads' own metrics that both answered). What holds for one process holds for the instance: a create
  * answered by one worker is a replay or a conflict for the other, /metrics counts the whole instance, a rate limit
  * and a revocation are the instance's, each webhook event is sent once, and a worker that ends is replaced while
- * the instance goes on serving, losing nothing it acknowledged.
+ * the instance goes on serving, losing nothing it acknowledged. What only a worker thread does (on SQLite, hand its
+ * deletes, its tokens' last uses and its readiness heartbeats to the main thread's writer) is checked on requests
+ * the worker answered, told apart from the main thread's by which thread's own metrics counted each (answeredBy).
  */
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
