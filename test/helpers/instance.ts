@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { request } from 'node:http';
+import assert from 'node:assert/strict';
+import { request, type IncomingHttpHeaders } from 'node:http';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
@@ -9,6 +10,7 @@ import type { Store } from '../../src/storage/store.js';
 import type { StartOptions } from '../../src/serve/server.js';
 import { startInstance, type RunningInstance } from '../../src/workers/instance.js';
 import { newToken } from './tokens.js';
+import { waitFor } from './wait.js';
 
 export interface TestInstance {
   readonly instance: RunningInstance;
@@ -76,6 +78,7 @@ export async function startTestInstance(
 
 export interface Answer {
   readonly status: number;
+  readonly headers: IncomingHttpHeaders;
   readonly body: string;
 }
 
@@ -91,7 +94,7 @@ export function freshRequest(url: string, options: { method?: string; path: stri
     const sent = request(`${url}${options.path}`, { method: options.method ?? 'GET', headers, agent: false }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).toString('utf8') }));
       response.on('error', reject);
     });
     sent.on('error', reject);
@@ -100,16 +103,49 @@ export function freshRequest(url: string, options: { method?: string; path: stri
   });
 }
 
-/** Requests each worker has answered so far, by slot: from each worker's own metrics (http_request_duration_seconds). */
-export async function requestsByWorker(instance: RunningInstance): Promise<Map<number, number>> {
+/** Which requests of http_request_duration_seconds to count: its labels, e.g. `{ method: 'DELETE', route: '/plants/{id}' }`. */
+export type RequestLabels = Partial<Record<'method' | 'route' | 'status_code', string>>;
+
+/**
+ * Requests each worker has answered so far (those with `labels`, when given), by slot (0 the main thread): from each
+ * worker's own metrics (http_request_duration_seconds).
+ */
+export async function requestsByWorker(instance: RunningInstance, labels: RequestLabels = {}): Promise<Map<number, number>> {
   const counts = new Map<number, number>();
   const threads = [{ slot: 0, metrics: (await instance.metrics?.snapshot()) ?? [] }, ...(await instance.workers.metrics())];
+  const wanted = Object.entries(labels);
   for (const { slot, metrics } of threads) {
     const durations = metrics.find((metric) => metric.name === 'http_request_duration_seconds');
     const answered = (durations?.values ?? [])
       .filter((value) => (value as { metricName?: string }).metricName === 'http_request_duration_seconds_count')
+      .filter((value) => wanted.every(([name, wantedValue]) => String((value.labels as Record<string, unknown>)[name]) === wantedValue))
       .reduce((sum, value) => sum + value.value, 0);
     counts.set(slot, answered);
   }
   return counts;
+}
+
+/**
+ * Sends one request (`send`, on a connection of its own) and tells which thread answered it, by slot (0 the main
+ * thread), from the one thread whose count of requests with `labels` went up by one. The caller sends nothing else
+ * meanwhile. A thread counts a request as its answer is written, so the count may trail the answer a little: it is
+ * waited for.
+ */
+export async function answeredBy(instance: RunningInstance, labels: RequestLabels, send: () => Promise<Answer>): Promise<{ slot: number; answer: Answer }> {
+  const before = await requestsByWorker(instance, labels);
+  const answer = await send();
+  let risen: Array<[slot: number, by: number]> = [];
+  await waitFor(
+    `the answer (${answer.status}) to be counted by the thread that wrote it`,
+    async () => {
+      const after = await requestsByWorker(instance, labels);
+      risen = [...after].map(([slot, count]): [number, number] => [slot, count - (before.get(slot) ?? 0)]).filter(([, by]) => by !== 0);
+      return risen.length > 0;
+    },
+    { timeoutMs: 5_000 },
+  );
+  assert.equal(risen.length, 1, `one thread answered: ${JSON.stringify(risen)}`);
+  const [[slot, by]] = risen as [[number, number]];
+  assert.equal(by, 1, `thread ${slot} answered one request`);
+  return { slot, answer };
 }

@@ -4,7 +4,9 @@
  * spreads them over both (each phase checks from the threads' own metrics that both answered). What holds for one process holds for the instance: a create
  * answered by one worker is a replay or a conflict for the other, /metrics counts the whole instance, a rate limit
  * and a revocation are the instance's, each webhook event is sent once, and a worker that ends is replaced while
- * the instance goes on serving, losing nothing it acknowledged.
+ * the instance goes on serving, losing nothing it acknowledged. What only a worker thread does (on SQLite, hand its
+ * deletes, its tokens' last uses and its readiness heartbeats to the main thread's writer) is checked on requests
+ * the worker answered, told apart from the main thread's by which thread's own metrics counted each (answeredBy).
  */
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
@@ -16,8 +18,11 @@ import type { Store } from '../../src/storage/store.js';
 import { loadConfig } from '../../src/config/config.js';
 import { startInstance, type RunningInstance } from '../../src/workers/instance.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../../src/webhooks/signature.js';
+import { DatabaseSync } from 'node:sqlite';
+import { READY_REUSE_MS } from '../../src/health/readiness.js';
 import { DATABASES } from '../helpers/databases.js';
-import { freshRequest, requestsByWorker, startTestInstance, type TestInstance } from '../helpers/instance.js';
+import { answeredBy, freshRequest, requestsByWorker, startTestInstance, type Answer, type RequestLabels, type TestInstance } from '../helpers/instance.js';
+import { errorRecordProblem } from '../helpers/process.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { newToken } from '../helpers/tokens.js';
 import { parsePrometheusText } from '../helpers/prometheus.js';
@@ -40,6 +45,31 @@ async function onEveryWorker<T>(instance: RunningInstance, phase: () => Promise<
     `both threads answered requests of this phase (${answered.join(' and ')}); with connections spread by the kernel, one getting none is a 1 in 2^(n-1) chance`,
   );
   return result;
+}
+
+/** The worker thread's slot: the main thread is slot 0. */
+const WORKER = 1;
+/** Tries at reaching the worker thread: each new connection reaches it at even odds, so all missing is a 1 in 2^40 chance. */
+const ATTEMPTS = 40;
+
+/**
+ * Sends `send` (a request on a connection of its own) until the worker thread has answered it once, checking
+ * `expect` on every answer, whichever thread wrote it; for requests whose answer does not depend on how often they
+ * were sent. Answers the worker's answer.
+ */
+async function untilTheWorkerAnswers(instance: RunningInstance, labels: RequestLabels, send: () => Promise<Answer>, expect: (answer: Answer) => void): Promise<Answer> {
+  for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
+    const { slot, answer } = await answeredBy(instance, labels, send);
+    expect(answer);
+    if (slot === WORKER) return answer;
+  }
+  assert.fail(`the worker thread answered none of ${ATTEMPTS} requests`);
+}
+
+function assertErrorAnswer(answer: Answer, status: number, message: string): void {
+  assert.equal(answer.status, status, answer.body);
+  assert.equal(errorRecordProblem(status, answer.headers['content-type'], answer.body), undefined);
+  assert.equal((JSON.parse(answer.body) as { message: string }).message, message);
 }
 
 for (const { kind, create } of DATABASES) {
@@ -192,6 +222,89 @@ for (const { kind, create } of DATABASES) {
       assert.equal(new Set(ids).size, creates, 'every event a different id');
       const plants = receiver.received.map((request) => (JSON.parse(request.body) as { id: number }).id).sort((a, b) => a - b);
       assert.deepEqual(plants, Array.from({ length: creates }, (_, index) => index + 1));
+    });
+
+    it('deletes in the worker thread by the exact id: 204, then GET 404 and a second DELETE 404 with Error records; its neighbours stay', async () => {
+      const t = await start();
+      const deleteLabels = { method: 'DELETE', route: '/plants/{id}' };
+      for (const id of [9007199254740993n, INT64_MAX, INT64_MIN]) {
+        // Its neighbours: an id rounded through a double (2^53 + 1 to 2^53) would delete one of them instead.
+        const neighbours = [id - 1n, id + 1n].filter((neighbour) => neighbour >= INT64_MIN && neighbour <= INT64_MAX);
+        for (const neighbour of neighbours) {
+          assert.equal((await freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(neighbour, 'neighbour') })).status, 200);
+        }
+        const remove = () => freshRequest(t.url, { method: 'DELETE', path: `/plants/${id}`, token: t.token });
+        // A delete the main thread answers removes the plant too: create it again until the worker deletes it.
+        let deletedBy: number | undefined;
+        for (let attempt = 0; attempt < ATTEMPTS && deletedBy !== WORKER; attempt += 1) {
+          const created = await freshRequest(t.url, { method: 'POST', path: '/plants', token: t.token, body: plantBody(id, 'to delete') });
+          assert.equal(created.status, 200, created.body);
+          const { slot, answer } = await answeredBy(t.instance, deleteLabels, remove);
+          assert.deepEqual([answer.status, answer.body], [204, ''], `DELETE ${id} answered by thread ${slot}`);
+          deletedBy = slot;
+        }
+        assert.equal(deletedBy, WORKER, `the worker thread deleted none of ${ATTEMPTS} tries`);
+        assert.equal(await t.store.plants.get(id), undefined, 'deleted from the database');
+        for (const neighbour of neighbours) assert.deepEqual(await t.store.plants.get(neighbour), { id: neighbour, name: 'neighbour', tag: null }, `${neighbour} stays`);
+        await untilTheWorkerAnswers(
+          t.instance,
+          { method: 'GET', route: '/plants/{id}' },
+          () => freshRequest(t.url, { path: `/plants/${id}`, token: t.token }),
+          (answer) => assertErrorAnswer(answer, 404, `no plant with id ${id}`),
+        );
+        await untilTheWorkerAnswers(t.instance, deleteLabels, remove, (answer) => assertErrorAnswer(answer, 404, `no plant with id ${id}`));
+      }
+    });
+
+    it('records the last use of a token the worker thread admitted', async () => {
+      // Last uses are written with each refresh of the token cache: every 300 ms here.
+      const t = await start({ TOKEN_CACHE_MS: '300' });
+      // A token of its own for each request, so that the one the worker admitted was used in no other thread.
+      let admitted: { name: string; sentAt: number; answeredAt: number } | undefined;
+      for (let attempt = 0; attempt < ATTEMPTS && admitted === undefined; attempt += 1) {
+        const token = generateToken();
+        const name = `use-${attempt}`;
+        await t.store.tokens.add(newToken(name, hashToken(token)));
+        const sentAt = Date.now();
+        const { slot, answer } = await answeredBy(t.instance, { method: 'GET', route: '/plants' }, () => freshRequest(t.url, { path: '/plants', token }));
+        assert.equal(answer.status, 200, answer.body);
+        if (slot === WORKER) admitted = { name, sentAt, answeredAt: Date.now() };
+      }
+      assert.ok(admitted, `the worker thread answered none of ${ATTEMPTS} requests`);
+      const { name, sentAt, answeredAt } = admitted;
+      const lastUse = async () => (await t.store.tokens.list()).find((token) => token.name === name)?.lastUsedAt ?? null;
+      await waitFor(`the last use of ${name} to be stored`, async () => (await lastUse()) !== null, { timeoutMs: 10_000, intervalMs: 100 });
+      const lastUsedAt = (await lastUse())?.getTime() ?? 0;
+      assert.ok(lastUsedAt >= sentAt && lastUsedAt <= answeredAt, `last used at ${lastUsedAt}, while the request ran (${sentAt} to ${answeredAt})`);
+    });
+
+    it(`answers /readyz in the worker thread 200 ready${kind === 'sqlite' ? ', 503 with an Error record while another connection holds the write lock, and 200 again once it is released' : ''}`, async () => {
+      const t = await start();
+      const readyLabels = { method: 'GET', route: '/readyz' };
+      const ready = () => freshRequest(t.url, { path: '/readyz' });
+      await untilTheWorkerAnswers(t.instance, readyLabels, ready, (answer) => assert.deepEqual([answer.status, JSON.parse(answer.body)], [200, { status: 'ready' }]));
+      if (t.config.database.kind !== 'sqlite') return;
+      // Another connection (as another process would) holds the write lock: the heartbeat the worker asks the main
+      // thread to write finds it, and gives up after about a second.
+      const other = new DatabaseSync(t.config.database.path);
+      try {
+        // Past the time a successful heartbeat answers for.
+        await new Promise((resolve) => setTimeout(resolve, READY_REUSE_MS + 50));
+        other.exec('BEGIN EXCLUSIVE');
+        await untilTheWorkerAnswers(t.instance, readyLabels, ready, (answer) => assertErrorAnswer(answer, 503, 'storage is unavailable; retry shortly'));
+        other.exec('ROLLBACK');
+        await waitFor(
+          'the worker thread to answer /readyz 200 again',
+          async () => {
+            const { slot, answer } = await answeredBy(t.instance, readyLabels, ready);
+            if (answer.status !== 200) assertErrorAnswer(answer, 503, 'storage is unavailable; retry shortly');
+            return slot === WORKER && answer.status === 200;
+          },
+          { timeoutMs: 10_000, intervalMs: 50 },
+        );
+      } finally {
+        if (other.isOpen) other.close();
+      }
     });
 
     it('refuses to start a second instance on a port an instance holds, rather than share the port with it', async () => {
