@@ -89,14 +89,22 @@ describe('the webhook dispatcher', () => {
 
   it('releases an event queued longer than its claim allows instead of sending it, and sends it later', async () => {
     // A 300 ms time limit: leases of 6.5 s, so an attempt must start within 1.2 s of its claim. The subscriber is fast
-    // for 1000 requests (the dispatcher holds more and more), then answers the next 100 in 100 ms each, 4 at a time:
-    // 2.5 s for those, so anything held beyond the first 48 of them is released, to be claimed again later.
-    const slow = (index: number) => index >= 1000 && index < 1100;
-    const { receiver, settled, ids } = await setUp(2000, { timeoutMs: 300, maxInFlightPerSubscription: 4 }, (_, index) => ({
-      status: 204,
-      ...(slow(index) ? { delayMs: 100 } : {}),
-    }));
+    // until the dispatcher has claimed 64 events at once (its hold grows as the test above shows), then answers the
+    // next 100 in 100 ms each, 4 at a time: 2.5 s for those, and only about 48 attempts can start within 1.2 s, so what
+    // it holds beyond them is released, to be claimed again later. Slowing down at a fixed request instead left it to
+    // the machine whether the hold had grown past 48 by then: a busy one saw nothing released.
+    const HELD_BEFORE_SLOWING = 64;
+    let claimed: WebhookClaim[][] = [];
+    let slowLeft = 100;
+    const grown = () => claimed.some((round) => round.some((claim) => claim.limit >= HELD_BEFORE_SLOWING));
+    const { receiver, settled, ids, claims } = await setUp(3000, { timeoutMs: 300, maxInFlightPerSubscription: 4 }, () => {
+      if (slowLeft === 0 || !grown()) return { status: 204 };
+      slowLeft -= 1;
+      return { status: 204, delayMs: 100 };
+    });
+    claimed = claims;
     await receiver.waitFor(() => distinctIds(receiver).size >= ids.length, 30_000, 'every event');
+    assert.equal(slowLeft, 0, `the subscriber slowed down: the dispatcher claimed ${HELD_BEFORE_SLOWING} at once`);
     const released = settled.filter((result) => result.outcome.kind === 'released').map((result) => result.event.id);
     assert.ok(released.length > 0, 'some event was released');
     // A released event was not sent when released: each arrived once (no attempt here runs past its time limit).

@@ -100,7 +100,11 @@ describe('instance-wide bounds, against a real server', { timeout: 240_000 }, ()
         `${latencies.length - answered.length - 1} timed out; ${closed / 2} connections closed for MAX_PENDING_REQUESTS`,
     );
     assert.ok(peak - before < RSS_GROWTH_CEILING_MIB, `RSS grew ${(peak - before).toFixed(0)} MiB (ceiling ${RSS_GROWTH_CEILING_MIB})`);
-    assert.match(server.output().stdout, /as they were accepted: MAX_CONNECTIONS connections were open/, 'connections past MAX_CONNECTIONS were closed');
+    // Which bound closes the flood's connections is a race: while requests are parsed faster than connections open,
+    // MAX_PENDING_REQUESTS closes enough of them that MAX_CONNECTIONS is never reached (the next test holds that one
+    // alone). Either way, connections were closed, or the memory could not have stayed bounded.
+    const closedAtAccept = /as they were accepted: MAX_CONNECTIONS connections were open/.test(server.output().stdout);
+    assert.ok(closedAtAccept || closed > 0, 'connections past MAX_CONNECTIONS or MAX_PENDING_REQUESTS were closed');
     assert.ok((await healthzMs(server.base)) < 1000, '/healthz is prompt after the flood');
   });
 
