@@ -80,8 +80,12 @@ export interface Config {
     readonly headersTimeoutMs: number;
     readonly keepAliveTimeoutMs: number;
     readonly maxHeaderBytes: number;
-    /** Connections the instance holds open at once (TLS handshakes included); one more is closed as it is accepted. */
+    /** Connections the instance serves at once (TLS handshakes included); more wait, unread (src/http/connection-admission.ts). */
     readonly maxConnections: number;
+    /** Connections one client address is served on at once; a trusted proxy (TRUST_PROXY) has the instance's. */
+    readonly maxConnectionsPerAddress: number;
+    /** Connections accepted and waiting for a slot at most; one more is answered 503 with Retry-After. */
+    readonly maxQueuedConnections: number;
     /** Requests parsed and not yet answered, over every connection of the instance; one more closes the largest holder. */
     readonly maxPendingRequests: number;
     /** A TLS handshake not done within this is cut off (with TLS only). */
@@ -118,7 +122,19 @@ const BULK_WINDOW = 1024;
  * at this many the worst case stays near what a server under full load holds anyway (some 205 MiB over its own),
  * while two and a half times the bench's 50 connections, and more than a load balancer keeps open, are served.
  */
-export const DEFAULT_MAX_CONNECTIONS = 128;
+export const DEFAULT_MAX_CONNECTIONS = 4096;
+
+/**
+ * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with 50
+ * connections), few enough that 64 addresses are needed to fill MAX_CONNECTIONS (docs/reliability.md, "Connections").
+ */
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64;
+
+/**
+ * MAX_QUEUED_CONNECTIONS' default: a waiting connection is not read, so it costs a socket object and not its
+ * request (docs/memory.md, "The whole instance").
+ */
+export const DEFAULT_MAX_QUEUED_CONNECTIONS = 4096;
 
 /**
  * MAX_PENDING_REQUESTS' default: requests parsed and not answered, over the whole instance. Each costs its request
@@ -294,6 +310,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
       keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000),
       maxHeaderBytes: integer(env, 'MAX_HEADER_BYTES', 8 * 1024, 1024, 1024 * 1024),
       maxConnections: integer(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 1_000_000),
+      maxConnectionsPerAddress: integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, 1, 1_000_000),
+      maxQueuedConnections: integer(env, 'MAX_QUEUED_CONNECTIONS', DEFAULT_MAX_QUEUED_CONNECTIONS, 0, 1_000_000),
       maxPendingRequests: integer(env, 'MAX_PENDING_REQUESTS', DEFAULT_MAX_PENDING_REQUESTS, 1, 10_000_000),
       tlsHandshakeTimeoutMs: integer(env, 'TLS_HANDSHAKE_TIMEOUT_MS', 3_000, 1, 3_600_000),
     },
