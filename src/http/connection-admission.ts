@@ -14,7 +14,7 @@ export interface AdmissionLimits {
 }
 
 /** Why a connection was answered 503 instead of being served. */
-export type Refusal = 'queue full' | 'waited too long' | 'shutting down';
+export type Refusal = 'queue full' | 'waited too long' | 'shutting down' | 'address overran';
 
 export interface AdmissionEvents {
   /** A connection was answered 503 + Retry-After and closed, unread. */
@@ -157,6 +157,18 @@ export class ConnectionAdmission {
       clearInterval(this.#sweeper);
       return close(callback);
     }) as Server['close'];
+  }
+
+  /**
+   * A connection from `address` was closed for overrunning its bounds (src/http/connection-bounds.ts): the address is
+   * flooding, and what it has waiting is most likely more of the same, so each of those is answered 503 now, unread,
+   * instead of being served the moment a slot frees (an 800-connection pipelining flood from one address otherwise
+   * has every one of its connections parsed in turn). Connections it opens later wait as any other. A trusted proxy's
+   * are left waiting: they are other clients'.
+   */
+  shedWaiting(address: string): void {
+    if (this.#exempt(address)) return;
+    for (const waiting of [...(this.#waiting.get(address) ?? [])]) this.#refuseWaiting(waiting, 'address overran');
   }
 
   /** An accepted socket: served now through `serve`, left waiting, or refused. */

@@ -3,8 +3,8 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/config.js';
-import { ConnectionAdmission, trustedProxies, type Refusal } from './connection-admission.js';
-import { CONNECTION_LIMITS, ConnectionBounds } from './connection-bounds.js';
+import { clientAddress, ConnectionAdmission, trustedProxies, type Refusal } from './connection-admission.js';
+import { CONNECTION_LIMITS, ConnectionBounds, PIPELINING_CONNECTIONS } from './connection-bounds.js';
 import { refusalAnswer } from './error-reply.js';
 import { ApiError, BadRequestError, ExpectationFailedError, NotImplementedError } from './errors.js';
 import { closeIdleConnectionsAfterGrace } from './graceful-close.js';
@@ -86,11 +86,30 @@ export function httpServer(
   threads = 1,
   trustProxy: readonly string[] = [],
 ): Server {
+  const limits = {
+    connections: shareOf(http.maxConnections, threads),
+    perAddress: shareOf(http.maxConnectionsPerAddress, threads),
+    queued: shareOf(http.maxQueuedConnections, threads),
+    queueTimeoutMs: http.headersTimeoutMs,
+  };
+  const refused = countedLog((count, by) => log.warn({ refused: count, by }, `answered ${count} connection(s) 503 unread: the instance or the client address had no connection slot free`));
+  const evicted = countedLog((count, by) => log.warn({ evicted: count, by }, `closed ${count} idle connection(s) to serve others waiting`));
+  const admission = new ConnectionAdmission(
+    limits,
+    trustedProxies(trustProxy),
+    { refused: (address: string, why: Refusal) => refused(`${address}: ${why}`), evicted: (address: string) => evicted(address) },
+    // Nothing can be answered on a TLS connection before its handshake: a refused one is closed.
+    (why) => (tls ? undefined : refusalAnswer(why)),
+  );
   const bounds = new ConnectionBounds(
     handler,
     CONNECTION_LIMITS,
-    (socket, why) => log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`),
+    (socket, why) => {
+      log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`);
+      admission.shedWaiting(clientAddress(socket));
+    },
     shareOf(http.maxPendingRequests, threads),
+    shareOf(PIPELINING_CONNECTIONS, threads),
   );
   const options = {
     headersTimeout: http.headersTimeoutMs,
@@ -105,21 +124,7 @@ export function httpServer(
   const server = tls
     ? (createHttpsServer({ ...options, handshakeTimeout: http.tlsHandshakeTimeoutMs, ...secureContextOptions(tls) }, bounds.handle) as unknown as Server)
     : createServer(options, bounds.handle);
-  const limits = {
-    connections: shareOf(http.maxConnections, threads),
-    perAddress: shareOf(http.maxConnectionsPerAddress, threads),
-    queued: shareOf(http.maxQueuedConnections, threads),
-    queueTimeoutMs: http.headersTimeoutMs,
-  };
-  const refused = countedLog((count, by) => log.warn({ refused: count, by }, `answered ${count} connection(s) 503 unread: the instance or the client address had no connection slot free`));
-  const evicted = countedLog((count, by) => log.warn({ evicted: count, by }, `closed ${count} idle connection(s) to serve others waiting`));
-  new ConnectionAdmission(
-    limits,
-    trustedProxies(trustProxy),
-    { refused: (address: string, why: Refusal) => refused(`${address}: ${why}`), evicted: (address: string) => evicted(address) },
-    // Nothing can be answered on a TLS connection before its handshake: a refused one is closed.
-    (why) => (tls ? undefined : refusalAnswer(why)),
-  ).install(server);
+  admission.install(server);
   // The hard ceiling on sockets, those served, waiting and being refused together (file descriptors).
   server.maxConnections = limits.connections + 2 * limits.queued;
   logDroppedConnections(server, log);

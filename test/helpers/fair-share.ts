@@ -52,7 +52,7 @@ function errorCode(error: unknown): string {
  * connection limit, and no pipelining: what a program that fires them all with fetch gets), ids from `firstId` on.
  */
 export async function concurrentCreates(base: string, token: string, options: { count: number; localAddress: string; firstId: bigint }): Promise<Answers> {
-  const agent = new Agent({ connections: null, pipelining: 0, connect: { localAddress: options.localAddress }, headersTimeout: 60_000, bodyTimeout: 60_000 });
+  const agent = new Agent({ connections: null, pipelining: 0, localAddress: options.localAddress, headersTimeout: 60_000, bodyTimeout: 60_000 });
   const answers: Answers = { statuses: new Map(), unexplained: [], socketErrors: new Map() };
   try {
     await Promise.all(
@@ -146,7 +146,7 @@ export async function probe(
   token: string,
   options: { count: number; localAddress: string; gapMs: number; timeoutMs: number; firstId: bigint },
 ): Promise<{ healthz: ProbeResult[]; creates: ProbeResult[] }> {
-  const agent = new Agent({ connections: null, pipelining: 0, connect: { localAddress: options.localAddress } });
+  const agent = new Agent({ connections: null, pipelining: 0, localAddress: options.localAddress });
   const healthz: ProbeResult[] = [];
   const creates: ProbeResult[] = [];
   const timed = async (into: ProbeResult[], url: string, init: RequestInit) => {
