@@ -122,7 +122,7 @@ const BULK_WINDOW = 1024;
  * at this many the worst case stays near what a server under full load holds anyway (some 205 MiB over its own),
  * while two and a half times the bench's 50 connections, and more than a load balancer keeps open, are served.
  */
-export const DEFAULT_MAX_CONNECTIONS = 4096;
+export const DEFAULT_MAX_CONNECTIONS = 512;
 
 /**
  * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with 50
