@@ -132,7 +132,8 @@ export class ConnectionAdmission {
   /**
    * Puts this admission between `server`'s listener and its HTTP (or TLS) handling: every accepted socket comes
    * here paused, and reaches the server's own 'connection' listeners only once it is served. Node's maxConnections
-   * is left as the hard ceiling on sockets (served, waiting and being refused together).
+   * is left as the hard ceiling on sockets (served, waiting and being refused together): twice `connections` +
+   * `queued`, set by the caller.
    */
   install(server: Server): void {
     const listeners = server.listeners('connection') as Array<(socket: Socket) => void>;
@@ -358,12 +359,13 @@ export class ConnectionAdmission {
    * Answers 503 without reading the request, and half-closes. The request is then read and dropped until the client
    * closes, for at most REFUSAL_LINGER_MS: closing a socket with unread bytes in its receive buffer makes the kernel
    * send a reset, which can reach the client before the answer does. Refused connections lingering at once are
-   * bounded by the queue's bound; past it, one is closed at once (an attack, not a client to tell anything).
+   * bounded by `connections` + `queued` (a client reads its answer and closes within milliseconds, so only a burst
+   * of refusals comes near it); past it, one is closed at once (an attack, not a client to tell anything).
    */
   #refuse(socket: Socket, address: string, why: Refusal): void {
     this.#events.refused(address, why);
     const answer = this.#refusal(why);
-    if (answer === undefined || this.#lingering >= this.#limits.queued) {
+    if (answer === undefined || this.#lingering >= this.#limits.connections + this.#limits.queued) {
       socket.destroy();
       return;
     }

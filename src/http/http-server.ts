@@ -125,8 +125,8 @@ export function httpServer(
     ? (createHttpsServer({ ...options, handshakeTimeout: http.tlsHandshakeTimeoutMs, ...secureContextOptions(tls) }, bounds.handle) as unknown as Server)
     : createServer(options, bounds.handle);
   admission.install(server);
-  // The hard ceiling on sockets, those served, waiting and being refused together (file descriptors).
-  server.maxConnections = limits.connections + 2 * limits.queued;
+  // The hard ceiling on sockets (file descriptors): those served and waiting, and as many again being refused.
+  server.maxConnections = 2 * (limits.connections + limits.queued);
   logDroppedConnections(server, log);
   server.requestTimeout = http.requestTimeoutMs;
   server.keepAliveTimeout = http.keepAliveTimeoutMs;
