@@ -8,10 +8,11 @@
  * 2. An attacker at 127.0.0.2 holding 2 × MAX_CONNECTIONS_PER_ADDRESS sockets, each reopened at once, in each of its
  *    three ways (idle, slow headers, idle keep-alive), while a probe at 127.0.0.3 sends /healthz and a create in turn:
  *    how many of each succeed within 1 s.
- * 3. RSS per idle connection: 2,000 idle connections from 40 addresses (50 each).
+ * 0. RSS per idle connection: 500 served, then 2,000 waiting (50 per address; run first, on a fresh server).
  */
 import { connect, type Socket } from 'node:net';
 import { once } from 'node:events';
+import os from 'node:os';
 import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS } from '../src/config/config.js';
 import { sqliteDatabase } from '../test/helpers/databases.js';
 import { concurrentCreates, holdSockets, probe, type HoldMode, type ProbeResult } from '../test/helpers/fair-share.js';
@@ -42,18 +43,26 @@ async function openIdle(port: number, count: number, localAddress: string): Prom
 }
 
 const db = await sqliteDatabase();
+console.log(`plantstore serve, defaults, Node ${process.version}, load average ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}`);
 const env = plantstoreEnv(db.url);
 const token = createToken('fairness', env);
 const server = await startServer({ ...env, LOG_LEVEL: 'warn' });
 const pid = server.child.pid as number;
 try {
-  const idleBefore = rssMiB(pid);
+  // Idle connections: 500 served (10 addresses × 50, under MAX_CONNECTIONS), then 2,000 more that wait (40 × 50).
   const held: Socket[] = [];
-  for (let address = 0; address < 40; address += 1) held.push(...(await openIdle(server.port, 50, `127.0.1.${address + 1}`)));
-  await new Promise((resolve) => setTimeout(resolve, 500));
-  const idleAfter = rssMiB(pid);
+  const idleBefore = rssMiB(pid);
+  for (let address = 0; address < 10; address += 1) held.push(...(await openIdle(server.port, 50, `127.0.1.${address + 1}`)));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const served = rssMiB(pid);
+  for (let address = 10; address < 50; address += 1) held.push(...(await openIdle(server.port, 50, `127.0.1.${address + 1}`)));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const waiting = rssMiB(pid);
   for (const socket of held) socket.destroy();
-  console.log(`idle connections: 2000 from 40 addresses: RSS ${idleBefore.toFixed(0)} → ${idleAfter.toFixed(0)} MiB, ${(((idleAfter - idleBefore) * 1024) / 2000).toFixed(1)} KiB each`);
+  console.log(
+    `idle connections: 500 served: RSS ${idleBefore.toFixed(0)} → ${served.toFixed(0)} MiB (${(((served - idleBefore) * 1024) / 500).toFixed(1)} KiB each); ` +
+      `2,000 more waiting: → ${waiting.toFixed(0)} MiB (${(((waiting - served) * 1024) / 2000).toFixed(1)} KiB each)`,
+  );
   await new Promise((resolve) => setTimeout(resolve, 1000));
 
   const before = rssMiB(pid);
