@@ -86,7 +86,10 @@ export interface Config {
     readonly maxConnectionsPerAddress: number;
     /** Connections accepted and waiting for a slot at most; one more is answered 503 with Retry-After. */
     readonly maxQueuedConnections: number;
-    /** Requests parsed and not yet answered, over every connection of the instance; one more closes the largest holder. */
+    /**
+     * Requests parsed and not yet answered, over every connection of the instance; one more closes the connection it
+     * came on, unless it is that connection's only one.
+     */
     readonly maxPendingRequests: number;
     /** A TLS handshake not done within this is cut off (with TLS only). */
     readonly tlsHandshakeTimeoutMs: number;
@@ -117,22 +120,23 @@ const MAX_TAG_LENGTH = 600;
 const BULK_WINDOW = 1024;
 
 /**
- * MAX_CONNECTIONS' default. A connection that floods the server (pipelining without reading) cost it up to about
- * 1.6 MiB of resident memory in our measurements whatever the other bounds (docs/memory.md, "The whole instance"):
- * at this many the worst case stays near what a server under full load holds anyway (some 205 MiB over its own),
- * while two and a half times the bench's 50 connections, and more than a load balancer keeps open, are served.
+ * MAX_CONNECTIONS' default, from docs/memory.md's budget ("The whole instance"): an idle connection costs the server
+ * some 8 to 12 KiB, but one pipelining a burst of requests costs 0.3 to 0.5 MiB of heap while it is parsed and closed,
+ * and 512 of those from many addresses at once grew the server by some 305 MiB, what a 512 MiB container leaves over
+ * its own. Past it, connections wait (MAX_QUEUED_CONNECTIONS) instead of being closed.
  */
 export const DEFAULT_MAX_CONNECTIONS = 512;
 
 /**
  * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with 50
- * connections), few enough that 64 addresses are needed to fill MAX_CONNECTIONS (docs/reliability.md, "Connections").
+ * connections; 1,000 creates at once from one address were all answered 200), few enough that one address holds an
+ * eighth of MAX_CONNECTIONS (docs/reliability.md, "Connections").
  */
 export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64;
 
 /**
- * MAX_QUEUED_CONNECTIONS' default: a waiting connection is not read, so it costs a socket object and not its
- * request (docs/memory.md, "The whole instance").
+ * MAX_QUEUED_CONNECTIONS' default: a waiting connection is not read, so it costs a socket object (some 5.5 KiB) and
+ * not its request: 4,096 cost about 22 MiB (docs/memory.md, "The whole instance").
  */
 export const DEFAULT_MAX_QUEUED_CONNECTIONS = 4096;
 
