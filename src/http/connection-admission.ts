@@ -9,7 +9,10 @@ export interface AdmissionLimits {
   readonly perAddress: number;
   /** Connections accepted and waiting, unread, for a slot (MAX_QUEUED_CONNECTIONS). */
   readonly queued: number;
-  /** How long a connection waits for a slot at most before it is answered 503 (HEADERS_TIMEOUT_MS). */
+  /**
+   * How long a connection waits for a slot at most before it is answered 503: HEADERS_TIMEOUT_MS +
+   * KEEP_ALIVE_TIMEOUT_MS, so that an address's idle keep-alive connections are closed before its waiting ones give up.
+   */
   readonly queueTimeoutMs: number;
 }
 
@@ -40,6 +43,8 @@ interface Served {
   busy: number;
   /** When it last became idle (admitted, or its last answer ended). */
   idleSince: number;
+  /** A request of it has been parsed: an idle keep-alive connection, which its client may reuse at any moment. */
+  used: boolean;
 }
 
 interface Waiting {
@@ -209,18 +214,22 @@ export class ConnectionAdmission {
   #makeRoom(address: string): boolean {
     const now = performance.now();
     if (!this.#addressShareLeft(address)) {
-      // The address's own share is full: only one of its own idle connections can make room.
-      const victim = this.#idlest(this.#servedByAddress.get(address), now);
+      // The address's own share is full: one of its own connections that never sent a request can make room. Not an
+      // idle keep-alive one: its client may be reusing it right now (a pool that opens more connections than the
+      // share, as undici's does while answers go unread), and would see it closed under its request; those are
+      // closed by KEEP_ALIVE_TIMEOUT_MS, which the client was told, and the waiting one is served then.
+      const victim = this.#idlest(this.#servedByAddress.get(address), now, false);
       if (!victim) return false;
       this.#evict(victim);
       return this.#hasRoom(address);
     }
-    // The instance is full: an idle connection of the address served on the most.
+    // The instance is full: an idle connection of the address served on the most, one that never sent a request if
+    // it has one.
     let heaviest: Set<Socket> | undefined;
     let victim: Socket | undefined;
     for (const sockets of this.#servedByAddress.values()) {
       if (heaviest && sockets.size <= heaviest.size) continue;
-      const idle = this.#idlest(sockets, now);
+      const idle = this.#idlest(sockets, now, false) ?? this.#idlest(sockets, now, true);
       if (idle) {
         heaviest = sockets;
         victim = idle;
@@ -231,13 +240,16 @@ export class ConnectionAdmission {
     return this.#hasRoom(address);
   }
 
-  /** Of `sockets`, the one idle the longest, if it has been idle at least EVICTABLE_AFTER_MS. */
-  #idlest(sockets: Set<Socket> | undefined, now: number): Socket | undefined {
+  /**
+   * Of `sockets`, the one idle the longest, if it has been idle at least EVICTABLE_AFTER_MS: among those that never
+   * sent a request, or with `used`, among idle keep-alive ones.
+   */
+  #idlest(sockets: Set<Socket> | undefined, now: number, used: boolean): Socket | undefined {
     let idlest: Socket | undefined;
     let since = now - EVICTABLE_AFTER_MS;
     for (const socket of sockets ?? []) {
       const served = this.#served.get(socket);
-      if (served && served.busy === 0 && served.idleSince <= since) {
+      if (served && served.busy === 0 && served.used === used && served.idleSince <= since) {
         idlest = socket;
         since = served.idleSince;
       }
@@ -254,7 +266,7 @@ export class ConnectionAdmission {
   }
 
   #serve(socket: Socket, address: string, serve: () => void): void {
-    const served: Served = { address, busy: 0, idleSince: performance.now() };
+    const served: Served = { address, busy: 0, idleSince: performance.now(), used: false };
     this.#served.set(socket, served);
     let sockets = this.#servedByAddress.get(address);
     if (!sockets) this.#servedByAddress.set(address, (sockets = new Set()));
@@ -276,7 +288,9 @@ export class ConnectionAdmission {
 
   #requestStarted(socket: Socket): void {
     const served = this.#served.get(socket);
-    if (served) served.busy += 1;
+    if (!served) return;
+    served.busy += 1;
+    served.used = true;
   }
 
   #requestEnded(socket: Socket): void {

@@ -90,7 +90,7 @@ export function httpServer(
     connections: shareOf(http.maxConnections, threads),
     perAddress: shareOf(http.maxConnectionsPerAddress, threads),
     queued: shareOf(http.maxQueuedConnections, threads),
-    queueTimeoutMs: http.headersTimeoutMs,
+    queueTimeoutMs: http.headersTimeoutMs + http.keepAliveTimeoutMs,
   };
   const refused = countedLog((count, by) => log.warn({ refused: count, by }, `answered ${count} connection(s) 503 unread: the instance or the client address had no connection slot free`));
   const evicted = countedLog((count, by) => log.warn({ evicted: count, by }, `closed ${count} idle connection(s) to serve others waiting`));
