@@ -148,6 +148,16 @@ export function httpServer(
   return server;
 }
 
+/**
+ * The kernel's queue of connections not yet accepted, per listening socket: as deep as what the admission serves and
+ * queues behind it (the kernel caps it at net.core.somaxconn). At Node's default of 511, a client opening 1,000
+ * connections at once overflows it, and each handshake the kernel drops costs the client a retransmission a second
+ * or more later.
+ */
+export function listenBacklog(http: Config['http'], threads: number): number {
+  return shareOf(http.maxConnections + http.maxQueuedConnections, threads);
+}
+
 /** One thread's share of an instance-wide limit: at least 1, and together at least the limit. */
 export function shareOf(limit: number, threads: number): number {
   return Math.max(1, Math.ceil(limit / Math.max(1, threads)));
