@@ -55,7 +55,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     logController: new DebugRequestLog(),
     // Every log line of a request carries it as reqId; every response carries it back (plugins/request-id.ts).
     genReqId: requestIdOf,
-    serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger, options.tls, config.workers),
+    serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger, options.tls, config.workers, config.trustProxy),
     // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
     return503OnClosing: false,
     // The contract forbids silently changing data; `plantstore import` compiles NewPlant with the same options.

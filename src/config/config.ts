@@ -80,9 +80,16 @@ export interface Config {
     readonly headersTimeoutMs: number;
     readonly keepAliveTimeoutMs: number;
     readonly maxHeaderBytes: number;
-    /** Connections the instance holds open at once (TLS handshakes included); one more is closed as it is accepted. */
+    /** Connections the instance serves at once (TLS handshakes included); more wait, unread (src/http/connection-admission.ts). */
     readonly maxConnections: number;
-    /** Requests parsed and not yet answered, over every connection of the instance; one more closes the largest holder. */
+    /** Connections one client address is served on at once; a trusted proxy (TRUST_PROXY) has the instance's. */
+    readonly maxConnectionsPerAddress: number;
+    /** Connections accepted and waiting for a slot at most; one more is answered 503 with Retry-After. */
+    readonly maxQueuedConnections: number;
+    /**
+     * Requests parsed and not yet answered, over every connection of the instance; one more closes the connection it
+     * came on, unless it is that connection's only one.
+     */
     readonly maxPendingRequests: number;
     /** A TLS handshake not done within this is cut off (with TLS only). */
     readonly tlsHandshakeTimeoutMs: number;
@@ -113,12 +120,25 @@ const MAX_TAG_LENGTH = 600;
 const BULK_WINDOW = 1024;
 
 /**
- * MAX_CONNECTIONS' default. A connection that floods the server (pipelining without reading) cost it up to about
- * 1.6 MiB of resident memory in our measurements whatever the other bounds (docs/memory.md, "The whole instance"):
- * at this many the worst case stays near what a server under full load holds anyway (some 205 MiB over its own),
- * while two and a half times the bench's 50 connections, and more than a load balancer keeps open, are served.
+ * MAX_CONNECTIONS' default, from docs/memory.md's budget ("The whole instance"): an idle connection costs the server
+ * some 8 to 12 KiB, but one pipelining a burst of requests costs 0.3 to 0.5 MiB of heap while it is parsed and closed,
+ * and 512 of those from many addresses at once grew the server by some 305 MiB, what a 512 MiB container leaves over
+ * its own. Past it, connections wait (MAX_QUEUED_CONNECTIONS) instead of being closed.
  */
-export const DEFAULT_MAX_CONNECTIONS = 128;
+export const DEFAULT_MAX_CONNECTIONS = 512;
+
+/**
+ * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with 50
+ * connections; 1,000 creates at once from one address were all answered 200), few enough that one address holds an
+ * eighth of MAX_CONNECTIONS (docs/reliability.md, "Connections").
+ */
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64;
+
+/**
+ * MAX_QUEUED_CONNECTIONS' default: a waiting connection is not read, so it costs a socket object (some 5.5 KiB) and
+ * not its request: 4,096 cost about 22 MiB (docs/memory.md, "The whole instance").
+ */
+export const DEFAULT_MAX_QUEUED_CONNECTIONS = 4096;
 
 /**
  * MAX_PENDING_REQUESTS' default: requests parsed and not answered, over the whole instance. Each costs its request
@@ -294,6 +314,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
       keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000),
       maxHeaderBytes: integer(env, 'MAX_HEADER_BYTES', 8 * 1024, 1024, 1024 * 1024),
       maxConnections: integer(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 1_000_000),
+      maxConnectionsPerAddress: integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, 1, 1_000_000),
+      maxQueuedConnections: integer(env, 'MAX_QUEUED_CONNECTIONS', DEFAULT_MAX_QUEUED_CONNECTIONS, 0, 1_000_000),
       maxPendingRequests: integer(env, 'MAX_PENDING_REQUESTS', DEFAULT_MAX_PENDING_REQUESTS, 1, 10_000_000),
       tlsHandshakeTimeoutMs: integer(env, 'TLS_HANDSHAKE_TIMEOUT_MS', 3_000, 1, 3_600_000),
     },

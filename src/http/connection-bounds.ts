@@ -30,7 +30,21 @@ export const CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
 });
 
 /** Why a connection was closed by its bounds. */
-export type ConnectionOverrun = 'too many unanswered requests' | 'answers not read' | 'the server holds too many unanswered requests';
+export type ConnectionOverrun =
+  | 'too many unanswered requests'
+  | 'answers not read'
+  | 'the server holds too many unanswered requests'
+  | 'too many connections pipelining';
+
+/**
+ * Connections of the instance that may pipeline past `handledAtOnce` at once (each thread an equal share). A
+ * connection that sends many requests in one write has them all parsed in one go, up to `unanswered`, before
+ * anything can stop it, and that burst, not the connection, is what a flood costs: some 0.5 MiB of heap for 409
+ * pipelined requests (docs/memory.md). Clients that wait for each answer (browsers, fetch, most HTTP libraries) never
+ * pipeline, so they are never counted; pipelining clients get this many connections, which bounds a flood's cost
+ * whatever MAX_CONNECTIONS is.
+ */
+export const PIPELINING_CONNECTIONS = 128;
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -46,6 +60,8 @@ interface ConnectionState {
   releaseScheduled: boolean;
   /** Closed, or being closed: its requests no longer count towards the server's pending total. */
   gone: boolean;
+  /** It holds one of the pipelining slots: more than `handledAtOnce` of its requests were unanswered at once. */
+  pipelining: boolean;
 }
 
 /**
@@ -72,6 +88,9 @@ export class ConnectionBounds {
   readonly #handler: Handler;
   readonly #limits: ConnectionLimits;
   readonly #maxPending: number;
+  readonly #maxPipelining: number;
+  /** Connections holding a pipelining slot. */
+  #pipelining = 0;
   readonly #onOverrun: (socket: Socket, why: ConnectionOverrun) => void;
   readonly #connections = new Map<Socket, ConnectionState>();
   /** Requests of every connection still open that are parsed and not answered (handled or waiting). */
@@ -82,10 +101,17 @@ export class ConnectionBounds {
    * `maxPending` bounds the requests parsed and not answered over all connections together (MAX_PENDING_REQUESTS,
    * this thread's share of it): `unanswered` alone would let each of MAX_CONNECTIONS connections hold 512.
    */
-  constructor(handler: Handler, limits: ConnectionLimits, onOverrun: (socket: Socket, why: ConnectionOverrun) => void, maxPending = Infinity) {
+  constructor(
+    handler: Handler,
+    limits: ConnectionLimits,
+    onOverrun: (socket: Socket, why: ConnectionOverrun) => void,
+    maxPending = Infinity,
+    maxPipelining = Infinity,
+  ) {
     this.#handler = handler;
     this.#limits = limits;
     this.#maxPending = maxPending;
+    this.#maxPipelining = maxPipelining;
     this.#onOverrun = onOverrun;
   }
 
@@ -100,11 +126,23 @@ export class ConnectionBounds {
     const state = this.#stateOf(socket);
     // Parsed on a connection already closed (Node finishes parsing the read it is in): nobody waits for its answer.
     if (state.gone) return;
-    if (state.handled.size + state.waiting.length - state.head >= this.#limits.unanswered) {
+    const unanswered = state.handled.size + state.waiting.length - state.head;
+    if (unanswered >= this.#limits.unanswered) {
       this.#overrun(socket, 'too many unanswered requests');
       return;
     }
-    if (this.#pending >= this.#maxPending) {
+    if (unanswered >= this.#limits.handledAtOnce && !state.pipelining) {
+      if (this.#pipelining >= this.#maxPipelining) {
+        // Closed at once, like an overrun: the rest of what it sent in this read is not parsed (http-server.ts).
+        this.#overrun(socket, 'too many connections pipelining');
+        return;
+      }
+      state.pipelining = true;
+      this.#pipelining += 1;
+    }
+    // A connection's only request is let through past the bound (the overshoot is at most one request per
+    // connection): it is not what fills the server, and closing it would reset a client that did nothing wrong.
+    if (this.#pending >= this.#maxPending && unanswered > 0) {
       // The connection that brought the request is closed, not the one holding the most: Node parses every socket
       // read of a turn of the event loop, each whole, before anything else runs, so only closing the connection being
       // parsed stops more requests being made (http-server.ts); closing another frees nothing until the garbage
@@ -126,7 +164,7 @@ export class ConnectionBounds {
   #stateOf(socket: Socket): ConnectionState {
     let state = this.#connections.get(socket);
     if (!state) {
-      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now(), releaseScheduled: false, gone: false };
+      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now(), releaseScheduled: false, gone: false, pipelining: false };
       this.#connections.set(socket, state);
       const progressed = () => {
         (state as ConnectionState).progressAt = performance.now();
@@ -158,6 +196,7 @@ export class ConnectionBounds {
     const answered = () => {
       if (!state.handled.delete(request)) return;
       if (!state.gone) this.#pending -= 1;
+      if (state.handled.size === 0 && state.head === state.waiting.length) this.#stopPipelining(state);
       state.progressAt = performance.now();
       this.#scheduleRelease(socket, state);
     };
@@ -201,8 +240,16 @@ export class ConnectionBounds {
     if (this.#connections.size === 0) this.stop();
   }
 
+  /** Gives back its pipelining slot, if it holds one: all its requests are answered, or it is closing. */
+  #stopPipelining(state: ConnectionState): void {
+    if (!state.pipelining) return;
+    state.pipelining = false;
+    this.#pipelining -= 1;
+  }
+
   /** Its requests stop counting towards the pending total: the connection is closing, and with it they go. */
   #forget(state: ConnectionState): void {
+    this.#stopPipelining(state);
     if (state.gone) return;
     state.gone = true;
     this.#pending -= state.handled.size + state.waiting.length - state.head;

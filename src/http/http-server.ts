@@ -3,7 +3,9 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/config.js';
-import { CONNECTION_LIMITS, ConnectionBounds } from './connection-bounds.js';
+import { clientAddress, ConnectionAdmission, trustedProxies, type Refusal } from './connection-admission.js';
+import { CONNECTION_LIMITS, ConnectionBounds, PIPELINING_CONNECTIONS } from './connection-bounds.js';
+import { refusalAnswer } from './error-reply.js';
 import { ApiError, BadRequestError, ExpectationFailedError, NotImplementedError } from './errors.js';
 import { closeIdleConnectionsAfterGrace } from './graceful-close.js';
 import { secureContextOptions, type ServedPair } from './tls.js';
@@ -82,12 +84,32 @@ export function httpServer(
   log: FastifyBaseLogger,
   tls?: ServedPair,
   threads = 1,
+  trustProxy: readonly string[] = [],
 ): Server {
+  const limits = {
+    connections: shareOf(http.maxConnections, threads),
+    perAddress: shareOf(http.maxConnectionsPerAddress, threads),
+    queued: shareOf(http.maxQueuedConnections, threads),
+    queueTimeoutMs: http.headersTimeoutMs + http.keepAliveTimeoutMs,
+  };
+  const refused = countedLog((count, by) => log.warn({ refused: count, by }, `answered ${count} connection(s) 503 unread: the instance or the client address had no connection slot free`));
+  const evicted = countedLog((count, by) => log.warn({ evicted: count, by }, `closed ${count} idle connection(s) to serve others waiting`));
+  const admission = new ConnectionAdmission(
+    limits,
+    trustedProxies(trustProxy),
+    { refused: (address: string, why: Refusal) => refused(`${address}: ${why}`), evicted: (address: string) => evicted(address) },
+    // Nothing can be answered on a TLS connection before its handshake: a refused one is closed.
+    (why) => (tls ? undefined : refusalAnswer(why)),
+  );
   const bounds = new ConnectionBounds(
     handler,
     CONNECTION_LIMITS,
-    (socket, why) => log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`),
+    (socket, why) => {
+      log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`);
+      admission.shedWaiting(clientAddress(socket));
+    },
     shareOf(http.maxPendingRequests, threads),
+    shareOf(PIPELINING_CONNECTIONS, threads),
   );
   const options = {
     headersTimeout: http.headersTimeoutMs,
@@ -102,7 +124,9 @@ export function httpServer(
   const server = tls
     ? (createHttpsServer({ ...options, handshakeTimeout: http.tlsHandshakeTimeoutMs, ...secureContextOptions(tls) }, bounds.handle) as unknown as Server)
     : createServer(options, bounds.handle);
-  server.maxConnections = shareOf(http.maxConnections, threads);
+  admission.install(server);
+  // The hard ceiling on sockets (file descriptors): those served and waiting, and as many again being refused.
+  server.maxConnections = 2 * (limits.connections + limits.queued);
   logDroppedConnections(server, log);
   server.requestTimeout = http.requestTimeoutMs;
   server.keepAliveTimeout = http.keepAliveTimeoutMs;
@@ -124,13 +148,49 @@ export function httpServer(
   return server;
 }
 
+/**
+ * The kernel's queue of connections not yet accepted, per listening socket: as deep as what the admission serves and
+ * queues behind it (the kernel caps it at net.core.somaxconn). At Node's default of 511, a client opening 1,000
+ * connections at once overflows it, and each handshake the kernel drops costs the client a retransmission a second
+ * or more later.
+ */
+export function listenBacklog(http: Config['http'], threads: number): number {
+  return shareOf(http.maxConnections + http.maxQueuedConnections, threads);
+}
+
 /** One thread's share of an instance-wide limit: at least 1, and together at least the limit. */
 export function shareOf(limit: number, threads: number): number {
   return Math.max(1, Math.ceil(limit / Math.max(1, threads)));
 }
 
-/** Connections closed for MAX_CONNECTIONS are logged at most this often, counted: a flood is one line, not thousands. */
+/** Connections closed or refused by the bounds are logged at most this often, counted: a flood is one line, not thousands. */
 const DROP_LOG_INTERVAL_MS = 10_000;
+
+/**
+ * A logger of events counted by key (the client address and why): the first of a burst is logged at once, the rest
+ * together once DROP_LOG_INTERVAL_MS has passed, with the counts by key (the ten largest).
+ */
+function countedLog(write: (count: number, by: Record<string, number>) => void): (key: string) => void {
+  let counts = new Map<string, number>();
+  let total = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const report = () => {
+    timer = undefined;
+    if (total === 0) return;
+    const by = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, 10));
+    write(total, by);
+    counts = new Map();
+    total = 0;
+  };
+  return (key) => {
+    total += 1;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+    if (timer === undefined) {
+      if (total === 1) report();
+      timer = setTimeout(report, DROP_LOG_INTERVAL_MS).unref();
+    }
+  };
+}
 
 function logDroppedConnections(server: Server, log: FastifyBaseLogger): void {
   let dropped = 0;
@@ -138,7 +198,7 @@ function logDroppedConnections(server: Server, log: FastifyBaseLogger): void {
   const report = () => {
     timer = undefined;
     if (dropped === 0) return;
-    log.warn({ dropped, maxConnections: server.maxConnections }, `closed ${dropped} connection(s) as they were accepted: MAX_CONNECTIONS connections were open`);
+    log.warn({ dropped, maxConnections: server.maxConnections }, `closed ${dropped} connection(s) as they were accepted: MAX_CONNECTIONS connections were served and MAX_QUEUED_CONNECTIONS waiting and being refused`);
     dropped = 0;
   };
   server.on('drop', () => {

@@ -4,6 +4,7 @@ import { buildApp } from '../app.js';
 import type { Config } from '../config/config.js';
 import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from '../http/tls.js';
 import { stopAccepting } from '../http/graceful-close.js';
+import { listenBacklog } from '../http/http-server.js';
 import { createLogger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { onServeSignal, startShutdownWatchdog, type ShutdownWatchdog } from './signals.js';
@@ -73,7 +74,10 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
     workers = await starting;
     // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
     // loadConfig); Fastify's types do not list it.
-    const listening = instance ? { host: config.host, port: instance.port, reusePort: true } : { host: config.host, port: config.port };
+    const backlog = listenBacklog(config.http, config.workers);
+    const listening = instance
+      ? { host: config.host, port: instance.port, reusePort: true, backlog }
+      : { host: config.host, port: config.port, backlog };
     const url = await app.listen(listening as FastifyListenOptions);
     logTransportSecurity(app, tls);
     if (instance) log.info({ workers: config.workers, url }, 'every worker thread listens');

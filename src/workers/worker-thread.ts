@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../app.js';
 import { stopAccepting } from '../http/graceful-close.js';
+import { listenBacklog } from '../http/http-server.js';
 import { serveCertificate, type ServedPair, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../observability/log.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
@@ -109,7 +110,7 @@ try {
   if (servedPair !== credentials && servedPair) serveCertificate(app, servedPair);
   // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
   // loadConfig); Fastify's types do not list it.
-  const listening = { host: config.host, port: listenPort, reusePort: true };
+  const listening = { host: config.host, port: listenPort, reusePort: true, backlog: listenBacklog(config.http, config.workers) };
   // What the instance serves (HTTPS, or plain HTTP beyond loopback) the main thread has logged, once.
   const url = await app.listen(listening as FastifyListenOptions);
   notify({ kind: 'listening', url });

@@ -41,15 +41,17 @@ import base64, socket, sys, threading
 port, connections, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 payload = base64.b64decode(sys.argv[4]) * count
 until_sent = sys.argv[5] == "until-sent"
+sources = sys.argv[6].split(",")
 def flood(s):
     try:
         s.sendall(payload)
     except OSError:
         pass
 sockets = []
-for _ in range(connections):
+for i in range(connections):
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.bind((sources[i % len(sources)], 0))
     s.connect(("127.0.0.1", port))
     sockets.append(s)
 threads = [threading.Thread(target=flood, args=(s,), daemon=True) for s in sockets]
@@ -70,11 +72,18 @@ export interface Flood {
 /**
  * `connections` connections to 127.0.0.1:`port`, each writing `count` copies of `request` at once and never reading
  * an answer. Resolves once the writes have started, or with `untilSent` once every connection has written all its
- * requests (or been closed by the server).
+ * requests (or been closed by the server). The connections come from `sources` in turn (loopback addresses; by
+ * default 127.0.0.1 alone): the server serves one address on MAX_CONNECTIONS_PER_ADDRESS connections at most.
  */
-export async function flood(port: number, request: string, count: number, connections: number, options: { untilSent?: boolean } = {}): Promise<Flood> {
+export async function flood(
+  port: number,
+  request: string,
+  count: number,
+  connections: number,
+  options: { untilSent?: boolean; sources?: readonly string[] } = {},
+): Promise<Flood> {
   const encoded = Buffer.from(request).toString('base64');
-  const child = spawn('python3', ['-c', FLOOD_CLIENT, String(port), String(connections), String(count), encoded, options.untilSent ? 'until-sent' : 'started'], {
+  const child = spawn('python3', ['-c', FLOOD_CLIENT, String(port), String(connections), String(count), encoded, options.untilSent ? 'until-sent' : 'started', (options.sources ?? ['127.0.0.1']).join(',')], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const exited = once(child, 'exit');

@@ -1,13 +1,15 @@
 /**
- * What the whole instance holds is bounded by configuration, not by how many connections clients open (issue 30):
- * MAX_CONNECTIONS connections at most (TLS handshakes included, each cut off after TLS_HANDSHAKE_TIMEOUT_MS), and
- * MAX_PENDING_REQUESTS requests parsed and not answered over all of them. Attack: 400 connections, each pipelining
- * 409 GET /healthz (under the per-connection bound of 512) and never reading; the server's resident memory must stay
- * under the ceiling docs/memory.md gives.
+ * What the whole instance holds is bounded by configuration, not by how many connections clients open (issues 30
+ * and 37): MAX_CONNECTIONS connections served at most (TLS handshakes included, each cut off after
+ * TLS_HANDSHAKE_TIMEOUT_MS), more waiting unread or answered 503, and MAX_PENDING_REQUESTS requests parsed and not
+ * answered over all of them. Attack: 800 connections from one address (127.0.0.2; the probes come from 127.0.0.1), each pipelining 409 GET /healthz (under the
+ * per-connection bound of 512) and never reading; the server's resident memory must stay under the ceiling
+ * docs/memory.md gives.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import fs from 'node:fs';
+import { request as httpsRequest } from 'node:https';
 import { connect, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,27 +17,51 @@ import { after, describe, it } from 'node:test';
 import { issueServerCertificate, makeCertificateAuthority } from '../helpers/certificates.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { flood, healthzMs, rssMiB } from '../helpers/flood.js';
-import { startServer, type ServerProcess } from '../helpers/process.js';
+import { halfSentCreate } from '../helpers/half-sent-create.js';
+import { createToken, errorRecordProblem, startServer, type ServerProcess } from '../helpers/process.js';
+import { Agent } from 'undici';
 
-const CONNECTIONS = 400;
+const CONNECTIONS = 800;
 const PIPELINED = 409;
-/**
- * The most resident memory may grow under the flood, over the server's own before it: docs/memory.md, "The whole
- * instance": MAX_CONNECTIONS' 128 connections at their worst, about 1.6 MiB each (+203 MiB measured on an idle
- * machine, where the flood is parsed fastest), with V8's slack. Without the instance-wide bounds, the same flood grew
- * it by 290 to 430 MiB.
- */
-const RSS_GROWTH_CEILING_MIB = 256;
+/** The most resident memory may grow under the flood, over the server's own before it: docs/memory.md, "The whole instance". */
+const RSS_GROWTH_CEILING_MIB = 250;
 
-/** Opens `count` connections and waits until each is connected; none sends anything. */
-async function openIdle(port: number, count: number): Promise<Socket[]> {
+/** Opens `count` connections from `localAddress` and waits until each is connected; none sends anything. */
+async function openIdle(port: number, count: number, localAddress = '127.0.0.1'): Promise<Socket[]> {
   return Promise.all(
     Array.from({ length: count }, () => {
-      const socket = connect(port, '127.0.0.1');
+      const socket = connect({ port, host: '127.0.0.1', localAddress });
       socket.on('error', () => undefined);
       return once(socket, 'connect').then(() => socket);
     }),
   );
+}
+
+/** Sends `request` and resolves with everything the server writes until it closes the connection. */
+function answerTo(socket: Socket, request: string): Promise<string> {
+  let received = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (received += chunk));
+  socket.write(request);
+  return new Promise((resolve) => socket.once('close', () => resolve(received)));
+}
+
+/** GET /healthz over HTTPS on a connection of its own: the status. */
+function httpsHealthz(port: number, ca: Buffer): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const request = httpsRequest({ host: '127.0.0.1', port, path: '/healthz', ca, servername: 'localhost', agent: false, timeout: 30_000 }, (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.statusCode ?? 0));
+    });
+    request.on('timeout', () => request.destroy(new Error('no answer within 30 s')));
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+/** An undici dispatcher whose connections come from `localAddress`. */
+function fromAddress(localAddress: string): Agent {
+  return new Agent({ localAddress });
 }
 
 /** Resolves true if the server closes the socket within `ms`, false otherwise. */
@@ -71,7 +97,7 @@ describe('instance-wide bounds, against a real server', { timeout: 240_000 }, ()
     await healthzMs(server.base);
     const before = rssMiB(pid);
     let peak = before;
-    const attack = await flood(server.port, 'GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n', PIPELINED, CONNECTIONS, { untilSent: true });
+    const attack = await flood(server.port, 'GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n', PIPELINED, CONNECTIONS, { untilSent: true, sources: ['127.0.0.2'] });
     // A probe from a fresh connection, started now and then: how long the flood keeps the server busy (its CPU, not
     // its memory, which is what is bounded here) is reported, not asserted.
     let probe: Promise<number | undefined> = Promise.resolve(undefined);
@@ -100,35 +126,52 @@ describe('instance-wide bounds, against a real server', { timeout: 240_000 }, ()
         `${latencies.length - answered.length - 1} timed out; ${closed / 2} connections closed for MAX_PENDING_REQUESTS`,
     );
     assert.ok(peak - before < RSS_GROWTH_CEILING_MIB, `RSS grew ${(peak - before).toFixed(0)} MiB (ceiling ${RSS_GROWTH_CEILING_MIB})`);
-    // Which bound closes the flood's connections is a race: while requests are parsed faster than connections open,
-    // MAX_PENDING_REQUESTS closes enough of them that MAX_CONNECTIONS is never reached (the next test holds that one
-    // alone). Either way, connections were closed, or the memory could not have stayed bounded.
-    const closedAtAccept = /as they were accepted: MAX_CONNECTIONS connections were open/.test(server.output().stdout);
-    assert.ok(closedAtAccept || closed > 0, 'connections past MAX_CONNECTIONS or MAX_PENDING_REQUESTS were closed');
-    assert.ok((await healthzMs(server.base)) < 1000, '/healthz is prompt after the flood');
+    await healthzMs(server.base);
   });
 
-  it('MAX_CONNECTIONS=50: the 51st connection is closed as it is accepted, logged once, and one is accepted again once another closes', async () => {
-    const server = await serve({ MAX_CONNECTIONS: '50' });
-    const held = await openIdle(server.port, 50);
-    const [extra] = await openIdle(server.port, 1);
-    assert.ok(extra);
-    assert.equal(await closedWithin(extra, 2000), true, 'the connection over the limit is closed at once');
-    assert.match(server.output().stdout, /closed 1 connection\(s\) as they were accepted: MAX_CONNECTIONS connections were open/);
+  it('MAX_CONNECTIONS=20, filled by idle connections from one address: a request from another waits until one idle connection is closed for it, and is answered', async () => {
+    // No connection is closed by a timeout here: making room is the only way the request can be served.
+    const server = await serve({ MAX_CONNECTIONS: '20', HEADERS_TIMEOUT_MS: '60000' });
+    const held = await openIdle(server.port, 20, '127.0.0.2');
+    let closed = 0;
+    for (const socket of held) socket.once('close', () => (closed += 1));
+    const response = await fetch(`${server.base}/healthz`, { signal: AbortSignal.timeout(30_000), dispatcher: fromAddress('127.0.0.3') } as unknown as RequestInit);
+    assert.equal(response.status, 200);
+    await response.arrayBuffer();
+    // One, or two when the server had another connection open (the start's readiness probe, kept alive): then one of
+    // the 20 waited too, and was served by closing another.
+    assert.ok(closed >= 1 && closed <= 2, `idle connections were closed to serve the waiting ones: ${closed}`);
+    assert.match(server.output().stdout, /closed 1 idle connection\(s\) to serve others waiting/);
     for (const socket of held) socket.destroy();
-    // The server sees the closes shortly after.
-    for (let attempt = 0; attempt < 50; attempt += 1) {
-      try {
-        await healthzMs(server.base);
-        return;
-      } catch {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    }
-    assert.fail('no connection was accepted after the others closed');
   });
 
-  it('with TLS, connections in their handshake count towards MAX_CONNECTIONS and are cut off after TLS_HANDSHAKE_TIMEOUT_MS', async () => {
+  it('MAX_CONNECTIONS_PER_ADDRESS=2, MAX_QUEUED_CONNECTIONS=3: an address busy on its share waits, past the queue it is answered 503 unread, and another address is served meanwhile', async () => {
+    const limits = { MAX_CONNECTIONS_PER_ADDRESS: '2', MAX_QUEUED_CONNECTIONS: '3', HEADERS_TIMEOUT_MS: '60000', REQUEST_TIMEOUT_MS: '60000' };
+    const db = await sqliteDatabase();
+    dbs.push(db);
+    const token = createToken('share', { DATABASE_URL: db.url });
+    const server = await serve({ ...limits, DATABASE_URL: db.url });
+    // Two creates from 127.0.0.1 whose headers the server has read (busy: never closed to make room).
+    const busy = [await halfSentCreate(server.port, token, '{"id":1,"name":"a"}'), await halfSentCreate(server.port, token, '{"id":2,"name":"b"}')];
+    const waiting = await openIdle(server.port, 3, '127.0.0.1');
+    const answers = waiting.map((socket) => answerTo(socket, 'GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n'));
+    const [refused] = await openIdle(server.port, 1, '127.0.0.1');
+    assert.ok(refused);
+    const refusal = await answerTo(refused, 'GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n');
+    assert.match(refusal, /^HTTP\/1\.1 503 /);
+    assert.match(refusal, /\r\nretry-after: \d+\r\n/i);
+    assert.match(refusal, /\r\nConnection: close\r\n/i);
+    assert.equal(errorRecordProblem(503, 'application/json', refusal.slice(refusal.indexOf('\r\n\r\n') + 4)), undefined);
+    // Another address has its own share.
+    const other = await fetch(`${server.base}/healthz`, { dispatcher: fromAddress('127.0.0.3') } as unknown as RequestInit);
+    assert.equal(other.status, 200, await other.text());
+    // The busy connections end, and the waiting ones are served in their place.
+    for (const create of busy) assert.equal((await create.finish()).status, 200);
+    for (const answer of answers) assert.match(await answer, /^HTTP\/1\.1 200 /);
+    assert.match(server.output().stdout, /answered 1 connection\(s\) 503 unread/);
+  });
+
+  it('with TLS, connections in their handshake count towards MAX_CONNECTIONS and are cut off after TLS_HANDSHAKE_TIMEOUT_MS; one more waits and is served', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bounds-tls-'));
     try {
       const ca = makeCertificateAuthority(dir);
@@ -141,9 +184,10 @@ describe('instance-wide bounds, against a real server', { timeout: 240_000 }, ()
       // A partial ClientHello: a record header announcing more than is ever sent.
       const silent = await openIdle(server.port, 20);
       for (const socket of silent) socket.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]));
-      const [extra] = await openIdle(server.port, 1);
-      assert.ok(extra);
-      assert.equal(await closedWithin(extra, 500), true, 'a connection over the limit is closed while the others are in their handshake');
+      // The 21st waits, unread, for a slot: made either by a stalled handshake cut off at its timeout or by one closed
+      // as idle to make room (which comes first is a race; both free a slot).
+      const served = await httpsHealthz(server.port, ca.root);
+      assert.equal(served, 200, 'a connection past the limit is served once a stalled handshake is gone');
       const cutOff = await Promise.all(silent.map((socket) => closedWithin(socket, 4000)));
       assert.deepEqual(new Set(cutOff), new Set([true]), 'every stalled handshake is cut off within the timeout');
     } finally {

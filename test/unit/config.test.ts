@@ -43,9 +43,11 @@ describe('configuration', () => {
     assert.equal(loadConfig({ METRICS: ' off ' }).metrics, false);
   });
 
-  it('bounds the instance by default: 128 connections, 1,024 pending requests, 3 s TLS handshakes, 60 failed authentications a minute, metrics rendered once a second', () => {
+  it('bounds the instance by default: 512 connections, 64 per address, 4,096 waiting, 1,024 pending requests, 3 s TLS handshakes, 60 failed authentications a minute, metrics rendered once a second', () => {
     const config = loadConfig({});
-    assert.equal(config.http.maxConnections, 128);
+    assert.equal(config.http.maxConnections, 512);
+    assert.equal(config.http.maxConnectionsPerAddress, 64);
+    assert.equal(config.http.maxQueuedConnections, 4096);
     assert.equal(config.http.maxPendingRequests, 1024);
     assert.equal(config.http.tlsHandshakeTimeoutMs, 3000);
     assert.equal(config.authFailureLimit, 60);
@@ -54,6 +56,10 @@ describe('configuration', () => {
     assert.deepEqual([set.http.maxConnections, set.http.maxPendingRequests, set.http.tlsHandshakeTimeoutMs, set.authFailureLimit, set.metricsCacheMs], [5000, 99, 500, null, 0]);
     assert.throws(() => loadConfig({ MAX_CONNECTIONS: '0' }), /MAX_CONNECTIONS: must be between 1 and/);
     assert.throws(() => loadConfig({ MAX_PENDING_REQUESTS: 'lots' }), /MAX_PENDING_REQUESTS: must be a whole number/);
+    const shares = loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '2', MAX_QUEUED_CONNECTIONS: '0' });
+    assert.deepEqual([shares.http.maxConnectionsPerAddress, shares.http.maxQueuedConnections], [2, 0]);
+    assert.throws(() => loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '0' }), /MAX_CONNECTIONS_PER_ADDRESS: must be between 1 and/);
+    assert.throws(() => loadConfig({ MAX_QUEUED_CONNECTIONS: '-1' }), /MAX_QUEUED_CONNECTIONS: must be a whole number/);
   });
 
   it('turns rate limiting on with RATE_LIMIT_MAX, the burst defaulting to it', () => {
