@@ -62,6 +62,8 @@ export class TokenAuthenticator {
   readonly #now: () => number;
   #byHash = new Map<string, CachedToken>();
   #uses = new Map<string, number>();
+  /** The last write of uses, settled either way: the next write starts after it (see #flushUses). */
+  #writing: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
   /** The latest reload, and the one that has not yet read the store (every miss meanwhile shares it), if any. */
   #latest: Promise<ReloadOutcome> = Promise.resolve({ ok: true });
@@ -86,7 +88,11 @@ export class TokenAuthenticator {
     }
   }
 
-  /** Never rejects: last-use times are bookkeeping, and storage that cannot take them must not fail a shutdown. */
+  /**
+   * Never rejects: last-use times are bookkeeping, and storage that cannot take them must not fail a shutdown. Resolves
+   * only once no write of uses is in flight, so the store can be closed after it: the final write waits for a
+   * refresh's write (whose uses it has taken), and retries what that one failed to write.
+   */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
@@ -189,10 +195,28 @@ export class TokenAuthenticator {
     }
   }
 
-  async #flushUses(): Promise<void> {
+  /**
+   * Writes the uses recorded so far, after any write still in flight (one at a time, so a later write never passes an
+   * earlier one, and stop() can wait for the last). Uses whose write fails are put back for the next.
+   */
+  #flushUses(): Promise<void> {
+    const write = this.#writing.then(() => this.#writeUses());
+    this.#writing = write.catch(() => undefined);
+    return write;
+  }
+
+  async #writeUses(): Promise<void> {
     if (this.#uses.size === 0) return;
-    const uses = new Map([...this.#uses].map(([name, at]) => [name, new Date(at)]));
+    const uses = this.#uses;
     this.#uses = new Map();
-    await this.#tokens.recordUse(uses);
+    try {
+      await this.#tokens.recordUse(new Map([...uses].map(([name, at]) => [name, new Date(at)])));
+    } catch (error) {
+      // A token used again since keeps its later time (the store only ever moves a last use forward anyway).
+      for (const [name, at] of uses) {
+        if ((this.#uses.get(name) ?? -Infinity) < at) this.#uses.set(name, at);
+      }
+      throw error;
+    }
   }
 }
