@@ -64,6 +64,8 @@ export class TokenAuthenticator {
   #uses = new Map<string, number>();
   /** The last write of uses, settled either way: the next write starts after it (see #flushUses). */
   #writing: Promise<void> = Promise.resolve();
+  /** Why a write of uses failed once stop() had been called, if one did. */
+  #failedWhileStopping: unknown;
   #timer: NodeJS.Timeout | undefined;
   /** The latest reload, and the one that has not yet read the store (every miss meanwhile shares it), if any. */
   #latest: Promise<ReloadOutcome> = Promise.resolve({ ok: true });
@@ -90,13 +92,20 @@ export class TokenAuthenticator {
 
   /**
    * Never rejects: last-use times are bookkeeping, and storage that cannot take them must not fail a shutdown. Resolves
-   * only once no write of uses is in flight, so the store can be closed after it: the final write waits for a
-   * refresh's write (whose uses it has taken), and retries what that one failed to write.
+   * only once no write of uses is in flight, so the store can be closed after it. The final write carries the uses
+   * recorded since the last write and those of writes that failed earlier; but when a write in flight at the stop (a
+   * refresh's) fails, none follows it: the store has just refused one for as long as it waits for a lock, and a second
+   * such wait would double the shutdown (SHUTDOWN_TIMEOUT_MS).
    */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
     await this.#latest;
+    await this.#writing;
+    if (this.#failedWhileStopping !== undefined) {
+      this.#log.warn({ err: this.#failedWhileStopping }, 'recording token use failed at shutdown; the last uses since the previous refresh are not kept');
+      return;
+    }
     try {
       await this.#flushUses();
     } catch (error) {
@@ -212,6 +221,7 @@ export class TokenAuthenticator {
     try {
       await this.#tokens.recordUse(new Map([...uses].map(([name, at]) => [name, new Date(at)])));
     } catch (error) {
+      if (this.#stopped) this.#failedWhileStopping ??= error;
       // A token used again since keeps its later time (the store only ever moves a last use forward anyway).
       for (const [name, at] of uses) {
         if ((this.#uses.get(name) ?? -Infinity) < at) this.#uses.set(name, at);
