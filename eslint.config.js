@@ -147,7 +147,7 @@ export default tseslint.config(
   {
     // The CLI reads the environment where it starts a process (NODE_OPTIONS), loads the configuration, and reads a
     // copy target as DATABASE_URL would be read.
-    files: ['src/config/config.ts', 'src/cli/plantstore.ts', 'src/cli/dispatch.ts', 'src/cli/commands/copy.ts', 'test/**/*.ts', 'bench/**/*.ts'],
+    files: ['src/config/config.ts', 'src/cli/launcher.ts', 'src/cli/dispatch.ts', 'src/cli/commands/copy.ts', 'test/**/*.ts', 'bench/**/*.ts'],
     rules: { 'no-restricted-properties': 'off' },
   },
 );

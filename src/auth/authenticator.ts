@@ -62,6 +62,10 @@ export class TokenAuthenticator {
   readonly #now: () => number;
   #byHash = new Map<string, CachedToken>();
   #uses = new Map<string, number>();
+  /** The last write of uses, settled either way: the next write starts after it (see #flushUses). */
+  #writing: Promise<void> = Promise.resolve();
+  /** Why a write of uses failed once stop() had been called, if one did. */
+  #failedWhileStopping: unknown;
   #timer: NodeJS.Timeout | undefined;
   /** The latest reload, and the one that has not yet read the store (every miss meanwhile shares it), if any. */
   #latest: Promise<ReloadOutcome> = Promise.resolve({ ok: true });
@@ -86,11 +90,22 @@ export class TokenAuthenticator {
     }
   }
 
-  /** Never rejects: last-use times are bookkeeping, and storage that cannot take them must not fail a shutdown. */
+  /**
+   * Never rejects: last-use times are bookkeeping, and storage that cannot take them must not fail a shutdown. Resolves
+   * only once no write of uses is in flight, so the store can be closed after it. The final write carries the uses
+   * recorded since the last write and those of writes that failed earlier; but when a write in flight at the stop (a
+   * refresh's) fails, none follows it: the store has just refused one for as long as it waits for a lock, and a second
+   * such wait would double the shutdown (SHUTDOWN_TIMEOUT_MS).
+   */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
     await this.#latest;
+    await this.#writing;
+    if (this.#failedWhileStopping !== undefined) {
+      this.#log.warn({ err: this.#failedWhileStopping }, 'recording token use failed at shutdown; the last uses since the previous refresh are not kept');
+      return;
+    }
     try {
       await this.#flushUses();
     } catch (error) {
@@ -189,10 +204,29 @@ export class TokenAuthenticator {
     }
   }
 
-  async #flushUses(): Promise<void> {
+  /**
+   * Writes the uses recorded so far, after any write still in flight (one at a time, so a later write never passes an
+   * earlier one, and stop() can wait for the last). Uses whose write fails are put back for the next.
+   */
+  #flushUses(): Promise<void> {
+    const write = this.#writing.then(() => this.#writeUses());
+    this.#writing = write.catch(() => undefined);
+    return write;
+  }
+
+  async #writeUses(): Promise<void> {
     if (this.#uses.size === 0) return;
-    const uses = new Map([...this.#uses].map(([name, at]) => [name, new Date(at)]));
+    const uses = this.#uses;
     this.#uses = new Map();
-    await this.#tokens.recordUse(uses);
+    try {
+      await this.#tokens.recordUse(new Map([...uses].map(([name, at]) => [name, new Date(at)])));
+    } catch (error) {
+      if (this.#stopped) this.#failedWhileStopping ??= error;
+      // A token used again since keeps its later time (the store only ever moves a last use forward anyway).
+      for (const [name, at] of uses) {
+        if ((this.#uses.get(name) ?? -Infinity) < at) this.#uses.set(name, at);
+      }
+      throw error;
+    }
   }
 }

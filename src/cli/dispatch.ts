@@ -1,7 +1,7 @@
 /**
  * `plantstore <command> [arguments]`, in this process: finds the command, answers `--help` and `--version`, runs it,
  * and turns whatever it throws into a line on stderr and an exit code (exit-codes.ts). The launcher
- * (plantstore.ts) imports this module, or runs it as the script of a child Node with a bounded heap.
+ * (launcher.ts) imports this module, or runs it as the script of a child Node with a bounded heap.
  */
 import { DEFAULT_DATABASE_URL, loadConfig, type Config } from '../config/config.js';
 import type { Command } from './command.js';

@@ -1,84 +1,30 @@
 #!/usr/bin/env node
 /**
- * The `plantstore` command (the package's `bin`, and what `npm start` runs). It checks the Node.js release first,
- * then decides how the command runs, loading the rest only after both.
+ * The `plantstore` command (the package's `bin`, and what `npm start` runs): its first statements catch SIGHUP,
+ * SIGTERM and SIGINT, and only then is anything else loaded (./launcher.ts does the rest).
  *
- * The check comes before any other module of plantstore is loaded: on a release older than `engines.node` the
- * storage driver and the language features the code relies on fail in ways that name neither (Node 20 crashed in
- * the native SQLite module with a segmentation fault). Static imports are evaluated before this module's body, so
- * this file imports only Node's own modules, package-info.js and signals.js (which do too); everything else is a dynamic import
- * after the check. It must also parse on those older releases, which TypeScript's ES2022 output does.
- *
- * export, import and copy stream rows through a live heap that does not depend on the table's size, yet V8, left
- * uncapped, lets its young and old generations grow with the bytes allocated, so peak RSS would rise with the row
- * count (docs/benchmarks/notes.md, "Data movement: the bounded heap"). A heap limit is fixed when the isolate starts and cannot be set from inside
- * it, so these commands run in a child Node started with bounded heap flags, unless the operator already chose limits
- * (on the command line or in NODE_OPTIONS), which are kept. The child shares this process's stdin, stdout and
- * stderr (a terminal stays a terminal, a pipe keeps its backpressure), receives the signals this process is sent, and
- * its exit status becomes this process's. Every other command runs in this process, `serve` included, so a
- * supervisor's signals reach the server itself (docs/memory.md, "Under load").
+ * Node ends the process on each of these signals unless a handler is installed, and loading plantstore's modules takes
+ * a while (over 100 ms on a loaded machine): a log rotator's SIGHUP in that time would kill a starting server with
+ * nothing logged. Static imports are loaded before a module's body runs, so this module has none (a type import
+ * leaves nothing behind) and loads the launcher with a dynamic import once the handlers are in place. The handlers
+ * only record what came; the launcher hands the record over (src/serve/signals.ts takes it for `serve`, every other
+ * command gets Node's default back, and a signal that came early then ends it as the default would have). What comes
+ * before this module's first statement is Node starting, which no program can protect.
  */
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { catchServeSignals } from '../serve/signals.js';
-import { readPackageInfo, unsupportedNodeMessage } from './package-info.js';
+import type { CaughtSignal, EarlySignals, ServeSignal } from '../serve/signals.js';
 
-// First: `serve` must not be ended by Node's default action for a signal that comes while it loads and starts
-// (src/serve/signals.ts keeps them until the server handles them).
-if (process.argv[2] === 'serve') catchServeSignals();
+const CAUGHT_FIRST: readonly ServeSignal[] = ['SIGHUP', 'SIGTERM', 'SIGINT'];
+const caught: CaughtSignal[] = [];
+const record = (signal: ServeSignal) => {
+  caught.push({ signal, receivedAt: performance.now() });
+};
+for (const signal of CAUGHT_FIRST) process.on(signal, record);
 
-const BOUNDED_COMMANDS = new Set(['export', 'import', 'copy']);
-
-/** Signals an operator or a supervisor sends to end a command; the child gets each one this process gets. */
-const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
-
-function heapAlreadyChosen(): boolean {
-  const chosen = (flag: string) => /--max-old-space-size|--max-semi-space-size/.test(flag);
-  return process.execArgv.some(chosen) || chosen(process.env['NODE_OPTIONS'] ?? '');
-}
-
-function runBounded(command: string, heapFlags: readonly string[]): void {
-  const script = fileURLToPath(new URL('./dispatch.js', import.meta.url));
-  // The handlers go in before the child exists. spawn() returns only once the child has started its program; a signal
-  // that arrived in that time, with no handler yet, would end this process by default and leave the child running on,
-  // orphaned. Node runs a signal's handler from the event loop, so when one runs, the child is there to receive it.
-  const forward = (signal: NodeJS.Signals) => child.kill(signal);
-  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
-  const child = spawn(process.execPath, [...process.execArgv, ...heapFlags, script, ...process.argv.slice(2)], {
-    stdio: 'inherit',
-  });
-  child.on('error', (error) => {
-    process.stderr.write(`plantstore: cannot start ${command}: ${error.message}\n`);
-    process.exitCode = 1;
-  });
-  child.on('exit', (code, signal) => {
-    for (const forwarded of FORWARDED_SIGNALS) process.off(forwarded, forward);
-    if (signal === null) {
-      process.exitCode = code ?? 1;
-      return;
-    }
-    if (signal === 'SIGABRT') {
-      // What V8 does when the heap cap is reached: its own message ("JavaScript heap out of memory") is above.
-      process.stderr.write(
-        `plantstore: ${command} was aborted; if V8 reported "heap out of memory" above, it needed more than its bounded heap ` +
-          `(${heapFlags.join(' ')}): run it again with NODE_OPTIONS='--max-old-space-size=MiB' set higher\n`,
-      );
-      process.exitCode = 134;
-      return;
-    }
-    // Ended by a signal: end the same way, so whoever started plantstore sees what happened to it.
-    process.kill(process.pid, signal);
-  });
-}
-
-const unsupported = unsupportedNodeMessage(process.version, readPackageInfo().nodeRange);
-const command = process.argv[2];
-if (unsupported !== undefined) {
-  process.stderr.write(`${unsupported}\n`);
-  process.exitCode = 1;
-} else if (command !== undefined && BOUNDED_COMMANDS.has(command) && !heapAlreadyChosen()) {
-  const { BOUNDED_HEAP_FLAGS } = await import('./heap-limits.js');
-  runBounded(command, BOUNDED_HEAP_FLAGS);
-} else {
-  await import('./dispatch.js');
-}
+const early: EarlySignals = {
+  caught,
+  release: () => {
+    for (const signal of CAUGHT_FIRST) process.off(signal, record);
+  },
+};
+const { launch } = await import('./launcher.js');
+await launch(early);

@@ -131,7 +131,7 @@ export const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, Res
 
 /** What each non-2xx status means in this service; the error table of docs/api.md says the same. */
 export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
-  400: 'The request is invalid: malformed JSON, a field that breaks the NewPlant schema (message names it), an id outside int64, a malformed Authorization header, or a path or query parameter that is not valid percent-encoded UTF-8.',
+  400: 'The request is invalid: no body where the operation takes one (none, Content-Length: 0, or a chunked body of no chunk), malformed JSON, a field that breaks the NewPlant schema (message names it), an id outside int64, a malformed Authorization header, or a path or query parameter that is not valid percent-encoded UTF-8.',
   401: 'No bearer token, another scheme, or an unknown, revoked or expired token. Carries WWW-Authenticate: Bearer realm="plantstore" (with error="invalid_token" for a bad token, and error_description="the token has expired" for an expired one).',
   403: 'The token is valid but lacks the scope this operation needs (see its security requirement); nothing was read or written. Carries WWW-Authenticate: Bearer error="insufficient_scope" with the scope.',
   404: 'No such resource.',

@@ -3,10 +3,10 @@
  *
  * Node ends the process on SIGHUP, SIGTERM and SIGINT unless a handler is installed, and loading the server's modules
  * and opening storage take a while: a log rotator's SIGHUP in that time would kill the server, and a supervisor's
- * SIGTERM would end it where it stands. So the launcher (src/cli/plantstore.ts) calls catchServeSignals() before
- * anything else, and signals that come before `serve` listens for them are kept, with the time they came, until it
- * does (onServeSignal). This module imports only Node's own modules, as the launcher must (it runs before the Node
- * release is checked).
+ * SIGTERM would end it where it stands. So the bin (src/cli/plantstore.ts) records them from its first statement, before
+ * it loads anything, the launcher hands that record to catchServeSignals(), and signals that come before `serve`
+ * listens for them are kept, with the time they came, until it does (onServeSignal). This module imports only Node's
+ * own modules, as the launcher must (it runs before the Node release is checked).
  *
  * A handler of Node's runs on the main event loop, and so does a setTimeout: a shutdown whose event loop is then
  * blocked (a synchronous call that never returns), or whose exit waits for a file-system thread stuck in the kernel
@@ -26,9 +26,23 @@ const SERVE_SIGNALS: readonly ServeSignal[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
 /** A signal and performance.now() when it was caught. */
 type Listener = (signal: ServeSignal, receivedAt: number) => void;
 
+export interface CaughtSignal {
+  readonly signal: ServeSignal;
+  /** performance.now() when it was caught. */
+  readonly receivedAt: number;
+}
+
+/** What the bin's own handlers caught before anything was loaded (src/cli/plantstore.ts). */
+export interface EarlySignals {
+  /** In the order they came; the bin's handlers add to it until released. */
+  readonly caught: readonly CaughtSignal[];
+  /** Removes the bin's handlers: Node's default action is back for a signal no other handler is installed for. */
+  release(): void;
+}
+
 let catching = false;
 let listener: Listener | undefined;
-const early: Array<{ signal: ServeSignal; receivedAt: number }> = [];
+const early: CaughtSignal[] = [];
 
 function receive(signal: ServeSignal): void {
   const receivedAt = performance.now();
@@ -36,11 +50,18 @@ function receive(signal: ServeSignal): void {
   else early.push({ signal, receivedAt });
 }
 
-/** Installs the handlers, once; until onServeSignal is called, the signals are kept. */
-export function catchServeSignals(): void {
+/**
+ * Installs the handlers, once; until onServeSignal is called, the signals are kept, first those `caughtBefore` holds.
+ * Its handlers are removed only once these are in place, so no signal meets Node's default in between; a signal
+ * that came but whose handler has not run yet is then handled here (Node runs handlers from the event loop).
+ */
+export function catchServeSignals(caughtBefore?: EarlySignals): void {
   if (catching) return;
   catching = true;
   for (const signal of SERVE_SIGNALS) process.on(signal, receive);
+  if (caughtBefore === undefined) return;
+  caughtBefore.release();
+  early.push(...caughtBefore.caught);
 }
 
 /**

@@ -207,7 +207,7 @@ describe('bad input', () => {
 
   describe('empty and non-object bodies', () => {
     it('an empty body → 400', async () => {
-      assertErrorRecord(await post(''), 400, 'request body is empty; a JSON NewPlant is required');
+      assertErrorRecord(await post(''), 400, 'request body is required');
     });
     it('a body of whitespace → 400 invalid JSON', async () => {
       assertErrorRecord(await post('   '), 400, /^request body is not valid JSON/);

@@ -39,6 +39,17 @@ function exported(env: Record<string, string>): string {
   return result.stdout;
 }
 
+/**
+ * The same, without blocking the event loop, for while a server this process talks to runs: blocked, the loop would
+ * not see the server close an idle keep-alive connection (KEEP_ALIVE_TIMEOUT_MS) during a slow export, and the next
+ * fetch would be sent on that closed connection and fail with "other side closed".
+ */
+async function exportedBeside(env: Record<string, string>): Promise<string> {
+  const result = await plantstoreAsync(['export'], env);
+  assert.equal(result.status, 0, result.stderr);
+  return result.stdout;
+}
+
 /** Files a run may have left in `dir` under a partial name. */
 function partials(dir: string): string[] {
   return fs.readdirSync(dir).filter((name) => name.includes('.partial-'));
@@ -154,20 +165,21 @@ describe('plantstore backup and restore (SQLite)', () => {
       for (const body of ['{"id":-9223372036854775808,"name":"min"}', '{"id":9223372036854775807,"name":"max","tag":""}']) {
         assert.equal((await postPlant(server.base, token, body)).status, 200);
       }
-      assert.equal(plantstore(['backup', backupFile], env).status, 0);
-      atBackup = exported(env);
+      // Every command beside the server runs without blocking this event loop (see exportedBeside).
+      assert.equal((await plantstoreAsync(['backup', backupFile], env)).status, 0);
+      atBackup = await exportedBeside(env);
       // Changes after the backup: a new plant, a deleted one, a revoked token.
       assert.equal((await postPlant(server.base, token, '{"id":9007199254740993,"name":"after"}')).status, 200);
       const deleted = await fetch(`${server.base}/plants/-9223372036854775808`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
       assert.equal(deleted.status, 204);
-      assert.notEqual(exported(env), atBackup);
+      assert.notEqual(await exportedBeside(env), atBackup);
 
       // While the server runs, restore is refused and changes nothing.
-      const refused = plantstore(['restore', backupFile], env);
+      const refused = await plantstoreAsync(['restore', backupFile], env);
       assert.equal(refused.status, 1);
       assert.match(refused.stderr, /in use by another process .*stop it, then restore/);
       assert.equal((await postPlant(server.base, token, '{"id":-5,"name":"still served"}')).status, 200, 'the server is unaffected');
-      assert.match(exported(env), /still served/);
+      assert.match(await exportedBeside(env), /still served/);
     } finally {
       // Killed, not stopped: its last commits may still be in the -wal, which the restore must not let back in.
       await server.kill();

@@ -5,19 +5,26 @@
  * processes, with WORKERS=1 and WORKERS=2: what is tested is what happens to the process.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { connect } from 'node:net';
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { mkdtempSync, openSync, closeSync, readFileSync, readdirSync, readlinkSync, rmSync, constants as fsConstants } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { CLI, freePort, parseResponse, startServer } from '../helpers/process.js';
+import type { ProbedImport } from '../helpers/signal-handlers-before-imports.js';
 import { waitFor } from '../helpers/wait.js';
 
-const BLOCK_LOOP_ON_SIGTERM = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'helpers', 'block-loop-on-sigterm.js');
+const HELPERS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'helpers');
+const BLOCK_LOOP_ON_SIGTERM = path.join(HELPERS, 'block-loop-on-sigterm.js');
+const SIGNAL_PROBE = path.join(HELPERS, 'signal-handlers-before-imports.js');
+
+/** Sent this long after spawn() returns (0: at once), as the issue's judge does (issue 37). */
+const SIGNAL_DELAYS_MS = [0, 20, 50, 90, 130];
 
 /** Whether `pid` has a handler for `signal` installed (its bit in /proc/<pid>/status SigCgt). */
 function catches(pid: number, signal: number): boolean {
@@ -170,6 +177,110 @@ for (const workers of [1, 2]) {
     });
   });
 }
+
+describe('plantstore: signals from the bin\'s first statement', () => {
+  let db: TestDatabase;
+
+  before(async () => {
+    db = await sqliteDatabase();
+  });
+  after(async () => {
+    await db?.cleanup();
+  });
+
+  it('loads every module, Node\'s own included, only once SIGHUP, SIGTERM and SIGINT are handled', async () => {
+    const probeDir = mkdtempSync(path.join(tmpdir(), 'plantstore-signal-probe-'));
+    const probeFile = path.join(probeDir, 'imports.json');
+    try {
+      const server = await startServer(
+        { DATABASE_URL: db.url, WORKERS: '1', SIGNAL_PROBE_FILE: probeFile },
+        { nodeArgs: ['--import', SIGNAL_PROBE, CLI, 'serve'] },
+      );
+      const { code } = await server.stop('SIGTERM', 20_000);
+      assert.equal(code, 0, server.output().stderr);
+      const imports = JSON.parse(readFileSync(probeFile, 'utf8')) as ProbedImport[];
+      // The probe saw the bin load the launcher and the server's modules, so it would have seen an early one.
+      assert.ok(imports.some((probed) => probed.specifier === './launcher.js'), JSON.stringify(imports.slice(0, 5)));
+      assert.ok(imports.some((probed) => probed.specifier.endsWith('/server.js')));
+      assert.deepEqual(imports.filter((probed) => !probed.signalsHandled), []);
+    } finally {
+      rmSync(probeDir, { recursive: true, force: true });
+    }
+  });
+
+  for (const delayMs of SIGNAL_DELAYS_MS) {
+    it(`lives through a SIGHUP ${delayMs} ms after spawn, then serves and stops with exit 0 on SIGTERM`, async (t) => {
+      const port = await freePort();
+      const child = spawn(process.execPath, [CLI, 'serve'], {
+        env: { ...process.env, DATABASE_URL: db.url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', WORKERS: '1' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+      try {
+        if (delayMs > 0) await sleep(delayMs);
+        // Read before the signal is sent: once the bin's handler shows, the SIGHUP must be survived.
+        const handlerInstalled = catches(child.pid as number, SIGHUP_NUMBER);
+        child.kill('SIGHUP');
+        const serving = await waitFor(
+          'it to serve or to end',
+          async () =>
+            child.exitCode !== null ||
+            child.signalCode !== null ||
+            (await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+              (response) => response.ok,
+              () => false,
+            )),
+          { timeoutMs: 30_000, intervalMs: 20 },
+        ).then(() => child.exitCode === null && child.signalCode === null);
+        if (!serving) {
+          // Either way of a race: the signal came while Node itself was starting, before the bin's first statement
+          // could run, which no program can protect; then nothing of plantstore ran.
+          assert.deepEqual({ code: child.exitCode, signal: child.signalCode }, { code: null, signal: 'SIGHUP' }, output);
+          assert.equal(handlerInstalled, false, 'ended by a SIGHUP sent after its handler was installed');
+          assert.equal(output, '');
+          t.diagnostic(`the SIGHUP at ${delayMs} ms came while Node was starting, before the bin's first statement`);
+          return;
+        }
+        child.kill('SIGTERM');
+        const [code, signal] = await exited;
+        assert.deepEqual({ code, signal }, { code: 0, signal: null }, output);
+        assert.match(output, /SIGHUP/, 'the SIGHUP was logged');
+      } finally {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      }
+    });
+  }
+
+  for (const delayMs of SIGNAL_DELAYS_MS) {
+    it(`plantstore import (not serve) still ends by a SIGINT ${delayMs} ms after spawn, as Node's default does`, async () => {
+      // A standard input that never ends (a FIFO held open here), so import waits for input until it is interrupted.
+      const dir = mkdtempSync(path.join(tmpdir(), 'plantstore-sigint-'));
+      const fifo = path.join(dir, 'stdin');
+      assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+      const stdin = openSync(fifo, fsConstants.O_RDWR);
+      const child = spawn(process.execPath, [CLI, 'import'], {
+        env: { ...process.env, DATABASE_URL: `sqlite:${path.join(dir, 'plants.db')}`, NODE_OPTIONS: '' },
+        stdio: [stdin, 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+      try {
+        if (delayMs > 0) await sleep(delayMs);
+        child.kill('SIGINT');
+        const [code, signal] = await exited;
+        assert.deepEqual({ code, signal }, { code: null, signal: 'SIGINT' }, stderr);
+      } finally {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        closeSync(stdin);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
 
 /** How keep-alive connections that loop `GET path` ended: answered, or lost (reset, or closed with a request unanswered). */
 interface LoadOutcome {

@@ -392,7 +392,9 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     cleanups.push(() => db.cleanup());
     const env = { DATABASE_URL: db.url };
     const token = createToken('shutdown', env);
-    const server = await startServer({ ...env, LOG_LEVEL: 'info' });
+    // The token map's refresh, which also writes last uses, as seldom as it can be: the use below is then left for the
+    // shutdown to write, into the locked database (a refresh in between would write it first: see the end).
+    const server = await startServer({ ...env, LOG_LEVEL: 'info', TOKEN_CACHE_MS: '60000' });
     cleanups.push(() => server.kill());
     const created = await fetch(`${server.base}/plants`, {
       method: 'POST',
@@ -400,8 +402,8 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
       body: '{"id":1,"name":"Before the lock"}',
     });
     assert.equal(created.status, 200);
-    // The token's last use is now waiting in memory to be written at shutdown, which the lock will refuse.
-    const other = new DatabaseSync(db.url.slice('sqlite:'.length));
+    // A busy timeout: the lock is taken once a write the server has in progress (its heartbeat) is done, not refused.
+    const other = new DatabaseSync(db.url.slice('sqlite:'.length), { timeout: 20_000 });
     cleanups.push(() => {
       if (other.isOpen) other.close();
     });
@@ -410,12 +412,16 @@ describe('storage failures on SQLite', { timeout: 120_000 }, () => {
     const { code } = await server.stop('SIGTERM', 20_000);
     const elapsed = Date.now() - started;
     other.exec('ROLLBACK');
+    const lastUsed = other.prepare('SELECT last_used_at FROM tokens WHERE name = ?').get('shutdown')?.['last_used_at'];
     other.close();
     assert.equal(code, 0, server.output().stdout + server.output().stderr);
-    assert.match(server.output().stdout, /recording token use failed at shutdown/);
     // Logged once server.close() has resolved, which closes storage after the app.
     assert.match(server.output().stdout, /shut down cleanly/);
-    t.diagnostic(`SIGTERM with the database locked: exit ${code} after ${elapsed} ms (last-use write gave up after the busy timeout)`);
+    // The token's last use is either stored (a refresh wrote it before the lock) or its loss is logged: never lost unsaid.
+    if (lastUsed === null || lastUsed === undefined) assert.match(server.output().stdout, /recording token use failed at shutdown/);
+    else assert.doesNotMatch(server.output().stdout, /recording token use failed at shutdown/);
+    const lastUse = lastUsed === null || lastUsed === undefined ? 'its write at shutdown gave up after the busy timeout' : 'written before the lock';
+    t.diagnostic(`SIGTERM with the database locked: exit ${code} after ${elapsed} ms (the token's last use: ${lastUse})`);
   });
 
   /**

@@ -1,6 +1,8 @@
 import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { FastifyRequest, RouteOptions } from 'fastify';
 import fastifyPlugin from 'fastify-plugin';
-import { UnsupportedMediaTypeError } from '../errors.js';
+import { BadRequestError, UnsupportedMediaTypeError } from '../errors.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from '../json-body.js';
 import { LineStreamBody, NDJSON } from '../ndjson.js';
 
@@ -11,6 +13,48 @@ declare module 'fastify' {
   }
 }
 
+const UNSUPPORTED_MEDIA_TYPE = 'Content-Type must be application/json';
+
+/**
+ * A route with a body schema gets no body in every way of sending none (no body at all, Content-Length: 0 with or
+ * without a Content-Type, a chunked body of no chunk): each leaves request.body undefined (the parsers below see to
+ * the last two), and this refuses it before validation, once for every such route, rather than each handler
+ * meeting an undefined body.
+ */
+function requireBody(request: FastifyRequest, _reply: unknown, done: (error?: Error) => void): void {
+  done(request.body === undefined ? new BadRequestError('request body is required') : undefined);
+}
+
+function withRequiredBody(route: RouteOptions): void {
+  if (route.schema?.body === undefined) return;
+  const preValidation = route.preValidation;
+  route.preValidation = [requireBody, ...(preValidation === undefined ? [] : Array.isArray(preValidation) ? preValidation : [preValidation])];
+}
+
+/**
+ * A body without a Content-Type: nothing when it turns out to be empty (a chunked body of no chunk), which is
+ * then no body at all, and 415 at its first byte otherwise, as for a Content-Type no parser takes. A request to no
+ * route goes on unread to its 404 (or 405), as Fastify sends it when no parser matches.
+ */
+function emptyOrUnsupported(request: FastifyRequest, payload: Readable, parsed: (error: Error | null, body?: unknown) => void): void {
+  if (request.is404) {
+    parsed(null, undefined);
+    return;
+  }
+  if (request.headers['content-type'] !== undefined) {
+    parsed(new UnsupportedMediaTypeError(UNSUPPORTED_MEDIA_TYPE));
+    return;
+  }
+  const settle = (error: Error | null) => {
+    payload.off('data', onData).off('end', onEnd).off('error', onError);
+    parsed(error, undefined);
+  };
+  const onData = () => settle(new UnsupportedMediaTypeError(UNSUPPORTED_MEDIA_TYPE));
+  const onEnd = () => settle(null);
+  const onError = (error: Error) => settle(error);
+  payload.on('data', onData).on('end', onEnd).on('error', onError);
+}
+
 /**
  * The only request bodies the API reads: JSON (ids kept exact, src/http/json-body.ts), and a line stream where a route
  * takes one. Fastify's own parsers are removed, so any other media type is answered 415.
@@ -18,9 +62,11 @@ declare module 'fastify' {
 export const bodyParsers = fastifyPlugin(
   (app, _options, done) => {
     app.removeAllContentTypeParsers();
+    app.addHook('onRoute', withRequiredBody);
+    app.addContentTypeParser('*', emptyOrUnsupported);
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, parsed) => {
-      // Many clients send Content-Type on every request: an empty body is only an error where a body is expected.
-      if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) {
+      // Many clients send Content-Type on every request: an empty body is no body, refused only where one is required.
+      if ((body as Buffer).length === 0) {
         parsed(null, undefined);
         return;
       }
@@ -38,7 +84,7 @@ export const bodyParsers = fastifyPlugin(
     app.addContentTypeParser(NDJSON, (request, payload, parsed) => {
       try {
         if (request.routeOptions.config.lineStream !== true) {
-          throw new UnsupportedMediaTypeError('Content-Type must be application/json');
+          throw new UnsupportedMediaTypeError(UNSUPPORTED_MEDIA_TYPE);
         }
         checkContentEncoding(request.headers['content-encoding']);
         checkJsonMediaType(request.headers['content-type'] ?? '');
