@@ -1,5 +1,6 @@
 import { StorageUnavailableError } from '../storage/errors.js';
 import type { CreateOutcome, PlantStore } from '../storage/plant-store.js';
+import type { CommitPacing } from '../storage/store.js';
 import type { Plant } from './plant.js';
 
 /** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
@@ -41,6 +42,11 @@ export interface WriteQueueOptions {
    * the writer of an instance of several threads gathers.
    */
   readonly gathering?: Gathering;
+  /**
+   * A store that syncs apart from its commits (SQLite): while a batch waits for a sync, the next is held in the queue
+   * and committed when that sync returns, so each sync covers the one batch that gathered meanwhile.
+   */
+  readonly pacing?: CommitPacing;
 }
 
 /**
@@ -141,6 +147,10 @@ export class WriteQueue {
       release: () => undefined,
       refusedAt: undefined,
     };
+    // Called inside the sync loop, before its next sync starts: the batch committed here is covered by that sync.
+    options.pacing?.afterSync(() => {
+      if (this.#queue.length > 0) this.#flush();
+    });
   }
 
   /** Creates waiting or committing now (batches count once each), plus deletes not yet answered. */
@@ -223,6 +233,8 @@ export class WriteQueue {
     this.#scheduled = false;
     while (this.#inFlight < this.#options.concurrency && this.#queue.length > 0) {
       if (this.#inFlight === 0 && this.#holding()) return;
+      // Held until the sync in flight returns (pacing's afterSync flushes then); an idle store commits at once.
+      if (this.#inFlight > 0 && this.#options.pacing?.syncing === true) return;
       const { batchLimit } = this.#options;
       let rows = 0;
       let creates = 0;
