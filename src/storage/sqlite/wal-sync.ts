@@ -232,6 +232,9 @@ export function syncDirectory(directory: string): void {
   const fd = fs.openSync(directory, 'r');
   try {
     fs.fsyncSync(fd);
+  } catch (error) {
+    // A file system that cannot sync a directory says EINVAL; SQLite ignores that too, there is nothing more to do.
+    if ((error as NodeJS.ErrnoException).code !== 'EINVAL') throw error;
   } finally {
     fs.closeSync(fd);
   }
