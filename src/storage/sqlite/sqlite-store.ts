@@ -158,6 +158,7 @@ export class SqliteStore implements Store {
       let done: T;
       try {
         done = work();
+        this.#wal.committed(seq);
       } finally {
         // A write that threw has its number synced too (a sync covering nothing new), or a worker thread's read
         // waiting on the mark would wait for the next commit. Awaited below only if this attempt succeeded.

@@ -86,6 +86,8 @@ export class WalSync {
   readonly #afterSync = new Set<(durable: number) => void>();
   #closed = false;
   #syncInFlight = false;
+  /** The number of the latest commit that succeeded (`committed`); begun ones that threw changed nothing. */
+  #succeeded = 0;
 
   /** Opens the WAL of the database at `file`; SQLite must have created it (any read in WAL mode does). */
   constructor(file: string, options: WalSyncOptions) {
@@ -135,6 +137,11 @@ export class WalSync {
     return Atomics.add(this.#cells, MARK.BEGUN, 1) + 1;
   }
 
+  /** Records that commit `seq` succeeded (its work returned): a failed sync that was to cover it fails the store. */
+  committed(seq: number): void {
+    if (isCovered(seq, this.#succeeded)) this.#succeeded = seq;
+  }
+
   /**
    * Resolves once commit `seq` (by default every commit begun so far) is on disk; undefined when it already is, so a
    * read on a quiet store waits for nothing. Rejects once the store has failed.
@@ -172,9 +179,17 @@ export class WalSync {
     try {
       while (!isCovered(this.durableSeq, this.begun)) {
         const covered = this.begun;
+        // Whether a commit that succeeded is not durable yet: only then can a failed sync lose something.
+        const atStake = !isCovered(this.durableSeq, this.#succeeded);
         this.#syncInFlight = true;
         try {
           await this.#sync(this.#fd);
+        } catch (error) {
+          if (atStake) throw error;
+          // Every commit this sync was to cover failed (a disk full, a file system turned read-only): none is
+          // visible or acknowledged, and every earlier one was synced already, so nothing is lost; the store goes on
+          // refusing what fails by itself, and reads what is durable.
+          this.#report({ level: 'warn', message: 'a sync of the SQLite WAL failed after commits that had failed too; nothing acknowledged depends on it', error: error as Error });
         } finally {
           this.#syncInFlight = false;
         }
