@@ -17,6 +17,9 @@ import { LockRetry } from './lock-retry.js';
 import { SqlitePlantReads } from './plants.js';
 import { SqliteTokenReads } from './tokens.js';
 
+/** Batches of creates a worker thread hands over before the first is answered (writeConcurrency). */
+const DELEGATED_BATCHES_IN_FLIGHT = 4;
+
 /** The read connection's page cache, as the single-threaded store's reader has. */
 const READER_CACHE_MIB = 16;
 
@@ -43,8 +46,12 @@ class DelegatingTokens extends SqliteTokenReads implements TokenLookup {
 }
 
 export class DelegatingSqliteStore implements ServingStore {
-  /** One batch in flight: the next gathers what arrives while the writer commits this one. */
-  readonly writeConcurrency = 1;
+  /**
+   * Batches handed over and not yet answered. The writer holds every batch that arrives while its sync runs and
+   * commits them together when it returns (CommitPacing), so handing a turn's creates over at once costs no commit;
+   * with one in flight, creates arriving meanwhile would miss the writer's next commit and wait a whole sync more.
+   */
+  readonly writeConcurrency = DELEGATED_BATCHES_IN_FLIGHT;
   readonly plants: PlantStore;
   readonly tokens: TokenLookup;
   /** The writer's: a heartbeat committed on the connection that writes proves what readiness asks. */
