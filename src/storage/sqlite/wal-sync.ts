@@ -219,7 +219,9 @@ export class WalSync {
     try {
       now = fs.statSync(this.#walPath);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      // As for the database file (file-identity.ts): only "not there" is a verdict; a stat that fails otherwise
+      // (EIO, EACCES) says nothing of which file is at the path.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return;
     }
     if (now && now.dev === this.#dev && now.ino === this.#ino) return;
     throw new Error(`the SQLite WAL ${this.#walPath} was ${now ? 'replaced by another file' : 'removed'} while open`);
