@@ -227,6 +227,22 @@ describe('SQLite durability off the event loop', () => {
     await queue.drain();
   });
 
+  it('write queue: past the batch limit, commits several transactions when the sync returns, all covered by the next sync', async () => {
+    const queue = new WriteQueue(store.plants, { queueLimit: 100, batchLimit: 2, concurrency: store.writeConcurrency, pacing: store.commitPacing });
+    const first = watch(queue.create(plant(80n)));
+    await turns();
+    const later = [81n, 82n, 83n, 84n, 85n].map((id) => watch(queue.create(plant(id))));
+    await turns();
+    assert.equal(store.durability.begun, 1);
+    held.release();
+    await first.promise;
+    assert.equal(store.durability.begun, 4, 'three transactions of at most 2 rows committed when the sync returned');
+    assert.equal(held.started, 2, 'and one sync covers them');
+    held.release();
+    for (const create of later) assert.equal((await create.promise).kind, 'created');
+    await queue.drain();
+  });
+
   it('refuses every answer a failed sync was to cover, and everything after, until restarted', async () => {
     const created = watch(store.plants.create([plant(50n)]));
     await turns();

@@ -44,10 +44,11 @@ const HEARTBEAT_LOCK_WAIT_MS = 1000;
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   /**
-   * One batch waiting for its sync while the next commits when that sync returns (`commitPacing`): SQLite commits one
-   * transaction at a time, and each sync covers the one batch gathered while the previous sync ran.
+   * Batches committed and waiting for their sync. The write queue commits only when the sync in flight returns
+   * (`commitPacing`), so this is one batch being answered plus what commits then: one batch, or up to three when more
+   * than WRITE_BATCH_LIMIT rows waited (a bulk stream), all covered by the next sync.
    */
-  readonly writeConcurrency = 2;
+  readonly writeConcurrency = 4;
   /** Plants, tokens, webhook subscriptions and their outbox, each on this store's two connections and its lock retries. */
   readonly plants: SqlitePlants;
   readonly tokens: SqliteTokens;
