@@ -57,7 +57,7 @@ async function sqliteStore(spec: StoreSpec): Promise<StoreHandle> {
   };
   return {
     databaseUrl: `sqlite:${file}`,
-    description: `SQLite file ${file} (WAL, synchronous=FULL)`,
+    description: `SQLite file ${file} (WAL; every answer after an fdatasync of the WAL covering it)`,
     countPlants: async () => readOnly((db) => prepareValue<[], number>(db, 'SELECT count(*) FROM plants').get() as number),
     ids: async (sql) => readOnly((db) => prepareValue<[], string>(db, sql).all()),
     sampleIds: async (count) =>

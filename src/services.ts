@@ -72,6 +72,7 @@ export async function startEventLoop(config: Config, store: ServingStore, log: L
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,
     concurrency: store.writeConcurrency,
+    ...(store.commitPacing ? { pacing: store.commitPacing, postSyncHoldMs: config.writes.syncHoldMs } : {}),
     ...(tracing ? { observer: tracedQueue(metrics, tracing) } : metrics ? { observer: metrics } : {}),
     onCreated: options.onCreated,
     ...(options.sharedWrites ? { shared: options.sharedWrites } : {}),

@@ -71,6 +71,11 @@ export interface Config {
     readonly queueLimit: number;
     /** Rows committed in one transaction at most. */
     readonly batchLimit: number;
+    /**
+     * SQLite: after a WAL sync returns, the longest the next commit waits for the clients just answered to send again
+     * (WriteQueueOptions.postSyncHoldMs); 0 commits at once.
+     */
+    readonly syncHoldMs: number;
   };
   /** How long a cached token stays trusted before the store is asked again; bounds revocation delay. */
   readonly tokenCacheMs: number;
@@ -294,6 +299,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
     writes: {
       queueLimit: integer(env, 'WRITE_QUEUE_LIMIT', 10_000, 1, 10_000_000),
       batchLimit: integer(env, 'WRITE_BATCH_LIMIT', 500, 1, 100_000),
+      syncHoldMs: integer(env, 'WRITE_SYNC_HOLD_MS', 1, 0, 10),
     },
     bulk: {
       maxLines: integer(env, 'BULK_MAX_LINES', 1_000_000, 1, 1_000_000_000),

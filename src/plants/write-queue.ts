@@ -1,5 +1,6 @@
 import { StorageUnavailableError } from '../storage/errors.js';
 import type { CreateOutcome, PlantStore } from '../storage/plant-store.js';
+import type { CommitPacing } from '../storage/store.js';
 import type { Plant } from './plant.js';
 
 /** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
@@ -41,6 +42,17 @@ export interface WriteQueueOptions {
    * the writer of an instance of several threads gathers.
    */
   readonly gathering?: Gathering;
+  /**
+   * A store that syncs apart from its commits (SQLite): while a batch waits for a sync, the next is held in the queue
+   * and committed when that sync returns, so each sync covers the one batch that gathered meanwhile.
+   */
+  readonly pacing?: CommitPacing;
+  /**
+   * With pacing: after a sync returns, the longest the next commit waits for the clients just answered to send again
+   * (WRITE_SYNC_HOLD_MS), and only while syncs take at least twice as long: a faster disk gains less from a bigger
+   * batch than the wait costs. 0 or absent: commit at once.
+   */
+  readonly postSyncHoldMs?: number;
 }
 
 /**
@@ -122,6 +134,13 @@ export class WriteQueue {
   #queue: Entry[] = [];
   /** Creates of this queue's own waiting in #queue (the rest are handed-over batches, admitted elsewhere). */
   #queuedCreates = 0;
+  /** Rows waiting in #queue, own creates and handed-over batches alike. */
+  #queuedRows = 0;
+  /** Rows of the batches committed and not yet answered. */
+  #inFlightRows = 0;
+  /** After a sync returned (pacing): commit once this many rows wait, or when #postSyncTimer fires. */
+  #postSyncTarget = 0;
+  #postSyncTimer: NodeJS.Timeout | undefined;
   #inFlight = 0;
   /** Deletes admitted and not yet answered (waiting for the store or running). */
   #operations = 0;
@@ -141,6 +160,7 @@ export class WriteQueue {
       release: () => undefined,
       refusedAt: undefined,
     };
+    options.pacing?.afterSync(() => this.#afterSync());
   }
 
   /** Creates waiting or committing now (batches count once each), plus deletes not yet answered. */
@@ -159,6 +179,7 @@ export class WriteQueue {
     return new Promise((resolve, reject) => {
       this.#queue.push({ plant, resolve, reject });
       this.#queuedCreates += 1;
+      this.#queuedRows += 1;
       this.#schedule();
     });
   }
@@ -174,6 +195,7 @@ export class WriteQueue {
     if (plants.length === 0) return Promise.resolve([]);
     return new Promise((resolve, reject) => {
       this.#queue.push({ source, plants, traceparents, resolve, reject });
+      this.#queuedRows += plants.length;
       this.#schedule();
     });
   }
@@ -223,6 +245,9 @@ export class WriteQueue {
     this.#scheduled = false;
     while (this.#inFlight < this.#options.concurrency && this.#queue.length > 0) {
       if (this.#inFlight === 0 && this.#holding()) return;
+      // Held until the sync in flight returns (pacing's afterSync flushes then); an idle store commits at once.
+      if (this.#inFlight > 0 && this.#options.pacing?.syncing === true) return;
+      if (this.#heldAfterSync()) return;
       const { batchLimit } = this.#options;
       let rows = 0;
       let creates = 0;
@@ -236,15 +261,52 @@ export class WriteQueue {
       }
       const batch = this.#queue.splice(0, taken);
       this.#queuedCreates -= creates;
+      this.#queuedRows -= rows;
+      this.#inFlightRows += rows;
       if (creates > 0) this.#shared.release(creates);
       this.#inFlight += 1;
       void this.#commit(batch, rows).finally(() => {
         this.#inFlight -= 1;
+        this.#inFlightRows -= rows;
         this.#wakeIfIdle();
         this.#schedule();
       });
     }
   };
+
+  /**
+   * A sync just returned (pacing): the batches it covered are about to be answered, and their clients, most of them,
+   * send again within a round trip. Committing what waits at once would leave those for the next sync and split the
+   * clients into two halves, each answered every other sync; so the commit waits until most of as many rows wait as
+   * are being answered (three quarters, not to wait for stragglers; with those already waiting, up to the batch
+   * limit), or postSyncHoldMs at most.
+   */
+  #afterSync(): void {
+    const { pacing, postSyncHoldMs = 0 } = this.#options;
+    if (this.#queue.length === 0 && this.#inFlightRows === 0) return;
+    if (pacing === undefined || postSyncHoldMs === 0 || pacing.lastSyncMs < 2 * postSyncHoldMs || this.#inFlightRows === 0) {
+      if (this.#queue.length > 0) this.#flush();
+      return;
+    }
+    this.#postSyncTarget = Math.min(this.#options.batchLimit, this.#queuedRows + Math.ceil((this.#inFlightRows * 3) / 4));
+    clearTimeout(this.#postSyncTimer);
+    this.#postSyncTimer = setTimeout(() => {
+      this.#postSyncTimer = undefined;
+      this.#postSyncTarget = 0;
+      this.#schedule();
+    }, postSyncHoldMs);
+    if (this.#queue.length > 0) this.#flush();
+  }
+
+  /** True while the commit waits for the clients a sync's answers release (#afterSync); ends the wait once they came. */
+  #heldAfterSync(): boolean {
+    if (this.#postSyncTarget === 0) return false;
+    if (this.#queuedRows < this.#postSyncTarget) return true;
+    this.#postSyncTarget = 0;
+    clearTimeout(this.#postSyncTimer);
+    this.#postSyncTimer = undefined;
+    return false;
+  }
 
   /** True while the commit waits for other threads' batches (Gathering); arms the hold's end the first time. */
   #holding(): boolean {

@@ -58,9 +58,11 @@ export async function openStore(database: DatabaseConfig, options: OpenOptions =
 /**
  * The store a worker thread of an instance serves on, the database already opened and migrated by the main thread.
  * PostgreSQL takes concurrent writers: the worker opens it with its own pool. SQLite has one writer for the
- * instance: the worker reads on a connection of its own (WAL lets it read beside the writer) and hands every write
- * to `writes`.
+ * instance: the worker reads on a connection of its own (WAL lets it read beside the writer), answers each read once
+ * the writer's `durableMark` says every commit it could have seen is durable, and hands every write to `writes`.
  */
-export async function openServingStore(database: DatabaseConfig, writes: DelegatedWrites): Promise<ServingStore> {
-  return database.kind === 'postgres' ? openStore(database) : DelegatingSqliteStore.open(database.path, writes);
+export async function openServingStore(database: DatabaseConfig, writes: DelegatedWrites, durableMark?: SharedArrayBuffer): Promise<ServingStore> {
+  if (database.kind === 'postgres') return openStore(database);
+  if (durableMark === undefined) throw new Error('a worker thread on SQLite needs the writer\'s durable mark');
+  return DelegatingSqliteStore.open(database.path, writes, durableMark);
 }

@@ -38,6 +38,20 @@ export interface ConnectionPoolState {
 }
 
 /**
+ * How a store whose commits are made durable by a separate sync (SQLite: the WAL's fdatasync off the event loop)
+ * paces the write queue: while a sync is in flight, the next batch waits and commits when it returns, so that each
+ * sync covers one batch gathered meanwhile, as large as the sync took long, rather than many small ones.
+ */
+export interface CommitPacing {
+  /** True while a sync is in flight. */
+  readonly syncing: boolean;
+  /** How long the latest sync took, in milliseconds (0 before the first). */
+  readonly lastSyncMs: number;
+  /** Calls `listener` each time a sync has returned, before the next one starts (and once when storage fails). */
+  afterSync(listener: () => void): () => void;
+}
+
+/**
  * What the services of one event loop (src/services.ts) use of storage: the write queue and the plant service a
  * PlantStore, the token cache a TokenLookup, readiness a WritableCheck, metrics its failures and its pool. A Store is
  * one; a worker thread of a SQLite instance serves on one that reads for itself and writes through the instance's
@@ -48,6 +62,13 @@ export interface ServingStore extends WritableCheck {
   readonly tokens: TokenLookup;
   /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */
   readonly writeConcurrency: number;
+  /** When batches should commit, for a store that syncs apart from its commits (CommitPacing). */
+  readonly commitPacing?: CommitPacing;
+  /**
+   * The durable mark in shared memory (SQLite: the commits begun and the highest one durable), which a worker thread's
+   * store reads to show nothing that is not durable yet (./sqlite/durable-mark.ts).
+   */
+  readonly durableMark?: SharedArrayBuffer;
   /** As Store's: reports every failure from now on to `observer`. */
   observe?(observer: StorageObserver): void;
   /** As Store's: the pool's state now, for a store that has a pool of connections. */

@@ -98,6 +98,7 @@ export class InstanceMain {
       config: this.#config,
       port: this.port,
       memory: this.#memory,
+      durableMark: store.durableMark,
       log,
       tls,
       onCreated: () => services.webhooks.wake(),

@@ -42,6 +42,8 @@ export interface WorkerData {
   /** The port every worker listens on (PORT, or the one chosen for PORT=0). */
   readonly port: number;
   readonly memory: InstanceMemory;
+  /** On SQLite, the writer's durable mark: nothing this worker reads is answered before it is durable. */
+  readonly durableMark: SharedArrayBuffer | undefined;
   /** With TLS, the certificate and key to serve (read and checked by the main thread); a Buffer arrives as a Uint8Array. */
   readonly tls: TlsCredentials | undefined;
 }

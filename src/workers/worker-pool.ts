@@ -27,6 +27,8 @@ export interface PoolOptions {
   readonly config: Config;
   readonly port: number;
   readonly memory: InstanceMemory;
+  /** On SQLite, the writer's durable mark (src/storage/sqlite/durable-mark.ts): a worker's reads wait on it. */
+  readonly durableMark: SharedArrayBuffer | undefined;
   readonly log: Logger;
   /** The certificate and key every worker starts with; replaced by useCertificate. */
   readonly tls: TlsCredentials | undefined;
@@ -145,9 +147,9 @@ export class WorkerPool {
 
   /** Starts a worker in `slot`; resolves with its address once it listens, rejects if it ends before that. */
   #spawn(slot: Slot): Promise<string> {
-    const { config, port, memory } = this.#options;
+    const { config, port, memory, durableMark } = this.#options;
     const tls = this.#tls && { cert: this.#tls.cert, key: this.#tls.key, policy: this.#tls.policy, certificate: this.#tls.certificate };
-    const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, tls } satisfies WorkerData });
+    const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, durableMark, tls } satisfies WorkerData });
     const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#options.handlers(this, slot.slot));
     slot.worker = worker;
     slot.endpoint = endpoint;

@@ -25,7 +25,7 @@ import { packPlants, unpackOutcomes } from './wire.js';
 
 if (parentPort === null) throw new Error('worker-thread.js runs as a worker thread of an instance (src/workers/instance.ts)');
 const port = parentPort;
-const { config, slot, memory, port: listenPort, tls: given } = workerData as WorkerData;
+const { config, slot, memory, durableMark, port: listenPort, tls: given } = workerData as WorkerData;
 // Structured clone turned the Buffers into Uint8Arrays.
 const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
 /** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
@@ -97,7 +97,7 @@ const writesByMain: DelegatedWrites = {
 try {
   // Tracing (src/tracing/): this thread's requests are traced by its own SDK, exporting on its own.
   await startTracing(config.tracing, log);
-  store = await openServingStore(config.database, writesByMain);
+  store = await openServingStore(config.database, writesByMain, durableMark);
   stopHearingStorage = logIncidents(store, log);
   services = await startEventLoop(config, store, log, {
     metrics: createMetrics(config, () => main.call('metrics', undefined)),

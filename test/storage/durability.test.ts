@@ -10,8 +10,10 @@ import { stopPostgresAfterAll } from '../helpers/postgres.js';
 stopPostgresAfterAll();
 
 /**
- * "200 means durable" rests on two settings that no crash test can see (a SIGKILL leaves the OS page cache, and so
- * unsynced writes, intact): SQLite's WAL with synchronous=FULL, and PostgreSQL's synchronous_commit=on.
+ * "200 means durable" rests on settings that no crash test can see (a SIGKILL leaves the OS page cache, and so
+ * unsynced writes, intact): SQLite's WAL with synchronous=FULL on every connection but the store's writer (whose
+ * commits are synced apart, off the event loop: test/storage/sqlite-wal-sync.test.ts), so that checkpoints sync the WAL
+ * and the database; and PostgreSQL's synchronous_commit=on.
  */
 describe('durability settings', () => {
   it('SQLite connections (every one the store opens comes from openConnection) use WAL with synchronous=FULL', async () => {

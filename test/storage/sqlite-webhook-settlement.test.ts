@@ -1,7 +1,7 @@
 /**
- * The SQLite dispatcher's bookkeeping on the write connection: settlements commit with synchronous=NORMAL
- * (docs/design.md, "The dispatcher's records"), and the connection is back at FULL afterwards, also when the commit
- * fails, so that the next batch of creates is durable as before; a round's deliveries add up per subscription.
+ * The SQLite dispatcher's bookkeeping on the write connection: settlements commit like every other write on it, with
+ * synchronous=NORMAL, made durable by the store's WAL sync (docs/design.md, "The dispatcher's records"); they leave
+ * the connection's setting alone, also when the commit fails; a round's deliveries add up per subscription.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -15,7 +15,7 @@ import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { sqliteFile } from '../helpers/transfer.js';
 
 /** synchronous: 2 is FULL, 1 NORMAL. */
-const FULL = 2;
+const NORMAL = 1;
 
 describe('SQLite webhook settlements', () => {
   let database: TestDatabase;
@@ -29,6 +29,8 @@ describe('SQLite webhook settlements', () => {
     db = openConnection(sqliteFile(database.url), 2);
     migrate(db);
     db.exec('PRAGMA busy_timeout = 0');
+    // As the store's write connection is (src/storage/sqlite/sqlite-store.ts).
+    db.exec('PRAGMA synchronous = NORMAL');
     // One connection reads and writes; a lock held elsewhere fails at once (the store would retry it).
     const run = async <T>(work: () => T) => work();
     outbox = new SqliteWebhookOutbox(db, db, { read: run, write: run });
@@ -45,34 +47,34 @@ describe('SQLite webhook settlements', () => {
   const delivered = (events: readonly ClaimedWebhookEvent[], at: number): WebhookAttemptResult[] =>
     events.map((event, index) => ({ event, attemptedAt: new Date(at + index), status: 204, error: null, outcome: { kind: 'delivered' } }));
 
-  it('claim and settle, leaving the connection at synchronous=FULL', async () => {
-    assert.equal(synchronous(), FULL);
+  it('claim and settle, leaving the connection at synchronous=NORMAL', async () => {
+    assert.equal(synchronous(), NORMAL);
     const ids = [9007199254740993n, -9223372036854775808n, 9223372036854775807n];
     await plants.create(ids.map((id) => ({ id, name: 'p', tag: null })));
     const { claimed } = await outbox.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000);
     assert.deepEqual(claimed.map((event) => event.plant.id).sort(), [...ids].sort());
-    assert.equal(synchronous(), FULL);
+    assert.equal(synchronous(), NORMAL);
 
     const at = Date.UTC(2026, 10, 23);
     assert.deepEqual((await outbox.settleAndClaim(delivered(claimed, at), [{ subscriptionId, limit: 10 }], 60_000)).claimed, []);
-    assert.equal(synchronous(), FULL);
+    assert.equal(synchronous(), NORMAL);
     const totals = db.prepare('SELECT delivered_total, last_success_at FROM webhook_subscriptions').get();
     assert.deepEqual({ ...totals }, { delivered_total: 3, last_success_at: at + 2 });
     assert.equal(prepareValue(db, 'SELECT count(*) FROM webhook_attempts').get(), 3);
   });
 
-  it('leave it at synchronous=FULL when the commit fails', async () => {
+  it('leave it at synchronous=NORMAL when the commit fails', async () => {
     await plants.create([{ id: 5n, name: 'p', tag: null }]);
     const other = openConnection(sqliteFile(database.url), 2);
     try {
       other.exec('BEGIN IMMEDIATE');
       await assert.rejects(outbox.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000), { code: 'ERR_SQLITE_ERROR', errcode: SQLITE_CODES.BUSY });
-      assert.equal(synchronous(), FULL);
+      assert.equal(synchronous(), NORMAL);
       other.exec('ROLLBACK');
     } finally {
       other.close();
     }
     assert.equal((await outbox.settleAndClaim([], [{ subscriptionId, limit: 10 }], 60_000)).claimed.length, 1);
-    assert.equal(synchronous(), FULL);
+    assert.equal(synchronous(), NORMAL);
   });
 });

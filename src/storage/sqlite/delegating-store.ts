@@ -4,16 +4,21 @@
  * thread, so that every thread's creates join one group commit instead of contending for the file's write lock; the
  * worker reads plants and tokens on a read connection of its own, which WAL lets run beside the writer. The writer
  * is the main thread's SqliteStore, so every write handed to it passes that store's check that the file at the path
- * is the one open.
+ * is the one open, and is answered once the writer's sync covers it. A read is answered once every commit it could
+ * have seen is durable: the writer's durable mark, in shared memory (./durable-mark.ts), says so.
  */
 import type { StorageObserver } from '../observer.js';
 import type { PlantStore } from '../plant-store.js';
 import type { DelegatedWrites, ServingStore } from '../store.js';
 import type { TokenLookup } from '../token-store.js';
 import { openConnection, translateSqliteError, type Connection, type ReadRunner } from './connection.js';
+import { DurableMarkReader } from './durable-mark.js';
 import { LockRetry } from './lock-retry.js';
 import { SqlitePlantReads } from './plants.js';
 import { SqliteTokenReads } from './tokens.js';
+
+/** Batches of creates a worker thread hands over before the first is answered (writeConcurrency). */
+const DELEGATED_BATCHES_IN_FLIGHT = 4;
 
 /** The read connection's page cache, as the single-threaded store's reader has. */
 const READER_CACHE_MIB = 16;
@@ -41,8 +46,12 @@ class DelegatingTokens extends SqliteTokenReads implements TokenLookup {
 }
 
 export class DelegatingSqliteStore implements ServingStore {
-  /** One batch in flight: the next gathers what arrives while the writer commits this one. */
-  readonly writeConcurrency = 1;
+  /**
+   * Batches handed over and not yet answered. The writer holds every batch that arrives while its sync runs and
+   * commits them together when it returns (CommitPacing), so handing a turn's creates over at once costs no commit;
+   * with one in flight, creates arriving meanwhile would miss the writer's next commit and wait a whole sync more.
+   */
+  readonly writeConcurrency = DELEGATED_BATCHES_IN_FLIGHT;
   readonly plants: PlantStore;
   readonly tokens: TokenLookup;
   /** The writer's: a heartbeat committed on the connection that writes proves what readiness asks. */
@@ -50,22 +59,26 @@ export class DelegatingSqliteStore implements ServingStore {
   readonly #reader: Connection;
   readonly #locks = new LockRetry();
 
-  private constructor(reader: Connection, writes: DelegatedWrites) {
+  private constructor(reader: Connection, writes: DelegatedWrites, mark: DurableMarkReader) {
     this.#reader = reader;
-    const read: ReadRunner = (work) => this.#locks.run(work);
+    const read: ReadRunner = async (work) => {
+      const result = await this.#locks.run(work);
+      await mark.durable();
+      return result;
+    };
     this.plants = new DelegatingPlants(reader, read, writes.plants);
     this.tokens = new DelegatingTokens(reader, read, writes.tokens);
     this.checkWritable = writes.checkWritable;
   }
 
   /** The writer has opened and migrated the database before this opens it. */
-  static open(file: string, writes: DelegatedWrites): DelegatingSqliteStore {
+  static open(file: string, writes: DelegatedWrites, durableMark: SharedArrayBuffer): DelegatingSqliteStore {
     let reader: Connection | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
       // As on the writer's connections: a lock is retried on a timer, never waited for on the event loop.
       reader.exec('PRAGMA busy_timeout = 0');
-      return new DelegatingSqliteStore(reader, writes);
+      return new DelegatingSqliteStore(reader, writes, new DurableMarkReader(durableMark));
     } catch (error) {
       reader?.close();
       throw translateSqliteError(error);

@@ -13,6 +13,7 @@ import { SqliteTokens } from './tokens.js';
 import { SqliteWebhookOutbox } from './webhook-outbox.js';
 import { SqliteWebhookSubscriptions } from './webhook-subscriptions.js';
 import { SqliteHeartbeat } from './heartbeat.js';
+import { WalSync, type SyncFile } from './wal-sync.js';
 
 /**
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
@@ -28,20 +29,26 @@ const HEARTBEAT_LOCK_WAIT_MS = 1000;
 
 
 /**
- * SQLite in WAL mode with synchronous=FULL. Every write runs on the event loop, on one connection: a batch of
- * creates is one transaction and one fsync, and the loop waits for that fsync. That wait is cheaper than any
- * hand-off: requests arriving meanwhile queue in the kernel and make the next batch bigger, while a writer thread
- * sharing the core, or an fdatasync on the thread pool with the loop going on, made batches smaller and each create
- * dearer (measured in docs/benchmarks/notes.md, "Where the time goes"). A lock held by another process must not block the loop, so the write connection never waits
- * for a lock itself (busy timeout 0): a write that finds the lock taken is retried on a timer, up to the busy
- * timeout. Reads use a second connection, which WAL does not make wait for a writer; in the rare cases where a read
- * meets a lock (another connection rebuilding the WAL index after a process crashed mid-write) it is retried the same
- * way. Checkpoints run on a thread of their own (checkpointer-thread.ts), never inside a commit.
+ * SQLite in WAL mode. Every write runs on the event loop, on one connection: a batch of creates is one transaction.
+ * The commit itself does not sync (synchronous=NORMAL on the write connection); WalSync fdatasyncs the WAL on libuv's
+ * thread pool, one sync at a time, and every answer waits for a sync that began after the commit it depends on, while
+ * the loop parses the next batch, which commits when that sync returns (`commitPacing`, the write queue's). Every read
+ * waits too, for the sync covering every commit it could have seen: nothing is shown before it is durable
+ * (docs/design.md, "Durable without stopping the loop"). A lock held by another process must not block the loop, so
+ * the write connection never waits for a lock itself (busy timeout 0): a write that finds the lock taken is retried
+ * on a timer, up to the busy timeout. Reads use a second connection, which WAL does not make wait for a writer; in the
+ * rare cases where a read meets a lock (another connection rebuilding the WAL index after a process crashed
+ * mid-write) it is retried the same way. Checkpoints run on a thread of their own (checkpointer-thread.ts), never
+ * inside a commit, with synchronous=FULL.
  */
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
-  /** One writer: SQLite commits one transaction at a time. */
-  readonly writeConcurrency = 1;
+  /**
+   * Batches committed and waiting for their sync. The write queue commits only when the sync in flight returns
+   * (`commitPacing`), so this is one batch being answered plus what commits then: one batch, or up to three when more
+   * than WRITE_BATCH_LIMIT rows waited (a bulk stream), all covered by the next sync.
+   */
+  readonly writeConcurrency = 4;
   /** Plants, tokens, webhook subscriptions and their outbox, each on this store's two connections and its lock retries. */
   readonly plants: SqlitePlants;
   readonly tokens: SqliteTokens;
@@ -54,11 +61,20 @@ export class SqliteStore implements Store {
   readonly #identity: DatabaseFileIdentity;
   readonly #incidents: Incidents;
   readonly #locks = new LockRetry();
+  readonly #wal: WalSync;
 
-  private constructor(reader: Connection, writer: Connection, checkpointer: Checkpointer, incidents: Incidents, identity: DatabaseFileIdentity) {
+  private constructor(
+    reader: Connection,
+    writer: Connection,
+    checkpointer: Checkpointer,
+    incidents: Incidents,
+    identity: DatabaseFileIdentity,
+    wal: WalSync,
+  ) {
     this.#identity = identity;
+    this.#wal = wal;
     this.#reader = reader;
-    const runners = { read: <T>(work: () => T) => this.#unlocked(work), write: <T>(work: () => T) => this.#write(work) };
+    const runners = { read: <T>(work: () => T) => this.#read(work), write: <T>(work: () => T) => this.#write(work) };
     this.webhookSubscriptions = new SqliteWebhookSubscriptions(reader, writer, runners);
     this.webhookOutbox = new SqliteWebhookOutbox(reader, writer, runners);
     this.plants = new SqlitePlants(reader, writer, this.webhookOutbox, runners);
@@ -69,12 +85,16 @@ export class SqliteStore implements Store {
     this.#incidents = incidents;
   }
 
-  /** `options.checkpointer` exists for tests, which cannot wait the real restart delays out. */
-  static open(file: string, options: { readonly checkpointer?: Partial<CheckpointerOptions> } = {}): SqliteStore {
+  /**
+   * `options` exist for tests: `checkpointer` shortens the real restart delays, `sync` replaces fs.fdatasync (to hold
+   * a sync back and see what waits for it).
+   */
+  static open(file: string, options: { readonly checkpointer?: Partial<CheckpointerOptions>; readonly sync?: SyncFile } = {}): SqliteStore {
     prepareDatabaseFiles(file);
     let reader: Connection | undefined;
     let writer: Connection | undefined;
     let checkpointer: Checkpointer | undefined;
+    let wal: WalSync | undefined;
     try {
       reader = openConnection(file, READER_CACHE_MIB);
       migrate(reader);
@@ -84,11 +104,20 @@ export class SqliteStore implements Store {
       for (const connection of [reader, writer]) connection.exec('PRAGMA busy_timeout = 0');
       // Checkpoints run on their own thread, never inside a commit.
       writer.exec('PRAGMA wal_autocheckpoint = 0');
+      // Commits write the WAL without syncing it; WalSync syncs it, off the loop, before anything is answered. Every
+      // other connection (the reader, the checkpointer, worker threads' readers, CLI commands) keeps synchronous=FULL
+      // from openConnection, so a checkpoint syncs the WAL before copying it and the database file before the WAL can
+      // be reused.
+      writer.exec('PRAGMA synchronous = NORMAL');
       const incidents = new Incidents();
+      // The connections hold the WAL open (SQLite created it on the first read), so while they are open this
+      // descriptor reaches the file every commit writes; WalSync checks that after each sync.
+      wal = new WalSync(file, { report: (incident) => incidents.report(incident), ...(options.sync ? { sync: options.sync } : {}) });
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
       const identity = new DatabaseFileIdentity(file, (incident) => incidents.report(incident));
-      return new SqliteStore(reader, writer, checkpointer, incidents, identity);
+      return new SqliteStore(reader, writer, checkpointer, incidents, identity, wal);
     } catch (error) {
+      void wal?.close();
       void checkpointer?.stop();
       writer?.close();
       reader?.close();
@@ -96,22 +125,73 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** Runs `work` (one read, or one write that is a single durable commit), retried while another connection holds a lock (LockRetry). */
+  /**
+   * Runs `work` (one read, or one write that is a single commit), retried while another connection holds a lock
+   * (LockRetry); refused once a sync failed.
+   */
   #unlocked<T>(work: () => T, lockWaitMs?: number): Promise<T> {
+    const failure = this.#wal.failure;
+    if (failure) {
+      this.#locks.observer.storageFailed('io');
+      return Promise.reject(failure);
+    }
     return this.#locks.run(work, lockWaitMs);
   }
 
+  /** A read, answered once every commit it could have seen is durable. */
+  async #read<T>(work: () => T): Promise<T> {
+    const result = await this.#unlocked(work);
+    await this.#wal.durable();
+    return result;
+  }
+
   /**
-   * A write (one durable commit) under #unlocked, made only while the database file at the path is the one open, and
-   * acknowledged only if it still is once committed: a commit into a removed or replaced file would be lost.
+   * A write (one commit) under #unlocked, made only while the database file at the path is the one open, and
+   * acknowledged only if it still is once committed (a commit into a removed or replaced file would be lost), and
+   * only once a WAL sync that began after it has returned. A write that changed nothing waits too: what it found (a
+   * row another batch just committed, or just deleted) may not be durable yet.
    */
-  #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
-    return this.#unlocked(() => {
+  async #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
+    let synced: Promise<void> | undefined;
+    const result = await this.#unlocked(() => {
       this.#identity.assertSame();
-      const result = work();
+      const seq = this.#wal.begin();
+      let done: T;
+      try {
+        done = work();
+        this.#wal.committed(seq);
+      } finally {
+        // A write that threw has its number synced too (a sync covering nothing new), or a worker thread's read
+        // waiting on the mark would wait for the next commit. Awaited below only if this attempt succeeded.
+        synced = this.#wal.durable(seq);
+        synced?.catch(() => undefined);
+      }
       this.#identity.assertSame();
-      return result;
+      return done;
     }, lockWaitMs);
+    await synced;
+    return result;
+  }
+
+  /**
+   * The write queue's pacing: while a sync is in flight, the next batch waits in the queue and commits when it
+   * returns, so each sync covers one batch gathered meanwhile rather than many small ones (docs/design.md).
+   */
+  get commitPacing(): WalSync {
+    return this.#wal;
+  }
+
+  /**
+   * Durability as this store's other users see it: `afterSync(listener)` is told the highest commit number durable
+   * after each sync, `durable()` waits for every commit begun so far. A write's promise resolves only once durable.
+   */
+  get durability(): Pick<WalSync, 'afterSync' | 'durable' | 'durableSeq' | 'begun'> {
+    return this.#wal;
+  }
+
+  /** The durable mark in shared memory, for worker threads' reads (./durable-mark.ts). */
+  get durableMark(): SharedArrayBuffer {
+    return this.#wal.mark;
   }
 
   observe(observer: StorageObserver): void {
@@ -138,6 +218,7 @@ export class SqliteStore implements Store {
     if (this.#locks.closed) return;
     this.#locks.closed = true;
     this.#identity.stop();
+    await this.#wal.close();
     await this.#checkpointer.stop();
     if (this.#writer.isOpen) this.#writer.close();
     if (this.#reader.isOpen) this.#reader.close();

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { prepare, prepareValue, prepareWrite, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner, type WriteStatement } from './connection.js';
+import { prepare, prepareValue, prepareWrite, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner } from './connection.js';
 import type { CreateOutcome } from '../plant-store.js';
 import type { Plant } from '../../plants/plant.js';
 import { toClaimedEvent, type ClaimedEventRowOf } from '../webhook-rows.js';
@@ -29,7 +29,7 @@ interface ActiveWebhookRow {
  * settles and prunes.
  * Reads use the read connection; writes the one write connection, each taking the write lock at once or throwing
  * SQLITE_BUSY having changed nothing (which the runners retry). `settleAndClaim`, the dispatcher's own bookkeeping,
- * commits without an fsync of its own (docs/design.md, "The dispatcher's records").
+ * is answered once durable, as every write is (docs/design.md, "The dispatcher's records").
  */
 export class SqliteWebhookOutbox implements WebhookOutbox {
   readonly #read: ReadRunner;
@@ -38,8 +38,6 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
   readonly #statements;
   /** Each of these is one transaction (transaction() in connection.ts). */
   readonly #settleAndClaim: (results: readonly WebhookAttemptResult[], claims: readonly WebhookClaim[], leaseMs: number) => SettledAndClaimed;
-  readonly #syncNormal: WriteStatement<[]>;
-  readonly #syncFull: WriteStatement<[]>;
   readonly #prune: (cutoff: number, now: number, chunk: number) => number;
 
   /** `db` is the write connection. */
@@ -58,8 +56,6 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
          WHERE e.next_attempt_at IS NOT NULL AND s.disabled_at IS NULL`,
       ),
     };
-    this.#syncNormal = prepareWrite<[]>(db, 'PRAGMA synchronous = NORMAL');
-    this.#syncFull = prepareWrite<[]>(db, 'PRAGMA synchronous = FULL');
     this.#statements = {
       anyActive: prepareValue<[], number>(db, 'SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)'),
       insertEvents: prepareWrite<[bigint, string, string | null, number, number, string | null]>(
@@ -218,17 +214,9 @@ export class SqliteWebhookOutbox implements WebhookOutbox {
     claims: readonly WebhookClaim[],
     leaseMs: number,
   ): Promise<SettledAndClaimed> {
-    return this.#write(() => {
-      // Written to the WAL now (a SIGKILL keeps it), synced by the next durable commit or checkpoint: a power loss may
-      // forget a settlement, and then the event is sent again with its webhook-id, which at-least-once allows. An fsync
-      // here would stop the loop for every round of deliveries, creates included.
-      this.#syncNormal.run();
-      try {
-        return this.#settleAndClaim(results, claims, leaseMs);
-      } finally {
-        this.#syncFull.run();
-      }
-    });
+    // Like every write, answered once a WAL sync off the loop covers it, and so every create whose events it claims:
+    // no event is sent for a plant that is not durable. The sync joins the creates' (one in flight at a time).
+    return this.#write(() => this.#settleAndClaim(results, claims, leaseMs));
   }
 
   releaseLeases(): Promise<void> {
