@@ -40,7 +40,7 @@ import {
   DB_SYSTEM_NAME_VALUE_POSTGRESQL,
 } from '@opentelemetry/semantic-conventions';
 import type { Logger } from 'pino';
-import type { TracingConfig } from './settings.js';
+import type { TracingConfig } from '../config/tracing.js';
 import type { DeliverySpan, OpenSpan, QueuedWrites, TraceIds, Tracing } from './tracing.js';
 import { SpanExport } from './span-export.js';
 

@@ -13,7 +13,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import type { PlantStore } from '../storage/plant-store.js';
-import type { TracingConfig } from './settings.js';
+import type { TracingConfig } from '../config/tracing.js';
 
 /** A span begun and not yet ended. */
 export interface OpenSpan {
