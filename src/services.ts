@@ -66,8 +66,10 @@ export async function startEventLoop(config: Config, store: ServingStore, log: L
   // plant service each create's answer.
   const { metrics } = options;
   metrics?.watchStore(store);
-  // Tracing (src/tracing/): each traced create's wait in the queue and the commit it joined are spans of its request.
+  // Tracing (src/tracing/): each traced create's wait in the queue and the commit it joined are spans of its request,
+  // and each statement a traced request runs (PostgreSQL) a span of its own, the tracer handed to the store as metrics are.
   const tracing = activeTracing();
+  if (tracing) store.traceQueries?.(tracing);
   const writes = new WriteQueue(tracing ? tracing.traceCreates(store.plants, true) : store.plants, {
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,
