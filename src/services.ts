@@ -131,6 +131,7 @@ export interface ProcessServices {
 
 export async function startProcessServices(config: Config, store: Store, log: Logger, options: ProcessOptions = {}): Promise<ProcessServices> {
   const metrics = createMetrics(config, options.renderMetrics);
+  const tracing = activeTracing();
   const stopHearingStorage = logIncidents(store, log);
   const dispatcher = new WebhookDispatcher(store.webhookOutbox, {
     config: config.webhooks,
@@ -139,6 +140,7 @@ export async function startProcessServices(config: Config, store: Store, log: Lo
     ...(options.webhookResolver ? { resolve: options.webhookResolver } : {}),
     ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
     ...(options.webhookPruneIntervalMs ? { pruneIntervalMs: options.webhookPruneIntervalMs } : {}),
+    ...(tracing ? { tracer: tracing } : {}),
   });
   try {
     // Only one process dispatches from a SQLite file: leases a killed predecessor held are void.
