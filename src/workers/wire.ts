@@ -99,18 +99,17 @@ export function fromWireError(wire: WireError): Error {
 export type PackedOutcomes =
   | number
   | {
-      /** Per row: 0 created, 1 replayed, 2 conflict, 3 failed. */
+      /** Per row: 0 created, 1 existing, 2 failed. */
       readonly kinds: Uint8Array;
-      /** The stored plant of each row replayed or in conflict, in order. */
+      /** The stored plant of each row whose id was stored already, in order. */
       readonly stored: PackedPlants;
       /** The error of each row that failed, in order. */
       readonly errors: readonly WireError[];
     };
 
 const CREATED = 0;
-const REPLAYED = 1;
-const CONFLICT = 2;
-const FAILED = 3;
+const EXISTING = 1;
+const FAILED = 2;
 
 export function packOutcomes(outcomes: readonly CreateOutcome[]): PackedOutcomes {
   if (outcomes.every((outcome) => outcome.kind === 'created')) return outcomes.length;
@@ -122,12 +121,8 @@ export function packOutcomes(outcomes: readonly CreateOutcome[]): PackedOutcomes
       case 'created':
         kinds[index] = CREATED;
         break;
-      case 'replayed':
-        kinds[index] = REPLAYED;
-        stored.push(outcome.stored);
-        break;
-      case 'conflict':
-        kinds[index] = CONFLICT;
+      case 'existing':
+        kinds[index] = EXISTING;
         stored.push(outcome.stored);
         break;
       case 'failed':
@@ -148,8 +143,7 @@ export function unpackOutcomes(packed: PackedOutcomes): CreateOutcome[] {
   let nextError = 0;
   return Array.from(packed.kinds, (kind): CreateOutcome => {
     if (kind === CREATED) return CREATED_OUTCOME;
-    if (kind === REPLAYED) return { kind: 'replayed', stored: stored[nextStored++] as Plant };
-    if (kind === CONFLICT) return { kind: 'conflict', stored: stored[nextStored++] as Plant };
+    if (kind === EXISTING) return { kind: 'existing', stored: stored[nextStored++] as Plant };
     return { kind: 'failed', error: fromWireError(packed.errors[nextError++] as WireError) };
   });
 }
