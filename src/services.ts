@@ -23,7 +23,7 @@ function tracedQueue(metrics: Metrics | null, tracing: Tracing): WriteQueueObser
  * Everything the service does, without a transport, in two parts:
  *   - what a process has once (startProcessServices): the webhook dispatcher, the logging of storage's incidents,
  *     the start-up warnings, and the metrics registry of the thread that opened the store;
- *   - what each event loop has (startEventLoop): the write queue, the plant service, the token cache, readiness.
+ *   - what each event loop has (startEventLoopServices): the write queue, the plant service, the token cache, readiness.
  * A single thread has both on one loop (startServices); an instance of several threads (src/workers/) has the first
  * and one loop on its main thread, and one loop in each worker thread. The HTTP app (src/app.ts) is built on an
  * event loop's Services; the entry (src/serve/server.ts) starts and closes them.
@@ -61,7 +61,7 @@ export interface EventLoopOptions {
 }
 
 /** One event loop's services, on the narrow part of storage it uses. */
-export async function startEventLoop(config: Config, store: ServingStore, log: Logger, options: EventLoopOptions): Promise<Services> {
+export async function startEventLoopServices(config: Config, store: ServingStore, log: Logger, options: EventLoopOptions): Promise<Services> {
   // Everything below reports to it: the store its failures, the queue its batches, the token cache its reloads, the
   // plant service each create's answer.
   const { metrics } = options;
@@ -182,7 +182,7 @@ export async function startServices(config: Config, store: Store, log: Logger, o
   const shared = await startProcessServices(config, store, log, options);
   let loop: Services;
   try {
-    loop = await startEventLoop(config, store, log, {
+    loop = await startEventLoopServices(config, store, log, {
       metrics: shared.metrics,
       onCreated: () => shared.webhooks.wake(),
       ...(options.sharedWrites ? { sharedWrites: options.sharedWrites } : {}),

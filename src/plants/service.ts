@@ -63,11 +63,11 @@ export class PlantService {
    * retry safely; the same id with another name or tag is a conflict.
    */
   async create(plant: Plant): Promise<Plant> {
-    return (await this.createTelling(plant)).plant;
+    return (await this.createWithOutcome(plant)).plant;
   }
 
   /** A create that also tells whether the plant was stored now (true) or was an identical replay (false). */
-  async createTelling(plant: Plant): Promise<{ readonly plant: Plant; readonly created: boolean }> {
+  async createWithOutcome(plant: Plant): Promise<{ readonly plant: Plant; readonly created: boolean }> {
     let outcome: CreateOutcome;
     try {
       outcome = await this.#writes.create(plant);

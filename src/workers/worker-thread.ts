@@ -1,6 +1,6 @@
 /**
  * A worker thread of an instance (./instance.ts starts it): the whole HTTP app on its own event loop, on the event
- * loop's services every thread has (src/services.ts startEventLoop), listening on the instance's port beside the
+ * loop's services every thread has (src/services.ts startEventLoopServices), listening on the instance's port beside the
  * main thread and the other workers (SO_REUSEPORT: the kernel spreads connections over them), on a store that
  * writes through the main thread on SQLite (src/storage/open.ts openServingStore). It tells the main thread once it
  * listens, answers its calls (metrics, drain), and ends once drained. A failure to start ends the thread with the
@@ -14,7 +14,7 @@ import { stopAccepting } from '../http/graceful-close.js';
 import { serveCertificate, type ServedPair, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../observability/log.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
-import { createMetrics, logIncidents, startEventLoop, type Services } from '../services.js';
+import { createMetrics, logIncidents, startEventLoopServices, type Services } from '../services.js';
 import { openServingStore } from '../storage/open.js';
 import type { DelegatedWrites, ServingStore } from '../storage/store.js';
 import type { MainOperations, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
@@ -98,7 +98,7 @@ try {
   await startTracing(config.tracing, log);
   store = await openServingStore(config.database, writesByMain);
   stopHearingStorage = logIncidents(store, log);
-  services = await startEventLoop(config, store, log, {
+  services = await startEventLoopServices(config, store, log, {
     metrics: createMetrics(config, () => main.call('metrics', undefined)),
     // On SQLite the main thread commits every create and wakes its dispatcher itself.
     onCreated: config.database.kind === 'postgres' ? wakeWebhooks : () => undefined,
