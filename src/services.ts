@@ -39,6 +39,8 @@ export interface Services {
   readonly readiness: Readiness;
   /** What GET /metrics serves; null when METRICS=off, and then nothing is counted. */
   readonly metrics: Metrics | null;
+  /** This thread's tracing (src/tracing/), absent when it is off: the app traces requests with it. */
+  readonly tracing?: Tracing;
   /**
    * Waits until every accepted write is answered, then stops the token cache (writing the last uses). The store
    * stays open: whoever opened it closes it.
@@ -91,6 +93,7 @@ export async function startEventLoopServices(config: Config, store: ServingStore
     tokens,
     readiness: new Readiness(store, writes),
     metrics,
+    ...(tracing ? { tracing } : {}),
     close: () =>
       (closing ??= (async () => {
         await writes.drain();

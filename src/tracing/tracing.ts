@@ -1,9 +1,10 @@
 /**
- * What the rest of the service knows of tracing: this interface, and the one instance of it a process (or worker
- * thread) has once startTracing has run, or none. Nothing here loads OpenTelemetry: with tracing off (no OTLP
- * endpoint set) the SDK is never imported, no exporter starts and no connection is made; every hook on a hot path
- * is one check of `activeTracing()` (or of a Tracing passed in) against undefined. The implementation on the SDK is
- * ./sdk.ts, imported on demand.
+ * What the rest of the service knows of tracing: its interfaces (./types.ts), and the one instance a process (or
+ * worker thread) has once startTracing has run, or none. Only the services (src/services.ts) read it here, and hand it
+ * to what traces (the app, the write queue, a store's queries, the webhook dispatcher), as they hand metrics in.
+ * Nothing here loads OpenTelemetry: with tracing off (no OTLP endpoint set) the SDK is never imported, no exporter
+ * starts and no connection is made; every hook on a hot path is one check of the Tracing handed in against
+ * undefined. The implementation on the SDK is ./sdk.ts, imported on demand.
  *
  * Spans are made by hand at the points this service controls (Fastify hooks, the write queue's observer, the
  * PostgreSQL query path, the webhook sender) rather than by OpenTelemetry's instrumentations: those patch `http`,
