@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -19,6 +22,28 @@ const levels = [
   { name: 'storage', modules: ['storage'] },
   { name: 'utilities', modules: ['config', 'json', 'observability/log.js', 'observability/redact-headers.js', 'plants/plant.js'] },
 ];
+
+/**
+ * Every folder and top-level module of src/ has its layer: a new one fails lint here until it is placed in `levels`
+ * (a folder whose files sit in different layers, like observability/, lists each file).
+ */
+function unplaced() {
+  const listed = new Set(levels.flatMap((level) => level.modules));
+  const src = path.join(path.dirname(fileURLToPath(import.meta.url)), 'src');
+  const missing = [];
+  for (const entry of fs.readdirSync(src, { withFileTypes: true })) {
+    if (entry.isFile() && entry.name.endsWith('.ts')) {
+      if (!listed.has(entry.name.replace(/\.ts$/, '.js'))) missing.push(`src/${entry.name}`);
+    } else if (entry.isDirectory() && !listed.has(entry.name)) {
+      for (const file of fs.readdirSync(path.join(src, entry.name), { recursive: true })) {
+        if (file.endsWith('.ts') && !listed.has(`${entry.name}/${file.replace(/\.ts$/, '.js')}`)) missing.push(`src/${entry.name}/${file}`);
+      }
+    }
+  }
+  return missing;
+}
+const missing = unplaced();
+if (missing.length > 0) throw new Error(`eslint.config.js: ${missing.join(', ')} has no layer: add it to \`levels\` (docs/design.md#layers).`);
 
 const HTTP_FRAMEWORK = ['fastify', 'fastify/*', '@fastify/*'];
 
