@@ -136,6 +136,15 @@ const layers = [
   },
 ];
 
+// Every module of `levels` has its rule in `layers` (src/plants/plant.ts has one of its own, below).
+const ruled = new Set(layers.flatMap((layer) => layer.files));
+const unruled = levels
+  .flatMap((level) => level.modules)
+  .filter((module) => module !== 'plants/plant.js')
+  .map((module) => (module.endsWith('.js') ? `src/${module.replace(/\.js$/, '.ts')}` : `src/${module}/**/*.ts`))
+  .filter((files) => !ruled.has(files));
+if (unruled.length > 0) throw new Error(`eslint.config.js: ${unruled.join(', ')} has a layer but no entry in \`layers\`.`);
+
 /** What a module at `level` may not import: everything of the levels above it. */
 function above(level) {
   const at = levels.findIndex((candidate) => candidate.name === level);
