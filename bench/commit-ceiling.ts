@@ -23,6 +23,7 @@ import type { CreateOutcome, PlantStore } from '../src/storage/plant-store.js';
 import type { Plant } from '../src/plants/plant.js';
 import { WriteQueue } from '../src/plants/write-queue.js';
 import type { MainOperations, WorkerOperations } from '../src/workers/protocol.js';
+import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS } from '../src/workers/message-checks.js';
 import { Endpoint } from '../src/workers/rpc.js';
 import { packOutcomes, packPlants, unpackOutcomes, unpackPlants } from '../src/workers/wire.js';
 
@@ -46,11 +47,15 @@ const threadCpuMicros = () => {
 /** A feeder thread: batches of fresh plants, one in flight, for `seconds`; then its counts. */
 async function feed({ feeder, batchSize, seconds }: FeederData): Promise<void> {
   const port = parentPort!;
-  const main = new Endpoint<MainOperations, WorkerOperations>((message) => port.postMessage(message), {
-    metrics: () => [],
-    useCertificate: () => undefined,
-    drain: () => undefined,
-  });
+  const main = new Endpoint<MainOperations, WorkerOperations>(
+    (message) => port.postMessage(message),
+    {
+      metrics: () => [],
+      useCertificate: () => undefined,
+      drain: () => undefined,
+    },
+    { outgoing: MAIN_OPERATION_CHECKS, incoming: WORKER_OPERATION_CHECKS },
+  );
   port.on('message', (message: unknown) => main.receive(message));
   // Ids no other feeder or run sends: the feeder's number and the time in the high bits.
   let next = (BigInt(Date.now()) << 20n) + (BigInt(feeder) << 50n);
@@ -116,13 +121,17 @@ async function measure(store: PlantStore, feeders: number, batchSize: number, se
   const results = await Promise.all(
     Array.from({ length: feeders }, (_, feeder) => {
       const worker = new Worker(new URL(import.meta.url), { workerData: { feeder, batchSize, seconds } satisfies FeederData });
-      const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), {
-        create: async (packed) => packOutcomes(await writer.createBatch(unpackPlants(packed), feeder + 1)),
-        delete: () => false,
-        recordTokenUse: () => undefined,
-        checkWritable: () => undefined,
-        metrics: () => '',
-      });
+      const endpoint = new Endpoint<WorkerOperations, MainOperations>(
+        (message) => worker.postMessage(message),
+        {
+          create: async (packed) => packOutcomes(await writer.createBatch(unpackPlants(packed), feeder + 1)),
+          delete: () => false,
+          recordTokenUse: () => undefined,
+          checkWritable: () => undefined,
+          metrics: () => '',
+        },
+        { outgoing: WORKER_OPERATION_CHECKS, incoming: MAIN_OPERATION_CHECKS },
+      );
       return new Promise<FeederResult>((resolve, reject) => {
         worker.on('message', (message: unknown) => {
           if (endpoint.receive(message)) return;

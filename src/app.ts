@@ -25,7 +25,6 @@ import { plantRoutes, type BulkCreateSettings } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { ErrorRecord, plantSchemas } from './schemas.js';
 import type { Services } from './services.js';
-import { activeTracing } from './tracing/tracing.js';
 
 export interface AppOptions {
   /** The clock, in milliseconds, that rate-limit buckets refill by (performance.now); tests pass one they advance by hand. */
@@ -45,8 +44,7 @@ export interface AppOptions {
  * is a plugin of src/http/plugins/, registered in the order their hooks run.
  */
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
-  const { config, metrics } = services;
-  const tracing = activeTracing();
+  const { config, metrics, tracing } = services;
   const replyWithError = errorReplier({ bodyLimit: config.limits.bodyBytes });
   const app = Fastify(withTls({
     loggerInstance: services.log as FastifyBaseLogger,

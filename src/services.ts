@@ -23,7 +23,7 @@ function tracedQueue(metrics: Metrics | null, tracing: Tracing): WriteQueueObser
  * Everything the service does, without a transport, in two parts:
  *   - what a process has once (startProcessServices): the webhook dispatcher, the logging of storage's incidents,
  *     the start-up warnings, and the metrics registry of the thread that opened the store;
- *   - what each event loop has (startEventLoop): the write queue, the plant service, the token cache, readiness.
+ *   - what each event loop has (startEventLoopServices): the write queue, the plant service, the token cache, readiness.
  * A single thread has both on one loop (startServices); an instance of several threads (src/workers/) has the first
  * and one loop on its main thread, and one loop in each worker thread. The HTTP app (src/app.ts) is built on an
  * event loop's Services; the entry (src/serve/server.ts) starts and closes them.
@@ -39,6 +39,8 @@ export interface Services {
   readonly readiness: Readiness;
   /** What GET /metrics serves; null when METRICS=off, and then nothing is counted. */
   readonly metrics: Metrics | null;
+  /** This thread's tracing (src/tracing/), absent when it is off: the app traces requests with it. */
+  readonly tracing?: Tracing;
   /**
    * Waits until every accepted write is answered, then stops the token cache (writing the last uses). The store
    * stays open: whoever opened it closes it.
@@ -61,13 +63,15 @@ export interface EventLoopOptions {
 }
 
 /** One event loop's services, on the narrow part of storage it uses. */
-export async function startEventLoop(config: Config, store: ServingStore, log: Logger, options: EventLoopOptions): Promise<Services> {
+export async function startEventLoopServices(config: Config, store: ServingStore, log: Logger, options: EventLoopOptions): Promise<Services> {
   // Everything below reports to it: the store its failures, the queue its batches, the token cache its reloads, the
   // plant service each create's answer.
   const { metrics } = options;
   metrics?.watchStore(store);
-  // Tracing (src/tracing/): each traced create's wait in the queue and the commit it joined are spans of its request.
+  // Tracing (src/tracing/): each traced create's wait in the queue and the commit it joined are spans of its request,
+  // and each statement a traced request runs (PostgreSQL) a span of its own, the tracer handed to the store as metrics are.
   const tracing = activeTracing();
+  if (tracing) store.traceQueries?.(tracing);
   const writes = new WriteQueue(tracing ? tracing.traceCreates(store.plants, true) : store.plants, {
     queueLimit: config.writes.queueLimit,
     batchLimit: config.writes.batchLimit,
@@ -90,6 +94,7 @@ export async function startEventLoop(config: Config, store: ServingStore, log: L
     tokens,
     readiness: new Readiness(store, writes),
     metrics,
+    ...(tracing ? { tracing } : {}),
     close: () =>
       (closing ??= (async () => {
         await writes.drain();
@@ -130,6 +135,7 @@ export interface ProcessServices {
 
 export async function startProcessServices(config: Config, store: Store, log: Logger, options: ProcessOptions = {}): Promise<ProcessServices> {
   const metrics = createMetrics(config, options.renderMetrics);
+  const tracing = activeTracing();
   const stopHearingStorage = logIncidents(store, log);
   const dispatcher = new WebhookDispatcher(store.webhookOutbox, {
     config: config.webhooks,
@@ -138,6 +144,7 @@ export async function startProcessServices(config: Config, store: Store, log: Lo
     ...(options.webhookResolver ? { resolve: options.webhookResolver } : {}),
     ...(options.webhookPollIntervalMs ? { pollIntervalMs: options.webhookPollIntervalMs } : {}),
     ...(options.webhookPruneIntervalMs ? { pruneIntervalMs: options.webhookPruneIntervalMs } : {}),
+    ...(tracing ? { tracer: tracing } : {}),
   });
   try {
     // Only one process dispatches from a SQLite file: leases a killed predecessor held are void.
@@ -179,7 +186,7 @@ export async function startServices(config: Config, store: Store, log: Logger, o
   const shared = await startProcessServices(config, store, log, options);
   let loop: Services;
   try {
-    loop = await startEventLoop(config, store, log, {
+    loop = await startEventLoopServices(config, store, log, {
       metrics: shared.metrics,
       onCreated: () => shared.webhooks.wake(),
       ...(options.sharedWrites ? { sharedWrites: options.sharedWrites } : {}),

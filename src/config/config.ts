@@ -1,14 +1,14 @@
 /**
  * The service's configuration: what it holds (Config), and loadConfig, which reads it from the environment once,
  * through the variables and value readers of ./variables.ts, checks it and freezes it. Its TLS section is
- * read by ./tls.ts and its tracing section by ../tracing/settings.ts, both called from loadConfig only.
+ * read by ./tls.ts and its tracing section (OTEL_*) by ./tracing.ts, both called from loadConfig only.
  */
 import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { tlsConfig, type TlsConfig } from './tls.js';
 import { ConfigError, boolean, duration, integer, onOff, parseDuration, read, MAX_DURATION_MS, type Env } from './variables.js';
-import { tracingConfig, type TracingConfig } from '../tracing/settings.js';
+import { tracingConfig, type TracingConfig } from './tracing.js';
 
 // The TLS section lives in ./tls.ts; its types are part of Config, so they are named here too.
 export { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsMinVersion, type TlsPolicy } from './tls.js';

@@ -69,7 +69,7 @@ export interface RouteSpec<Schemas extends RouteSchemas = RouteSchemas, Stream e
  * Fastify calls the handler only with input its schemas validated (and the line stream only on a line-stream route).
  */
 export function typedRoute<Schemas extends RouteSchemas, Stream extends LineStream | undefined = undefined>(spec: RouteSpec<Schemas, Stream>): RouteSpec {
-  return spec as unknown as RouteSpec;
+  return spec as RouteSpec;
 }
 
 /** The OpenAPI spelling of a Fastify route URL (/plants/:id → /plants/{id}), the form clients read in the document. */

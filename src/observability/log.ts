@@ -1,6 +1,6 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 import type { Config } from '../config/config.js';
-import { redactCredentialHeaders, redactCredentialQuery } from '../http/redact-headers.js';
+import { redactCredentialHeaders, redactCredentialQuery } from './redact-headers.js';
 
 /** What a request line says of the request (Fastify's own fields), its URL's credential parameters redacted. */
 interface LoggedRequest {

@@ -1,5 +1,5 @@
 import type { CreateOutcome, PlantListQuery, PlantStore } from '../storage/plant-store.js';
-import type { Plant } from './plant.js';
+import { isSamePlant, type Plant } from './plant.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
 import type { WriteQueue } from './write-queue.js';
 
@@ -63,11 +63,11 @@ export class PlantService {
    * retry safely; the same id with another name or tag is a conflict.
    */
   async create(plant: Plant): Promise<Plant> {
-    return (await this.createTelling(plant)).plant;
+    return (await this.createWithOutcome(plant)).plant;
   }
 
   /** A create that also tells whether the plant was stored now (true) or was an identical replay (false). */
-  async createTelling(plant: Plant): Promise<{ readonly plant: Plant; readonly created: boolean }> {
+  async createWithOutcome(plant: Plant): Promise<{ readonly plant: Plant; readonly created: boolean }> {
     let outcome: CreateOutcome;
     try {
       outcome = await this.#writes.create(plant);
@@ -79,10 +79,12 @@ export class PlantService {
       case 'created':
         this.#observer.createAnswered('created');
         return { plant, created: true };
-      case 'replayed':
-        this.#observer.createAnswered('replayed');
-        return { plant: outcome.stored, created: false };
-      case 'conflict':
+      case 'existing':
+        // The replay rule is the domain's: the same name and tag is a client's retry, anything else a conflict.
+        if (isSamePlant(outcome.stored, plant)) {
+          this.#observer.createAnswered('replayed');
+          return { plant: outcome.stored, created: false };
+        }
         this.#observer.createAnswered('conflict');
         throw new PlantConflictError(plant.id);
       case 'failed':

@@ -54,7 +54,7 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
     window: bulk.window,
     idleTimeoutMs: bulk.idleTimeoutMs,
     readPlant: bulk.readPlant,
-    create: (plant) => plants.createTelling(plant),
+    create: (plant) => plants.createWithOutcome(plant),
     plantBody: toPlantBody,
     errorRecord: (error) => bulk.errorRecord(error, request),
     ...(bulk.admitLine ? { admitLine: () => bulk.admitLine?.(request) } : {}),

@@ -13,3 +13,12 @@ export interface StorageObserver {
 export const UNOBSERVED: StorageObserver = {
   storageFailed: () => undefined,
 };
+
+/**
+ * What storage lets a tracer see of its statements: src/tracing/ implements it, src/services.ts hands it to the store
+ * (Store.traceQueries) as it hands metrics their observer, so storage reads no tracing state of its own.
+ */
+export interface QueryTracer {
+  /** Runs one statement, `text` its SQL (never its values): a client span when run inside a traced request. */
+  query<T>(text: string, run: () => Promise<T>): Promise<T>;
+}

@@ -4,7 +4,7 @@
  * src/storage/postgres/plants.ts); test/storage/storage-contract.test.ts holds the two to the same rules.
  */
 
-import { isSamePlant, type Plant } from '../plants/plant.js';
+import type { Plant } from '../plants/plant.js';
 
 /** One keyset page of plants: ascending id order, strictly after `after` when given, only with `tag` when given. */
 export interface PlantListQuery {
@@ -19,17 +19,13 @@ export interface PlantListQuery {
 /** What creating one plant of a batch did. */
 export type CreateOutcome =
   | { readonly kind: 'created' }
-  /** Its id was stored already with the same name and tag (a client's retry): nothing changed. */
-  | { readonly kind: 'replayed'; readonly stored: Plant }
-  /** Its id was stored already with another name or tag: the stored plant was left as it is. */
-  | { readonly kind: 'conflict'; readonly stored: Plant }
+  /**
+   * Its id was stored already: the stored plant was left as it is. Whether that answers the create as a replay (a
+   * client's retry) or a conflict is the domain's rule (src/plants/plant.ts isSamePlant), not storage's.
+   */
+  | { readonly kind: 'existing'; readonly stored: Plant }
   /** This row alone could not be stored; the rest of its batch is unaffected. */
   | { readonly kind: 'failed'; readonly error: Error };
-
-/** The outcome of creating `wanted` when `stored` holds its id already; both databases answer with it. */
-export function alreadyStored(stored: Plant, wanted: Plant): CreateOutcome {
-  return isSamePlant(stored, wanted) ? { kind: 'replayed', stored } : { kind: 'conflict', stored };
-}
 
 export interface PlantStore {
   /**
@@ -37,7 +33,7 @@ export interface PlantStore {
    * transaction; PostgreSQL as one insert statement, plus a read of ids already stored and a retry for any deleted
    * in between, each committing on its own. The promise rejects only when nothing was stored; a failure after some
    * rows committed fails the rest row by row. A repeated id is created once and its later copies are answered as
-   * if the first had been stored before. An id already stored is left as it is and answered replayed or conflict,
+   * if the first had been stored before. An id already stored is left as it is and answered `existing`,
    * with its stored content. `traceparents`, given, holds per plant the W3C traceparent of the request that created
    * it (or undefined): stored with its webhook events, so each delivery continues that trace (src/tracing/).
    */

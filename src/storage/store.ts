@@ -1,4 +1,4 @@
-import type { StorageObserver } from './observer.js';
+import type { QueryTracer, StorageObserver } from './observer.js';
 import type { PlantStore } from './plant-store.js';
 import type { CreateOutcome } from './plant-store.js';
 import type { Plant } from '../plants/plant.js';
@@ -71,6 +71,11 @@ export interface ServingStore extends WritableCheck {
   readonly durableMark?: SharedArrayBuffer;
   /** As Store's: reports every failure from now on to `observer`. */
   observe?(observer: StorageObserver): void;
+  /**
+   * Runs every statement from now on through `tracer` (replacing the previous one), for a store whose statements are
+   * worth a span of their own (PostgreSQL's travel to a server); until called, none is traced.
+   */
+  traceQueries?(tracer: QueryTracer): void;
   /** As Store's: the pool's state now, for a store that has a pool of connections. */
   connectionPoolState?(): ConnectionPoolState;
   /** As Store's, for a store that does work in the background; one that does none has nothing to report. */

@@ -40,8 +40,8 @@ import {
   DB_SYSTEM_NAME_VALUE_POSTGRESQL,
 } from '@opentelemetry/semantic-conventions';
 import type { Logger } from 'pino';
-import type { TracingConfig } from './settings.js';
-import type { DeliverySpan, OpenSpan, QueuedWrites, TraceIds, Tracing } from './tracing.js';
+import type { TracingConfig } from '../config/tracing.js';
+import type { DeliverySpan, OpenSpan, QueuedWrites, TraceIds, Tracing } from './types.js';
 import { SpanExport } from './span-export.js';
 
 /** How long shutdown waits for the spans still queued to be exported. */

@@ -12,7 +12,7 @@ import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BatchSpanProcessor, type ReadableSpan, type Span as SdkSpan, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import type { Logger } from 'pino';
-import type { TracingConfig } from './settings.js';
+import type { TracingConfig } from '../config/tracing.js';
 
 /**
  * The bounds of the export path. At most QUEUE spans wait (a span with its attributes is well under 1 KiB, so about

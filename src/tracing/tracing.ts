@@ -1,67 +1,21 @@
 /**
- * What the rest of the service knows of tracing: this interface, and the one instance of it a process (or worker
- * thread) has once startTracing has run, or none. Nothing here loads OpenTelemetry: with tracing off (no OTLP
- * endpoint set) the SDK is never imported, no exporter starts and no connection is made; every hook on a hot path
- * is one check of `activeTracing()` (or of a Tracing passed in) against undefined. The implementation on the SDK is
- * ./sdk.ts, imported on demand.
+ * What the rest of the service knows of tracing: its interfaces (./types.ts), and the one instance a process (or
+ * worker thread) has once startTracing has run, or none. Only the services (src/services.ts) read it here, and hand it
+ * to what traces (the app, the write queue, a store's queries, the webhook dispatcher), as they hand metrics in.
+ * Nothing here loads OpenTelemetry: with tracing off (no OTLP endpoint set) the SDK is never imported, no exporter
+ * starts and no connection is made; every hook on a hot path is one check of the Tracing handed in against
+ * undefined. The implementation on the SDK is ./sdk.ts, imported on demand.
  *
  * Spans are made by hand at the points this service controls (Fastify hooks, the write queue's observer, the
  * PostgreSQL query path, the webhook sender) rather than by OpenTelemetry's instrumentations: those patch `http`,
  * `pg` and `undici` through require/import hooks, which under ESM need a loader registered before the first import
  * (`--import`), see none of the write queue, and name spans after whatever they can see.
  */
-import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
-import type { PlantStore } from '../storage/plant-store.js';
-import type { TracingConfig } from './settings.js';
+import type { TracingConfig } from '../config/tracing.js';
+import type { Tracing } from './types.js';
 
-/** A span begun and not yet ended. */
-export interface OpenSpan {
-  /** Ends it; an error marks it failed (its class name, never its message, which may quote input). */
-  end(error?: unknown): void;
-}
-
-/** The ids a request's log lines carry, as the OpenTelemetry log data model names them. */
-export interface TraceIds {
-  readonly trace_id: string;
-  readonly span_id: string;
-}
-
-/** A webhook delivery attempt's span: the traceparent header it sends, and its end with the subscriber's answer. */
-export interface DeliverySpan {
-  readonly traceparent: string;
-  end(status: number | null, error: string | null): void;
-}
-
-/** The parts of a plant store the write queue calls. */
-export type QueuedWrites = Pick<PlantStore, 'create' | 'delete'>;
-
-export interface Tracing {
-  /**
-   * Begins the server span of a request (its parent an incoming `traceparent`, if any) and returns the ids its log
-   * lines carry; undefined when the sampler drops it, and then nothing else is done for the request.
-   */
-  startRequest(request: IncomingMessage, scheme: string): TraceIds | undefined;
-  /**
-   * Ends a request's server span: named by its route template (undefined: no route matched) and its status (null:
-   * the client went away before the answer).
-   */
-  endRequest(request: IncomingMessage, route: string | undefined, status: number | null): void;
-  /** A child span of a request's server span, or undefined when the request is not traced. */
-  child(request: IncomingMessage, name: string): OpenSpan | undefined;
-  /** Runs `work` with the request's span as the active one, so what it starts (a queued write, a query) joins the trace. */
-  within<T>(request: IncomingMessage, work: () => T): T;
-  /** A create entered the write queue (called with the request's span active): its wait starts now. */
-  queued(plant: object): void;
-  /** The store the write queue commits to, its creates traced: the wait ends and a commit span starts per traced create. */
-  traceCreates(plants: QueuedWrites, fsync: boolean): QueuedWrites;
-  /** A PostgreSQL statement, a client span when run inside a traced request. */
-  query<T>(text: string, run: () => Promise<T>): Promise<T>;
-  /** A webhook delivery attempt of an event created in the trace `traceparent` names; undefined when it has none. */
-  delivery(traceparent: string | undefined, target: { readonly url: string; readonly subscription: string; readonly attempt: number }): DeliverySpan | undefined;
-  /** Exports what is queued (within a bound) and stops. */
-  shutdown(): Promise<void>;
-}
+export type { DeliverySpan, OpenSpan, QueuedWrites, TraceIds, Tracing } from './types.js';
 
 let active: Tracing | undefined;
 

@@ -141,7 +141,7 @@ function plantsSection(source: Store, target: Store, batchSize: number): Section
             const plant = batch[index] as (typeof batch)[number];
             if (outcome.kind === 'created') created += 1;
             else if (outcome.kind === 'failed') throw outcome.error;
-            else if (outcome.kind === 'conflict') {
+            else if (outcome.kind === 'existing' && !isSamePlant(outcome.stored, plant)) {
               throw new TargetHoldsOtherDataError(`plant ${plant.id}, which was written there with other content while the copy ran`);
             }
           });

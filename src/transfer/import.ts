@@ -1,6 +1,6 @@
 import { PlantConflictError } from '../plants/errors.js';
-import { alreadyStored, type CreateOutcome, type PlantStore } from '../storage/plant-store.js';
-import type { Plant } from '../plants/plant.js';
+import type { CreateOutcome, PlantStore } from '../storage/plant-store.js';
+import { isSamePlant, type Plant } from '../plants/plant.js';
 import { isBlank, type InputLine } from './lines.js';
 
 export interface ImportCounts {
@@ -88,12 +88,13 @@ export async function importPlants(options: ImportOptions): Promise<ImportCounts
         case 'created':
           counts.created += 1;
           break;
-        case 'replayed':
-          counts.identical += 1;
-          break;
-        case 'conflict':
-          counts.conflicting += 1;
-          onProblem(entry.line, new PlantConflictError(entry.plant.id).message);
+        case 'existing':
+          if (isSamePlant(outcome.stored, entry.plant)) {
+            counts.identical += 1;
+          } else {
+            counts.conflicting += 1;
+            onProblem(entry.line, new PlantConflictError(entry.plant.id).message);
+          }
           break;
         case 'failed':
           counts.invalid += 1;
@@ -132,5 +133,5 @@ export async function importPlants(options: ImportOptions): Promise<ImportCounts
  */
 async function compareWithStored(store: Pick<PlantStore, 'get'>, plants: readonly Plant[]): Promise<CreateOutcome[]> {
   const stored = await Promise.all(plants.map((plant) => store.get(plant.id)));
-  return stored.map((row, index): CreateOutcome => (row === undefined ? { kind: 'created' } : alreadyStored(row, plants[index] as Plant)));
+  return stored.map((row): CreateOutcome => (row === undefined ? { kind: 'created' } : { kind: 'existing', stored: row }));
 }

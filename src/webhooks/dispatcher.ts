@@ -4,7 +4,7 @@ import { systemResolver, type Resolver } from './address-policy.js';
 import { claimLease, holdBounds, type ClaimLease } from './claim-planner.js';
 import { decideOutcome } from './retry-policy.js';
 import { WebhookSender } from './sender.js';
-import { sendEvent } from './send-event.js';
+import { sendEvent, type DeliveryTracer } from './send-event.js';
 import { SoonestTimer } from './soonest-timer.js';
 import { SubscriptionQueues, type SubscriptionState } from './subscription-queues.js';
 
@@ -46,6 +46,8 @@ export interface DispatcherOptions {
   /** How often subscriptions are re-read (changes by the CLI or another instance) and due events looked for. */
   readonly pollIntervalMs?: number;
   readonly pruneIntervalMs?: number;
+  /** Tracing (src/tracing/), when on: each attempt a span in the trace of the create that wrote its event. */
+  readonly tracer?: DeliveryTracer;
 }
 
 const POLL_INTERVAL_MS = 1000;
@@ -99,6 +101,7 @@ export class WebhookDispatcher implements WebhookStats {
   readonly #retryTimer = new SoonestTimer(() => this.wake());
   #pruneTimer: NodeJS.Timeout | undefined;
   #stopped = false;
+  readonly #tracer: DeliveryTracer | undefined;
   #stats = { waiting: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 };
 
   constructor(store: WebhookOutbox, options: DispatcherOptions) {
@@ -109,6 +112,7 @@ export class WebhookDispatcher implements WebhookStats {
     this.#pollIntervalMs = options.pollIntervalMs ?? POLL_INTERVAL_MS;
     this.#pruneIntervalMs = options.pruneIntervalMs ?? PRUNE_INTERVAL_MS;
     this.#stopGraceMs = options.stopGraceMs;
+    this.#tracer = options.tracer;
     this.#lease = claimLease(options.config);
     this.#subscriptions = new SubscriptionQueues(holdBounds(options.config));
     this.#sender = new WebhookSender({
@@ -317,7 +321,7 @@ export class WebhookDispatcher implements WebhookStats {
     state.inFlight += 1;
     this.#inFlight += 1;
     const attemptedAt = new Date();
-    const attempt = sendEvent(this.#sender, state.subscription, event, attemptedAt)
+    const attempt = sendEvent(this.#sender, state.subscription, event, attemptedAt, this.#tracer)
       .then((answer) => {
         const interrupted = this.#sender.interrupted && answer.status === null;
         const outcome: WebhookAttemptOutcome = interrupted ? { kind: 'released' } : decideOutcome(event, answer, this.#config.retrySchedule, this.#random);

@@ -25,7 +25,6 @@ import type { TlsCredentials } from '../http/tls.js';
 import type { Gathering } from '../plants/write-queue.js';
 import type { MainLoopOptions, MainServices } from '../services.js';
 import type { Store } from '../storage/store.js';
-import { startServer, type RunningServer, type StartOptions } from '../serve/server.js';
 import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics.js';
 import type { MainOperations } from './protocol.js';
 import type { Handlers } from './rpc.js';
@@ -38,18 +37,6 @@ import { WorkerPool } from './worker-pool.js';
  * about one commit's fsync, so a held commit costs a create at most what waiting for the next would.
  */
 const GATHER_MAX_WAIT_MS = 1;
-
-/** An instance of several threads, started (startServer with WORKERS > 1). */
-export interface RunningInstance extends RunningServer {
-  readonly workers: WorkerPool;
-}
-
-/** Starts an instance of config.workers threads (at least 2); resolves once every thread listens. */
-export async function startInstance(config: Config, options: StartOptions = {}): Promise<RunningInstance> {
-  if (config.workers < 2) throw new Error('an instance has at least two threads (WORKERS >= 2)');
-  const running = await startServer(config, options.open, options);
-  return running as RunningInstance;
-}
 
 /** What the main thread of an instance adds to a single thread, before its services start and once they listen. */
 export class InstanceMain {

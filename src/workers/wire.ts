@@ -99,18 +99,17 @@ export function fromWireError(wire: WireError): Error {
 export type PackedOutcomes =
   | number
   | {
-      /** Per row: 0 created, 1 replayed, 2 conflict, 3 failed. */
+      /** Per row: 0 created, 1 existing, 2 failed. */
       readonly kinds: Uint8Array;
-      /** The stored plant of each row replayed or in conflict, in order. */
+      /** The stored plant of each row whose id was stored already, in order. */
       readonly stored: PackedPlants;
       /** The error of each row that failed, in order. */
       readonly errors: readonly WireError[];
     };
 
 const CREATED = 0;
-const REPLAYED = 1;
-const CONFLICT = 2;
-const FAILED = 3;
+const EXISTING = 1;
+const FAILED = 2;
 
 export function packOutcomes(outcomes: readonly CreateOutcome[]): PackedOutcomes {
   if (outcomes.every((outcome) => outcome.kind === 'created')) return outcomes.length;
@@ -122,12 +121,8 @@ export function packOutcomes(outcomes: readonly CreateOutcome[]): PackedOutcomes
       case 'created':
         kinds[index] = CREATED;
         break;
-      case 'replayed':
-        kinds[index] = REPLAYED;
-        stored.push(outcome.stored);
-        break;
-      case 'conflict':
-        kinds[index] = CONFLICT;
+      case 'existing':
+        kinds[index] = EXISTING;
         stored.push(outcome.stored);
         break;
       case 'failed':
@@ -148,8 +143,62 @@ export function unpackOutcomes(packed: PackedOutcomes): CreateOutcome[] {
   let nextError = 0;
   return Array.from(packed.kinds, (kind): CreateOutcome => {
     if (kind === CREATED) return CREATED_OUTCOME;
-    if (kind === REPLAYED) return { kind: 'replayed', stored: stored[nextStored++] as Plant };
-    if (kind === CONFLICT) return { kind: 'conflict', stored: stored[nextStored++] as Plant };
+    if (kind === EXISTING) return { kind: 'existing', stored: stored[nextStored++] as Plant };
     return { kind: 'failed', error: fromWireError(packed.errors[nextError++] as WireError) };
   });
+}
+
+/*
+ * The checks of what crosses, run where a message enters a thread (./message-checks.ts): a value that fails one is
+ * refused, never used as the type it claims. Each is linear in the batch and allocates nothing.
+ */
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+/** Whether `value` is a PackedPlants whose lengths cut its text exactly, with a traceparent (or null) per plant if any. */
+export function isPackedPlants(value: unknown): value is PackedPlants {
+  if (!isObject(value)) return false;
+  const { ids, lengths, text, traceparents } = value;
+  if (!(ids instanceof BigInt64Array) || !(lengths instanceof Int32Array) || typeof text !== 'string') return false;
+  if (lengths.length !== 2 * ids.length) return false;
+  let total = 0;
+  for (let index = 0; index < lengths.length; index += 1) {
+    const length = lengths[index] as number;
+    // A name has a length; a tag has one, or -1 for none.
+    if (length < (index % 2 === 0 ? 0 : -1)) return false;
+    if (length > 0) total += length;
+  }
+  if (total !== text.length) return false;
+  if (traceparents === undefined) return true;
+  return Array.isArray(traceparents) && traceparents.length === ids.length && traceparents.every((traceparent) => traceparent === null || typeof traceparent === 'string');
+}
+
+export function isWireError(value: unknown): value is WireError {
+  if (!isObject(value)) return false;
+  const { name, message, code, errcode, unavailable } = value;
+  return (
+    typeof name === 'string' &&
+    typeof message === 'string' &&
+    (code === undefined || typeof code === 'string') &&
+    (errcode === undefined || typeof errcode === 'number') &&
+    typeof unavailable === 'boolean'
+  );
+}
+
+/** Whether `value` is a PackedOutcomes: a count, or per row a known kind with one stored plant or error per row that needs one. */
+export function isPackedOutcomes(value: unknown): value is PackedOutcomes {
+  if (typeof value === 'number') return Number.isSafeInteger(value) && value >= 0;
+  if (!isObject(value)) return false;
+  const { kinds, stored, errors } = value;
+  if (!(kinds instanceof Uint8Array) || !isPackedPlants(stored) || !Array.isArray(errors) || !errors.every(isWireError)) return false;
+  let existing = 0;
+  let failed = 0;
+  for (const kind of kinds) {
+    if (kind === EXISTING) existing += 1;
+    else if (kind === FAILED) failed += 1;
+    else if (kind !== CREATED) return false;
+  }
+  return stored.ids.length === existing && errors.length === failed;
 }

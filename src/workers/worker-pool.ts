@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/config.js';
 import type { TlsCredentials } from '../http/tls.js';
 import type { MainOperations, MetricsSnapshot, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
-import { Endpoint, type Handlers } from './rpc.js';
+import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, describeMessage, isWorkerNotice } from './message-checks.js';
+import { Endpoint, MalformedMessageError, type Handlers } from './rpc.js';
 import { forgetWorker, type InstanceMemory } from './shared-memory.js';
 
 const WORKER_SCRIPT = new URL('./worker-thread.js', import.meta.url);
@@ -150,15 +151,28 @@ export class WorkerPool {
     const { config, port, memory, durableMark } = this.#options;
     const tls = this.#tls && { cert: this.#tls.cert, key: this.#tls.key, policy: this.#tls.policy, certificate: this.#tls.certificate };
     const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, durableMark, tls } satisfies WorkerData });
-    const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#options.handlers(this, slot.slot));
+    const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#options.handlers(this, slot.slot), {
+      outgoing: WORKER_OPERATION_CHECKS,
+      incoming: MAIN_OPERATION_CHECKS,
+    });
     slot.worker = worker;
     slot.endpoint = endpoint;
     slot.listeningSince = undefined;
     let failure: Error | undefined;
     return new Promise((resolve, reject) => {
       worker.on('message', (message: unknown) => {
-        if (endpoint.receive(message)) return;
-        const notice = message as WorkerNotice;
+        let notice: WorkerNotice;
+        try {
+          if (endpoint.receive(message)) return;
+          if (!isWorkerNotice(message)) throw new MalformedMessageError(`a message that is neither a call, a reply nor a notice: ${describeMessage(message)}`);
+          notice = message;
+        } catch (error) {
+          // A worker that sends what the protocol has no word for is broken: it ends, and is replaced as any that dies.
+          failure ??= error as Error;
+          this.#options.log.error({ worker: slot.slot, err: error }, 'a worker thread sent a malformed message; ending it');
+          void worker.terminate();
+          return;
+        }
         if (notice.kind === 'created') this.#options.onCreated();
         else if (notice.kind === 'listening') {
           slot.listeningSince = performance.now();

@@ -1,6 +1,6 @@
 /**
  * A worker thread of an instance (./instance.ts starts it): the whole HTTP app on its own event loop, on the event
- * loop's services every thread has (src/services.ts startEventLoop), listening on the instance's port beside the
+ * loop's services every thread has (src/services.ts startEventLoopServices), listening on the instance's port beside the
  * main thread and the other workers (SO_REUSEPORT: the kernel spreads connections over them), on a store that
  * writes through the main thread on SQLite (src/storage/open.ts openServingStore). It tells the main thread once it
  * listens, answers its calls (metrics, drain), and ends once drained. A failure to start ends the thread with the
@@ -15,17 +15,18 @@ import { listenBacklog } from '../http/http-server.js';
 import { serveCertificate, type ServedPair, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../observability/log.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
-import { createMetrics, logIncidents, startEventLoop, type Services } from '../services.js';
+import { createMetrics, logIncidents, startEventLoopServices, type Services } from '../services.js';
 import { openServingStore } from '../storage/open.js';
 import type { DelegatedWrites, ServingStore } from '../storage/store.js';
-import type { MainOperations, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
-import { Endpoint } from './rpc.js';
+import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, describeMessage, readWorkerData } from './message-checks.js';
+import type { MainOperations, WorkerNotice, WorkerOperations } from './protocol.js';
+import { Endpoint, MalformedMessageError } from './rpc.js';
 import { SharedBucketCells, SharedWrites, sharedClock } from './shared-memory.js';
 import { packPlants, unpackOutcomes } from './wire.js';
 
 if (parentPort === null) throw new Error('worker-thread.js runs as a worker thread of an instance (src/workers/instance.ts)');
 const port = parentPort;
-const { config, slot, memory, durableMark, port: listenPort, tls: given } = workerData as WorkerData;
+const { config, slot, memory, durableMark, port: listenPort, tls: given } = readWorkerData(workerData);
 // Structured clone turned the Buffers into Uint8Arrays.
 const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
 /** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
@@ -58,19 +59,26 @@ const drain = () =>
     if (appFailure) throw appFailure.error;
   })());
 
-const main = new Endpoint<MainOperations, WorkerOperations>((message) => port.postMessage(message), {
-  metrics: async () => (services?.metrics ? services.metrics.snapshot() : []),
-  useCertificate: async (pair) => {
-    servedPair = pair;
-    if (app) serveCertificate(app, pair);
+const main = new Endpoint<MainOperations, WorkerOperations>(
+  (message) => port.postMessage(message),
+  {
+    metrics: async () => (services?.metrics ? services.metrics.snapshot() : []),
+    useCertificate: async (pair) => {
+      servedPair = pair;
+      if (app) serveCertificate(app, pair);
+    },
+    drain: async () => {
+      await drain();
+      // Nothing of this thread is left to wait for; the port would otherwise keep the thread alive.
+      setImmediate(() => port.close());
+    },
   },
-  drain: async () => {
-    await drain();
-    // Nothing of this thread is left to wait for; the port would otherwise keep the thread alive.
-    setImmediate(() => port.close());
-  },
+  { outgoing: MAIN_OPERATION_CHECKS, incoming: WORKER_OPERATION_CHECKS },
+);
+// The main thread sends only calls and replies: anything else ends this thread with the error, which the main thread logs.
+port.on('message', (message: unknown) => {
+  if (!main.receive(message)) throw new MalformedMessageError(`a message that is neither a call nor a reply: ${describeMessage(message)}`);
 });
-port.on('message', (message: unknown) => main.receive(message));
 
 const notify = (notice: WorkerNotice) => port.postMessage(notice);
 /** At most one wake-up notice per event-loop turn, however many batches created plants in it. */
@@ -99,7 +107,7 @@ try {
   await startTracing(config.tracing, log);
   store = await openServingStore(config.database, writesByMain, durableMark);
   stopHearingStorage = logIncidents(store, log);
-  services = await startEventLoop(config, store, log, {
+  services = await startEventLoopServices(config, store, log, {
     metrics: createMetrics(config, () => main.call('metrics', undefined)),
     // On SQLite the main thread commits every create and wakes its dispatcher itself.
     onCreated: config.database.kind === 'postgres' ? wakeWebhooks : () => undefined,

@@ -7,10 +7,30 @@ import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { loadConfig, type Config } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import type { Store } from '../../src/storage/store.js';
-import type { StartOptions } from '../../src/serve/server.js';
-import { startInstance, type RunningInstance } from '../../src/workers/instance.js';
+import { startServer, type RunningServer, type StartOptions } from '../../src/serve/server.js';
+import type { WorkerPool } from '../../src/workers/worker-pool.js';
 import { newToken } from './tokens.js';
 import { waitFor } from './wait.js';
+
+/** An instance of several threads, started (startServer with WORKERS > 1): its worker pool is always there. */
+export interface RunningInstance extends RunningServer {
+  readonly workers: WorkerPool;
+}
+
+/**
+ * Starts an instance of config.workers threads (at least 2) as the entry does (startServer); resolves once every
+ * thread listens. Tests only: the entry needs no type that says the pool is there.
+ */
+export async function startInstance(config: Config, options: StartOptions = {}): Promise<RunningInstance> {
+  if (config.workers < 2) throw new Error('an instance has at least two threads (WORKERS >= 2)');
+  const running = await startServer(config, options.open, options);
+  const { workers } = running;
+  if (workers === undefined) {
+    await running.close();
+    throw new Error('startServer started no worker threads with WORKERS >= 2');
+  }
+  return { ...running, workers };
+}
 
 export interface TestInstance {
   readonly instance: RunningInstance;

@@ -16,12 +16,21 @@ import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import type { Plant } from '../../src/plants/plant.js';
 import type { Store } from '../../src/storage/store.js';
 import { loadConfig } from '../../src/config/config.js';
-import { startInstance, type RunningInstance } from '../../src/workers/instance.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../../src/webhooks/signature.js';
 import { DatabaseSync } from 'node:sqlite';
 import { READY_REUSE_MS } from '../../src/health/readiness.js';
 import { DATABASES } from '../helpers/databases.js';
-import { answeredBy, freshRequest, requestsByWorker, startTestInstance, type Answer, type RequestLabels, type TestInstance } from '../helpers/instance.js';
+import {
+  answeredBy,
+  freshRequest,
+  requestsByWorker,
+  startInstance,
+  startTestInstance,
+  type Answer,
+  type RequestLabels,
+  type RunningInstance,
+  type TestInstance,
+} from '../helpers/instance.js';
 import { errorRecordProblem } from '../helpers/process.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { newToken } from '../helpers/tokens.js';

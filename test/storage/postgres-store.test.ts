@@ -113,7 +113,7 @@ describe('PostgreSQL creates racing other transactions', () => {
       // 10 was committed by b after the store's snapshot and is gone again before the store looks a second time.
       await admin.query('DELETE FROM plants WHERE id = 10');
       await a.query('COMMIT');
-      assert.deepEqual(await outcomes, [{ kind: 'conflict', stored: { id: 20n, name: 'by a', tag: 'a' } }, { kind: 'created' }]);
+      assert.deepEqual(await outcomes, [{ kind: 'existing', stored: { id: 20n, name: 'by a', tag: 'a' } }, { kind: 'created' }]);
       assert.deepEqual(await store.plants.get(10n), { id: 10n, name: 'ours', tag: null });
     } finally {
       for (const client of [a, b, admin]) await client.end().catch(() => undefined);

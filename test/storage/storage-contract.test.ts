@@ -75,13 +75,13 @@ for (const database of DATABASES) {
         assert.equal(await store.plants.get(4n), undefined);
       }));
 
-    it('reports an id stored already as replayed or a conflict, with the stored content, and leaves it unchanged', () =>
+    it('reports an id stored already as existing, with the stored content, and leaves it unchanged (replay or conflict is the domain\'s rule)', () =>
       withStore(async (store) => {
         const original = plant(10n, 'Monstera', 'aroid');
         await store.plants.create([original]);
-        assert.deepEqual(await store.plants.create([original]), [{ kind: 'replayed', stored: original }]);
+        assert.deepEqual(await store.plants.create([original]), [{ kind: 'existing', stored: original }]);
         // Different content is not written: the caller gets what is stored and decides (409).
-        assert.deepEqual(await store.plants.create([plant(10n, 'Other', null)]), [{ kind: 'conflict', stored: original }]);
+        assert.deepEqual(await store.plants.create([plant(10n, 'Other', null)]), [{ kind: 'existing', stored: original }]);
         assert.deepEqual(await store.plants.get(10n), original);
       }));
 
@@ -92,16 +92,16 @@ for (const database of DATABASES) {
         const outcomes = await store.plants.create(batch);
         assert.deepEqual(outcomes, [
           { kind: 'created' },
-          { kind: 'conflict', stored: plant(5n, 'five') },
+          { kind: 'existing', stored: plant(5n, 'five') },
           { kind: 'created' },
           { kind: 'created' },
-          { kind: 'replayed', stored: plant(-7n, 'minus seven', 't') },
+          { kind: 'existing', stored: plant(-7n, 'minus seven', 't') },
           { kind: 'created' },
         ]);
         assert.deepEqual(await store.plants.create([]), []);
       }));
 
-    it('answers later copies of an id within one call as replayed or a conflict, with the first copy\'s content', () =>
+    it('answers later copies of an id within one call as existing, with the first copy\'s content', () =>
       withStore(async (store) => {
         // GroupCommitter passes a turn's creates as they came, repeats included: a store must not report one id
         // created twice, or two different contents would both be answered 200.
@@ -109,16 +109,16 @@ for (const database of DATABASES) {
         const outcomes = await store.plants.create([plant(1n, 'first'), plant(7n, 'other'), plant(1n, 'second', 't'), plant(7n, 'third'), plant(1n, 'first')]);
         assert.deepEqual(outcomes, [
           { kind: 'created' },
-          { kind: 'conflict', stored: plant(7n, 'seven', 's') },
-          { kind: 'conflict', stored: plant(1n, 'first') },
-          { kind: 'conflict', stored: plant(7n, 'seven', 's') },
-          { kind: 'replayed', stored: plant(1n, 'first') },
+          { kind: 'existing', stored: plant(7n, 'seven', 's') },
+          { kind: 'existing', stored: plant(1n, 'first') },
+          { kind: 'existing', stored: plant(7n, 'seven', 's') },
+          { kind: 'existing', stored: plant(1n, 'first') },
         ]);
         assert.deepEqual(await store.plants.get(1n), plant(1n, 'first'));
         assert.deepEqual(await store.plants.get(7n), plant(7n, 'seven', 's'));
         // The very same object twice is still two copies.
         const twice = plant(3n, 'twice');
-        assert.deepEqual(await store.plants.create([twice, twice]), [{ kind: 'created' }, { kind: 'replayed', stored: twice }]);
+        assert.deepEqual(await store.plants.create([twice, twice]), [{ kind: 'created' }, { kind: 'existing', stored: twice }]);
       }));
 
     it('keeps int64 ends and integers beyond a double exact through create, get and list', () =>
@@ -140,7 +140,7 @@ for (const database of DATABASES) {
           [INT64_MIN, -BEYOND_DOUBLE, BEYOND_DOUBLE - 1n, BEYOND_DOUBLE, INT64_MAX],
         );
         // The replay path reads the stored id back too.
-        assert.deepEqual(await store.plants.create([plant(INT64_MAX, 'x')]), [{ kind: 'conflict', stored: plant(INT64_MAX, `n${INT64_MAX}`) }]);
+        assert.deepEqual(await store.plants.create([plant(INT64_MAX, 'x')]), [{ kind: 'existing', stored: plant(INT64_MAX, `n${INT64_MAX}`) }]);
         assert.deepEqual(await store.plants.list({ limit: 10, after: INT64_MAX }), []);
         assert.deepEqual((await store.plants.list({ limit: 1, after: INT64_MIN })).map((row) => row.id), [-BEYOND_DOUBLE]);
       }));
@@ -152,7 +152,7 @@ for (const database of DATABASES) {
         assert.equal((await store.plants.get(2n))?.tag, '');
         assert.deepEqual(await store.plants.list({ limit: 10, tag: '' }), [plant(2n, 'empty', '')]);
         // A replay with '' where null is stored reports the stored null, so the service can call it different.
-        assert.deepEqual(await store.plants.create([plant(1n, 'untagged', '')]), [{ kind: 'conflict', stored: plant(1n, 'untagged', null) }]);
+        assert.deepEqual(await store.plants.create([plant(1n, 'untagged', '')]), [{ kind: 'existing', stored: plant(1n, 'untagged', null) }]);
       }));
 
     it('lists by keyset: ascending ids, strictly after the cursor, only the tag asked, at most the limit', () =>
@@ -680,7 +680,7 @@ for (const database of DATABASES) {
           assert.deepEqual(await second.plants.get(INT64_MAX), plant(INT64_MAX, 'durable', 'd'));
           assert.deepEqual(await second.plants.list({ limit: 10 }), [plant(1n, 'one'), plant(INT64_MAX, 'durable', 'd')]);
           assert.deepEqual(await second.tokens.find(hashOf('k')), { name: 'kept', hash: hashOf('k'), scopes: SCOPES, expiresAt: null });
-          assert.deepEqual(await second.plants.create([plant(1n, 'one')]), [{ kind: 'replayed', stored: plant(1n, 'one') }]);
+          assert.deepEqual(await second.plants.create([plant(1n, 'one')]), [{ kind: 'existing', stored: plant(1n, 'one') }]);
         } finally {
           await second.close();
         }
@@ -739,7 +739,7 @@ for (const database of DATABASES) {
                 outcomes.forEach((outcome, row) => {
                   const id = (rows[row] as Plant).id;
                   if (outcome.kind === 'created') created.set(id, (created.get(id) ?? 0) + 1);
-                  else assert.deepEqual(outcome, { kind: 'replayed', stored: plant(id, 'same') });
+                  else assert.deepEqual(outcome, { kind: 'existing', stored: plant(id, 'same') });
                 });
               });
               assert.equal(created.size, roundIds.length);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError } from '../../src/config/variables.js';
-import { tracingConfig } from '../../src/tracing/settings.js';
+import { tracingConfig } from '../../src/config/tracing.js';
 
 describe('tracing settings (the standard OTEL_* variables)', () => {
   it('is off without an endpoint, and with OTEL_SDK_DISABLED=true whatever else is set', () => {

@@ -68,14 +68,14 @@ describe('packed outcomes', () => {
     assert.deepEqual(unpackOutcomes(posted(packOutcomes(created))), created);
   });
 
-  it('keep each row of a mixed batch in order: created, replayed or conflict with the stored plant, failed with its error', () => {
+  it('keep each row of a mixed batch in order: created, existing with the stored plant, failed with its error', () => {
     // As node:sqlite throws it: its code, and SQLite's extended result code (SQLITE_CONSTRAINT_CHECK).
     const constraint = Object.assign(new Error('CHECK constraint failed: name'), { code: 'ERR_SQLITE_ERROR', errcode: 275 });
     const outcomes: CreateOutcome[] = [
-      { kind: 'replayed', stored: PLANTS[1] as Plant },
+      { kind: 'existing', stored: PLANTS[1] as Plant },
       { kind: 'created' },
       { kind: 'failed', error: constraint },
-      { kind: 'conflict', stored: PLANTS[3] as Plant },
+      { kind: 'existing', stored: PLANTS[3] as Plant },
       { kind: 'failed', error: new StorageUnavailableError('disk full') },
     ];
     const received = unpackOutcomes(posted(packOutcomes(outcomes)));

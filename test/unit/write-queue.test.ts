@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
-import { alreadyStored, type CreateOutcome, type PlantStore } from '../../src/storage/plant-store.js';
+import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plants/plant.js';
 import { WriteQueue, WriteQueueFullError, type WriteQueueOptions } from '../../src/plants/write-queue.js';
 import { SharedWrites, createInstanceMemory } from '../../src/workers/shared-memory.js';
@@ -46,7 +46,7 @@ class RecordingStore implements PlantStore {
       this.transactions.push([...batch]);
       return batch.map((plant): CreateOutcome => {
         const stored = this.stored.get(plant.id);
-        if (stored) return alreadyStored(stored, plant);
+        if (stored) return { kind: 'existing', stored };
         this.stored.set(plant.id, plant);
         return { kind: 'created' };
       });
@@ -78,13 +78,13 @@ describe('WriteQueue: batches handed over by other threads (createBatch)', () =>
     assert.equal(woken, 1);
   });
 
-  it('answers a repeated id across two workers\' batches as the store left it: created once, the later copy a conflict with the first', async () => {
+  it('answers a repeated id across two workers\' batches as the store left it: created once, the later copy finding the first', async () => {
     const store = new RecordingStore();
     const writer = writerQueue(store, { batchLimit: 500 });
     const first: Plant = { id: 7n, name: 'first', tag: null };
     const [one, two] = await Promise.all([writer.createBatch([first], 1), writer.createBatch([{ id: 7n, name: 'second', tag: 'x' }], 2)]);
     assert.deepEqual(one, [{ kind: 'created' }]);
-    assert.deepEqual(two, [{ kind: 'conflict', stored: first }]);
+    assert.deepEqual(two, [{ kind: 'existing', stored: first }]);
   });
 
   it('keeps a transaction within the batch limit without splitting a batch, and commits one transaction at a time', async () => {
@@ -141,7 +141,7 @@ describe('WriteQueue: batches handed over by other threads (createBatch)', () =>
     assert.deepEqual(committed, [4]);
     assert.deepEqual(ownOutcome, { kind: 'created' });
     assert.deepEqual(handedOutcomes, [{ kind: 'created' }, { kind: 'created' }]);
-    assert.deepEqual(againOutcome, { kind: 'replayed', stored: { id: 1n, name: 'p1', tag: null } });
+    assert.deepEqual(againOutcome, { kind: 'existing', stored: { id: 1n, name: 'p1', tag: null } });
     assert.equal(writer.depth, 0);
   });
 

@@ -1,5 +1,5 @@
 import rateLimit from '@fastify/rate-limit';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import fastifyPlugin from 'fastify-plugin';
 import type { RateLimitConfig } from '../../config/config.js';
 import { TooManyRequestsError } from '../errors.js';
@@ -14,10 +14,10 @@ declare module 'fastify' {
 
 export interface TokenRateLimit {
   /**
-   * A route's onRequest hook, after authentication (keyed by the token's name) and before the body is read, so a
-   * limited client costs no parsing; 429 is an Error record with Retry-After.
+   * A route's onRequest hook (@fastify/rate-limit's, as it types it), after authentication (keyed by the token's
+   * name) and before the body is read, so a limited client costs no parsing; 429 is an Error record with Retry-After.
    */
-  readonly onRequest: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  readonly onRequest: preHandlerAsyncHookHandler;
   /**
    * Rate limiting of a streamed bulk create: besides the request itself (counted at onRequest like any), each line
    * takes one token of the same bucket; when the bucket is empty the stream waits for the next token (reading pauses)
@@ -54,7 +54,7 @@ export const tokenRateLimit = fastifyPlugin<TokenRateLimitOptions>(
     // The plugin's store and the per-line admission of streamed bulk creates share the buckets.
     const lines = new TokenBucketStore(config, now, cells);
     app.decorate('tokenRateLimit', {
-      onRequest: app.rateLimit() as unknown as TokenRateLimit['onRequest'],
+      onRequest: app.rateLimit(),
       admitLine: (request) =>
         new Promise<void>((resolve, reject) => {
           const attempt = () =>

@@ -5,7 +5,8 @@ import { unavailableIf, type StorageErrorKind } from '../errors.js';
 /**
  * How this service talks to PostgreSQL through pg: every connection's settings (durable commits, int8 as bigint,
  * bounded waits), the pool's, and which errors mean "the database cannot serve now". The store and its sub-stores
- * (plants.ts, webhooks.ts) run their statements through the Query and Transaction the store gives them.
+ * (plants.ts, tokens.ts, webhook-subscriptions.ts, webhook-outbox.ts) run their statements through the Query and
+ * Transaction the store gives them.
  */
 
 export type PostgresConfig = Extract<DatabaseConfig, { kind: 'postgres' }>;

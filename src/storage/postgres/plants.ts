@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
-import { alreadyStored, type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import { type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
 import type { Plant } from '../../plants/plant.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import type { Query } from './connection.js';
@@ -109,10 +109,10 @@ export class PostgresPlants implements PlantStore {
     return plants.map((plant, index): CreateOutcome => {
       const stored = found.get(plant.id);
       if (stored === undefined) return { kind: 'failed', error: unanswered as Error };
-      if (stored !== 'created') return alreadyStored(stored, plant);
+      if (stored !== 'created') return { kind: 'existing', stored };
       // A later copy of an id this call created is answered as if the first copy had been stored before it.
       const firstCopy = first.get(plant.id) as { readonly index: number; readonly plant: Plant };
-      return firstCopy.index === index ? { kind: 'created' } : alreadyStored(toPlant(firstCopy.plant), plant);
+      return firstCopy.index === index ? { kind: 'created' } : { kind: 'existing', stored: toPlant(firstCopy.plant) };
     });
   }
 

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { UNOBSERVED, type StorageObserver } from '../observer.js';
+import { UNOBSERVED, type QueryTracer, type StorageObserver } from '../observer.js';
 import type { ConnectionPoolState, Store, StorageIncident } from '../store.js';
 import {
   POSTGRES_TIMEOUTS,
@@ -18,7 +18,6 @@ import { PostgresPlants } from './plants.js';
 import { PostgresTokens } from './tokens.js';
 import { PostgresWebhookOutbox } from './webhook-outbox.js';
 import { PostgresWebhookSubscriptions } from './webhook-subscriptions.js';
-import { activeTracing } from '../../tracing/tracing.js';
 
 /**
  * PostgreSQL through a pg pool. Uniqueness, replays and conflicts are decided by the database, so they hold across
@@ -33,6 +32,7 @@ export class PostgresStore implements Store {
   readonly writeConcurrency: number;
   readonly #pool: pg.Pool;
   #observer: StorageObserver = UNOBSERVED;
+  #tracer: QueryTracer | undefined;
   /** Plants, tokens, webhook subscriptions and their outbox, each on this store's pool and its error translation. */
   readonly plants: PostgresPlants;
   readonly tokens: PostgresTokens;
@@ -79,9 +79,10 @@ export class PostgresStore implements Store {
     try {
       // pg-pool discards a connection whose query failed, so a broken one is never reused.
       const run = () => this.#pool.query<R>(statement(text, values));
-      // Tracing (src/tracing/): inside a traced request, a client span with the statement's text (never its values).
-      const tracing = activeTracing();
-      return await (tracing ? tracing.query(typeof text === 'string' ? text : text.text, run) : run());
+      // Tracing (src/tracing/, handed in by traceQueries): inside a traced request, a client span with the statement's
+      // text (never its values).
+      const tracer = this.#tracer;
+      return await (tracer ? tracer.query(typeof text === 'string' ? text : text.text, run) : run());
     } catch (error) {
       this.#observer.storageFailed(unavailableKind(error) ?? 'other');
       throw translate(error);
@@ -90,6 +91,10 @@ export class PostgresStore implements Store {
 
   observe(observer: StorageObserver): void {
     this.#observer = observer;
+  }
+
+  traceQueries(tracer: QueryTracer): void {
+    this.#tracer = tracer;
   }
 
   connectionPoolState(): ConnectionPoolState {

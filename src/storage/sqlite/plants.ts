@@ -1,4 +1,4 @@
-import { alreadyStored, type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
+import { type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
 import type { Plant } from '../../plants/plant.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner } from './connection.js';
@@ -95,7 +95,7 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
           throw error;
         }
         // A later copy of an id this batch created reads the first copy here, as if it had been stored before.
-        return alreadyStored(toPlant(storedPlant.get(plant.id) as PlantRow), plant);
+        return { kind: 'existing', stored: toPlant(storedPlant.get(plant.id) as PlantRow) };
       });
       // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
       this.#webhooks.recordEvents(plants, outcomes, traceparents);

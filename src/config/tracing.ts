@@ -1,9 +1,9 @@
 /**
  * The standard OpenTelemetry variables this service honours, read once with the rest of the configuration
- * (src/config/config.ts). Tracing is off unless an OTLP endpoint is given: an SDK that exported to the specification's
+ * (./config.ts). Tracing is off unless an OTLP endpoint is given: an SDK that exported to the specification's
  * default (localhost:4318) whenever it was loaded would make connections nobody asked for.
  */
-import { ConfigError, boolean, read, type Env } from '../config/variables.js';
+import { ConfigError, boolean, read, type Env } from './variables.js';
 
 export type OtlpProtocol = 'http/protobuf' | 'http/json';
 
