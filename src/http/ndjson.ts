@@ -90,10 +90,10 @@ export class BulkCreateAnswer extends Readable {
     this.#shuttingDown = true;
     this.#options.lane?.close();
     this.#wakeReader();
-    this.#resolveStopping?.(STOPPING);
+    this.#stopWaiter?.(STOPPING);
   };
-  #resolveStopping: ((value: typeof STOPPING) => void) | undefined;
-  readonly #whenStopping: Promise<typeof STOPPING> | undefined;
+  /** Resolves the reader's current wait (a chunk, a rate-limit token) when shutdown starts. */
+  #stopWaiter: ((value: typeof STOPPING) => void) | undefined;
   #reading = true;
   /** True when the request was not read to its end (a limit, a timeout): the connection must close after the answer. */
   unreadRequest = false;
@@ -104,7 +104,6 @@ export class BulkCreateAnswer extends Readable {
     this.#source = source;
     const { stopping } = options;
     if (stopping) {
-      this.#whenStopping = new Promise((resolve) => (this.#resolveStopping = resolve));
       if (stopping.aborted) this.#onStopping();
       else stopping.addEventListener('abort', this.#onStopping, { once: true });
     }
@@ -144,9 +143,18 @@ export class BulkCreateAnswer extends Readable {
     const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
       timer = setTimeout(() => resolve(TIMED_OUT), this.#options.idleTimeoutMs);
     });
-    const racing: Array<Promise<IteratorResult<InputLine[]> | typeof TIMED_OUT | typeof STOPPING>> = [next, timeout];
-    if (this.#whenStopping) racing.push(this.#whenStopping);
-    return Promise.race(racing).finally(() => clearTimeout(timer));
+    return this.#unlessStopping(Promise.race([next, timeout])).finally(() => clearTimeout(timer));
+  }
+
+  /**
+   * `waiting`, or STOPPING if shutdown starts first. A promise of its own per wait: racing every wait with one
+   * long-lived promise would leave a reaction on it per wait, each holding what its wait resolved with (a chunk's
+   * lines) until shutdown.
+   */
+  #unlessStopping<T>(waiting: Promise<T>): Promise<T | typeof STOPPING> {
+    if (!this.#options.stopping) return waiting;
+    const stopped = new Promise<typeof STOPPING>((resolve) => (this.#stopWaiter = resolve));
+    return Promise.race([waiting, stopped]).finally(() => (this.#stopWaiter = undefined));
   }
 
   /** The last line at shutdown: lines from `line` on were not taken, and can be sent again (to another instance). */
@@ -212,7 +220,7 @@ export class BulkCreateAnswer extends Readable {
             continue;
           }
           const admitted = this.#options.admitLine?.();
-          if (admitted && (this.#whenStopping ? await Promise.race([admitted, this.#whenStopping]) : await admitted) === STOPPING) {
+          if (admitted && (await this.#unlessStopping(admitted)) === STOPPING) {
             return this.#shutdownLine(line.number);
           }
           let plant: Plant;
