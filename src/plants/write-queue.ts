@@ -245,10 +245,19 @@ export class WriteQueue {
   reserveFor(lane: WriteLane): Promise<boolean> | undefined {
     if (lane.closed) return Promise.resolve(false);
     if (lane.reserved) return undefined;
-    if (this.#waitingLanes.length === 0 && this.#admitFor(lane)) {
+    // Lanes waiting for room get it first; one waiting only because it is over its share holds no other back.
+    this.#grantWaiting();
+    if (lane.grant === undefined && this.#admitFor(lane)) {
       lane.reserved = true;
       return undefined;
     }
+    if (lane.grant !== undefined) return new Promise((resolve) => {
+      const earlier = lane.grant as (admitted: boolean) => void;
+      lane.grant = (admitted) => {
+        earlier(admitted);
+        resolve(admitted);
+      };
+    });
     return new Promise((resolve) => {
       lane.grant = resolve;
       this.#waitingLanes.push(lane);
