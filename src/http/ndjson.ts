@@ -177,7 +177,8 @@ export class BulkCreateAnswer extends Readable {
     const { maxLineBytes, maxLines, readPlant, idleTimeoutMs, lane } = this.#options;
     // Not destroyed when reading stops early (a limit, a timeout): that would close the socket under the answer.
     const chunks = (this.#source as unknown as Readable).iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
-    const lines = readLines(chunks, maxLineBytes)[Symbol.asyncIterator]();
+    // Blank lines get no answer: a run of them is read as one, a place in the window, whatever its length.
+    const lines = readLines(chunks, maxLineBytes, { blankRuns: true })[Symbol.asyncIterator]();
     let lastLine = 0;
     try {
       for (;;) {
@@ -196,9 +197,11 @@ export class BulkCreateAnswer extends Readable {
         for (const line of next.value) {
           if (this.#stopped) return;
           if (line.number > maxLines) {
-            this.#finalLine = errorLine(line.number, {
+            // The first line over the limit (a run of empty lines comes as one, numbered as its last).
+            const over = maxLines + 1;
+            this.#finalLine = errorLine(over, {
               error: 413,
-              message: `the request has more than ${maxLines} lines (BULK_MAX_LINES); lines from ${line.number} on were not read`,
+              message: `the request has more than ${maxLines} lines (BULK_MAX_LINES); lines from ${over} on were not read`,
             });
             this.unreadRequest = true;
             return;
