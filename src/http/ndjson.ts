@@ -119,6 +119,8 @@ export class BulkCreateAnswer extends Readable {
     // The client went away (or the answer failed): stop reading. Lines already handed to the write queue still commit
     // or fail whole, each on its own; none is half-written.
     this.#stopped = true;
+    // A wait for room in the write queue ends too: the lane is given up.
+    this.#options.lane?.close();
     this.#wakeReader();
     callback(error);
   }
