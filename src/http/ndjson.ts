@@ -5,6 +5,11 @@ import { isBlank, readLines, type InputLine } from '../transfer/lines.js';
 
 const TIMED_OUT = Symbol('timedOut');
 const STOPPING = Symbol('stopping');
+/**
+ * Lines a stream reads in one go before it lets the event loop turn: a socket read holds some 1,500 lines, and twenty
+ * streams each parsing a whole one in the same turn held a single create's answer back by seconds on a busy machine.
+ */
+const LINES_PER_TURN = 256;
 
 /** The media type of a streamed bulk create, request and answer: one JSON text per line (NDJSON). */
 export const NDJSON = 'application/x-ndjson';
@@ -182,6 +187,7 @@ export class BulkCreateAnswer extends Readable {
     // Blank lines get no answer: a run of them is read as one, a place in the window, whatever its length.
     const lines = readLines(chunks, maxLineBytes, { blankRuns: true })[Symbol.asyncIterator]();
     let lastLine = 0;
+    let sinceYield = 0;
     try {
       for (;;) {
         if (this.#shuttingDown) return this.#shutdownLine(lastLine + 1);
@@ -211,6 +217,11 @@ export class BulkCreateAnswer extends Readable {
           // Every line, blank and too long ones included, takes a place in the window until it is flushed: what a
           // stream makes the server hold is bounded by its window whatever it sends.
           if (!this.#hasRoom()) await this.#room();
+          else if (++sinceYield >= LINES_PER_TURN) {
+            // Let the rest of the event loop in (other clients' requests, commits) between slices of a large chunk.
+            sinceYield = 0;
+            await new Promise((resolve) => setImmediate(resolve));
+          }
           if (this.#stopped) return;
           if (this.#shuttingDown) return this.#shutdownLine(line.number);
           if (!('text' in line)) {
