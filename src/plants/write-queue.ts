@@ -98,6 +98,13 @@ export function reservedForSingles(queueLimit: number): number {
   return Math.min(queueLimit - 1, Math.max(1, Math.floor(queueLimit / 4)));
 }
 
+/**
+ * Batches of streams' creates that may wait in the queue at once, over every stream: enough that a batch is always
+ * ready when a commit ends (PostgreSQL commits up to four at once), while lines waiting beyond that would only be
+ * held in memory.
+ */
+const STREAM_BATCHES_QUEUED = 8;
+
 /** While streams wait for room that other threads' queues hold, the bound is looked at again this often. */
 const LANE_RETRY_MS = 5;
 
@@ -289,7 +296,9 @@ export class WriteQueue {
 
   /** What one open stream may have queued: streams' part of the bound, divided among them. */
   #laneShare(): number {
-    return Math.max(1, Math.floor((this.#options.queueLimit - this.#reserve) / Math.max(1, this.#lanes)));
+    // Streams together need no more queued than a few batches to keep the writer busy; more only holds memory.
+    const streamsPart = Math.min(this.#options.queueLimit - this.#reserve, STREAM_BATCHES_QUEUED * this.#options.batchLimit);
+    return Math.max(1, Math.floor(streamsPart / Math.max(1, this.#lanes)));
   }
 
   /** Grants waiting lanes a place each, in the order they asked, while there is room; lanes over their share wait on. */
