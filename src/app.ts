@@ -19,6 +19,7 @@ import { tokenRateLimit } from './http/plugins/token-rate-limit.js';
 import type { BucketCells } from './http/rate-limit.js';
 import { endFailedHandshakes, withTls, type TlsCredentials } from './http/tls.js';
 import { parseQueryString } from './http/query-string.js';
+import { RefusalLog } from './http/refusal-log.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import type { RouteSpec } from './http/route-spec.js';
 import { plantRoutes, type BulkCreateSettings } from './routes/plants.js';
@@ -45,7 +46,8 @@ export interface AppOptions {
  */
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
   const { config, metrics, tracing } = services;
-  const replyWithError = errorReplier({ bodyLimit: config.limits.bodyBytes });
+  const refusals = new RefusalLog(services.log as FastifyBaseLogger);
+  const replyWithError = errorReplier({ bodyLimit: config.limits.bodyBytes, refusals });
   const app = Fastify(withTls({
     loggerInstance: services.log as FastifyBaseLogger,
     bodyLimit: config.limits.bodyBytes,
@@ -73,7 +75,18 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   endFailedHandshakes(app);
   if (tracing) await app.register(requestTracing, { tracing });
   await app.register(bodyParsers);
-  await app.register(errorHandler, { bodyLimit: config.limits.bodyBytes });
+  await app.register(errorHandler, { bodyLimit: config.limits.bodyBytes, refusals });
+  // Closing the app stops every streamed bulk create reading (each ends with a 503 line once its lines read are
+  // answered): preClose runs before Fastify waits for the requests in flight, which a stream would otherwise keep up.
+  const stopping = new AbortController();
+  app.addHook('preClose', (done) => {
+    stopping.abort();
+    done();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    refusals.stop();
+    done();
+  });
   // The onRequest hooks every request runs, in this order: its id on every answer, then the refusals that need no route.
   await app.register(requestId);
   await app.register(malformedRequests);
@@ -96,7 +109,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     idleTimeoutMs: config.http.requestTimeoutMs,
     // The single create's parser and NewPlant validation, line by line; messages name the line ("line.name must ...").
     readPlant: newPlantReader(config.limits, 'line'),
-    errorRecord: (error, request) => toErrorReply(error, request.log, config.limits.bodyBytes).body,
+    errorRecord: (error, request) => toErrorReply(error, request.log, config.limits.bodyBytes, refusals).body,
+    stopping: stopping.signal,
     ...(app.tokenRateLimit ? { admitLine: app.tokenRateLimit.admitLine } : {}),
   };
   const routes: RouteSpec[] = [

@@ -7,6 +7,7 @@ import { DrainingError } from '../health/readiness.js';
 import { WriteQueueFullError } from '../plants/write-queue.js';
 import { NO_NUL, type ErrorBody } from '../schemas.js';
 import { NDJSON } from './ndjson.js';
+import type { RefusalLog } from './refusal-log.js';
 import { StorageUnavailableError } from '../storage/errors.js';
 import {
   ApiError,
@@ -65,8 +66,10 @@ function fromServiceError(error: Error): ApiError | undefined {
 /**
  * The one mapping from anything thrown to the Error record: ApiErrors keep their status, the services' errors and
  * framework errors are translated, and anything else is a 500 whose detail goes to the log, never to the client.
+ * A write refused because the write queue is full is overload answered as designed, not a fault: it goes to
+ * `refusals`, counted, or without one to a warn line with no stack.
  */
-export function toErrorReply(error: unknown, log: FastifyBaseLogger, bodyLimit: number): ErrorReply {
+export function toErrorReply(error: unknown, log: FastifyBaseLogger, bodyLimit: number, refusals?: RefusalLog): ErrorReply {
   const known =
     error instanceof ApiError
       ? error
@@ -74,8 +77,12 @@ export function toErrorReply(error: unknown, log: FastifyBaseLogger, bodyLimit: 
         ? (fromServiceError(error) ?? fromFrameworkError(error as Error & { code?: string; statusCode?: number }, bodyLimit))
         : undefined;
   if (known) {
+    if (error instanceof WriteQueueFullError) {
+      if (refusals) refusals.writeQueueFull();
+      else log.warn(known.message);
+    }
     // 501 is the client's request asking for what is not implemented, not a failure of the server.
-    if (known.status >= 500 && known.status !== 501) log.error({ err: error }, known.message);
+    else if (known.status >= 500 && known.status !== 501) log.error({ err: error }, known.message);
     return { status: known.status, headers: known.headers, body: { error: known.status, message: known.message } };
   }
   log.error({ err: error }, 'unhandled error');

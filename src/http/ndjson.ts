@@ -4,6 +4,12 @@ import type { Plant } from '../plants/plant.js';
 import { isBlank, readLines, type InputLine } from '../transfer/lines.js';
 
 const TIMED_OUT = Symbol('timedOut');
+const STOPPING = Symbol('stopping');
+/**
+ * Lines a stream reads in one go before it lets the event loop turn: a socket read holds some 1,500 lines, and twenty
+ * streams each parsing a whole one in the same turn held a single create's answer back by seconds on a busy machine.
+ */
+const LINES_PER_TURN = 256;
 
 /** The media type of a streamed bulk create, request and answer: one JSON text per line (NDJSON). */
 export const NDJSON = 'application/x-ndjson';
@@ -40,6 +46,17 @@ export interface BulkCreateOptions {
   readonly errorRecord: (error: unknown) => ErrorBody;
   /** Resolves when one more line may be created (rate limiting), or undefined when every line may go at once. */
   readonly admitLine?: () => Promise<void> | undefined;
+  /**
+   * The stream's place in the write queue (WriteLane): before each create, reserve() answers undefined when there is
+   * room now, or a promise of a turn (false: the lane closed), and the stream stops reading meanwhile. Closed when the
+   * stream ends.
+   */
+  readonly lane?: { reserve(): Promise<boolean> | undefined; close(): void };
+  /**
+   * Aborted when the server shuts down: the stream stops reading, answers every line it read, and ends with a final
+   * 503 line naming the first line it did not take.
+   */
+  readonly stopping?: AbortSignal;
 }
 
 interface Entry {
@@ -72,6 +89,16 @@ export class BulkCreateAnswer extends Readable {
   #backedUp = false;
   #wake: (() => void) | undefined;
   #stopped = false;
+  /** The server is shutting down (options.stopping). */
+  #shuttingDown = false;
+  readonly #onStopping = (): void => {
+    this.#shuttingDown = true;
+    this.#options.lane?.close();
+    this.#wakeReader();
+    this.#stopWaiter?.(STOPPING);
+  };
+  /** Resolves the reader's current wait (a chunk, a rate-limit token) when shutdown starts. */
+  #stopWaiter: ((value: typeof STOPPING) => void) | undefined;
   #reading = true;
   /** True when the request was not read to its end (a limit, a timeout): the connection must close after the answer. */
   unreadRequest = false;
@@ -80,6 +107,11 @@ export class BulkCreateAnswer extends Readable {
     super({ highWaterMark: 16 * 1024 });
     this.#options = options;
     this.#source = source;
+    const { stopping } = options;
+    if (stopping) {
+      if (stopping.aborted) this.#onStopping();
+      else stopping.addEventListener('abort', this.#onStopping, { once: true });
+    }
     void this.#readAll();
   }
 
@@ -92,6 +124,8 @@ export class BulkCreateAnswer extends Readable {
     // The client went away (or the answer failed): stop reading. Lines already handed to the write queue still commit
     // or fail whole, each on its own; none is half-written.
     this.#stopped = true;
+    // A wait for room in the write queue ends too: the lane is given up.
+    this.#options.lane?.close();
     this.#wakeReader();
     callback(error);
   }
@@ -101,7 +135,7 @@ export class BulkCreateAnswer extends Readable {
   }
 
   #hasRoom(): boolean {
-    return this.#stopped || (!this.#backedUp && this.#inWindow < this.#options.window);
+    return this.#stopped || this.#shuttingDown || (!this.#backedUp && this.#inWindow < this.#options.window);
   }
 
   #wakeReader(): void {
@@ -110,24 +144,55 @@ export class BulkCreateAnswer extends Readable {
     wake?.();
   }
 
-  /** The next lines of the request, or TIMED_OUT when it sends nothing for idleTimeoutMs. */
-  #nextWithin(next: Promise<IteratorResult<InputLine[]>>): Promise<IteratorResult<InputLine[]> | typeof TIMED_OUT> {
+  /** The next lines of the request, TIMED_OUT when it sends nothing for idleTimeoutMs, or STOPPING at shutdown. */
+  #nextWithin(next: Promise<IteratorResult<InputLine[]>>): Promise<IteratorResult<InputLine[]> | typeof TIMED_OUT | typeof STOPPING> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<typeof TIMED_OUT>((resolve) => {
       timer = setTimeout(() => resolve(TIMED_OUT), this.#options.idleTimeoutMs);
     });
-    return Promise.race([next, timeout]).finally(() => clearTimeout(timer));
+    return this.#unlessStopping(Promise.race([next, timeout])).finally(() => clearTimeout(timer));
+  }
+
+  /**
+   * `waiting`, or STOPPING if shutdown starts first. A promise of its own per wait: racing every wait with one
+   * long-lived promise would leave a reaction on it per wait, each holding what its wait resolved with (a chunk's
+   * lines) until shutdown.
+   */
+  #unlessStopping<T>(waiting: Promise<T>): Promise<T | typeof STOPPING> {
+    if (!this.#options.stopping) return waiting;
+    const stopped = new Promise<typeof STOPPING>((resolve) => (this.#stopWaiter = resolve));
+    return Promise.race([waiting, stopped]).finally(() => (this.#stopWaiter = undefined));
+  }
+
+  /** The last line at shutdown: lines from `line` on were not taken, and can be sent again (to another instance). */
+  #shutdownLine(line: number): void {
+    this.#finalLine = errorLine(line, {
+      error: 503,
+      message: `the server is shutting down; lines from ${line} on were not read: send them again`,
+    });
+    this.unreadRequest = true;
+  }
+
+  /** Waits until the window has room (the answered lines are flushed, the client reads). */
+  async #room(): Promise<void> {
+    // Lines answered at once (blank, bad, too long) hold the window until a flush sends them.
+    this.#scheduleFlush();
+    await new Promise<void>((resolve) => (this.#wake = resolve));
   }
 
   async #readAll(): Promise<void> {
-    const { maxLineBytes, maxLines, readPlant, idleTimeoutMs } = this.#options;
+    const { maxLineBytes, maxLines, readPlant, idleTimeoutMs, lane } = this.#options;
     // Not destroyed when reading stops early (a limit, a timeout): that would close the socket under the answer.
     const chunks = (this.#source as unknown as Readable).iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
-    const lines = readLines(chunks, maxLineBytes)[Symbol.asyncIterator]();
+    // Blank lines get no answer: a run of them is read as one, a place in the window, whatever its length.
+    const lines = readLines(chunks, maxLineBytes, { blankRuns: true })[Symbol.asyncIterator]();
     let lastLine = 0;
+    let sinceYield = 0;
     try {
       for (;;) {
+        if (this.#shuttingDown) return this.#shutdownLine(lastLine + 1);
         const next = await this.#nextWithin(lines.next());
+        if (next === STOPPING) return this.#shutdownLine(lastLine + 1);
         if (next === TIMED_OUT) {
           this.#finalLine = errorLine(lastLine + 1, {
             error: 408,
@@ -139,51 +204,81 @@ export class BulkCreateAnswer extends Readable {
         if (next.done) return;
         for (const line of next.value) {
           if (this.#stopped) return;
-          lastLine = line.number;
           if (line.number > maxLines) {
-            this.#finalLine = errorLine(line.number, {
+            // The first line over the limit (a run of empty lines comes as one, numbered as its last).
+            const over = maxLines + 1;
+            this.#finalLine = errorLine(over, {
               error: 413,
-              message: `the request has more than ${maxLines} lines (BULK_MAX_LINES); lines from ${line.number} on were not read`,
+              message: `the request has more than ${maxLines} lines (BULK_MAX_LINES); lines from ${over} on were not read`,
             });
             this.unreadRequest = true;
             return;
           }
-          if ('text' in line && isBlank(line.text)) continue;
-          if (!this.#hasRoom()) await new Promise<void>((resolve) => (this.#wake = resolve));
+          // Every line, blank and too long ones included, takes a place in the window until it is flushed: what a
+          // stream makes the server hold is bounded by its window whatever it sends.
+          if (!this.#hasRoom()) await this.#room();
+          else if (++sinceYield >= LINES_PER_TURN) {
+            // Let the rest of the event loop in (other clients' requests, commits) between slices of a large chunk.
+            sinceYield = 0;
+            await new Promise((resolve) => setImmediate(resolve));
+          }
           if (this.#stopped) return;
-          const admitted = this.#options.admitLine?.();
-          if (admitted) await admitted;
-          const entry: Entry = { line: line.number, result: undefined };
-          this.#entries.push(entry);
+          if (this.#shuttingDown) return this.#shutdownLine(line.number);
           if (!('text' in line)) {
-            entry.result = errorLine(line.number, {
+            this.#answered(line.number, errorLine(line.number, {
               error: 413,
               message: `line is longer than the limit of ${maxLineBytes} bytes (BODY_LIMIT_BYTES)`,
-            });
+            }));
             continue;
+          }
+          if (isBlank(line.text)) {
+            this.#answered(line.number, '');
+            continue;
+          }
+          const admitted = this.#options.admitLine?.();
+          if (admitted && (await this.#unlessStopping(admitted)) === STOPPING) {
+            return this.#shutdownLine(line.number);
           }
           let plant: Plant;
           try {
             plant = readPlant(line.text);
           } catch (error) {
-            entry.result = errorLine(line.number, this.#options.errorRecord(error));
+            this.#answered(line.number, errorLine(line.number, this.#options.errorRecord(error)));
             continue;
           }
+          // The write queue has no room for this stream now: it waits its turn, reading nothing meanwhile.
+          const reserved = lane?.reserve();
+          if (reserved !== undefined && !(await reserved)) {
+            if (this.#stopped) return;
+            return this.#shutdownLine(line.number);
+          }
+          if (this.#stopped) return;
+          if (this.#shuttingDown) return this.#shutdownLine(line.number);
+          const entry: Entry = { line: line.number, result: undefined };
+          this.#entries.push(entry);
           this.#options.create(plant).then(
             ({ plant: stored, created }) =>
               this.#settle(entry, `${JSON.stringify({ line: entry.line, status: 200, plant: this.#options.plantBody(stored), created })}\n`),
             (error: unknown) => this.#settle(entry, errorLine(entry.line, this.#options.errorRecord(error))),
           );
         }
+        lastLine = next.value.at(-1)?.number ?? lastLine;
         this.#scheduleFlush();
       }
     } catch {
       // The request ended before its end (the client closed it): what was read is answered, as far as it can be.
       this.unreadRequest = true;
     } finally {
+      lane?.close();
+      this.#options.stopping?.removeEventListener('abort', this.#onStopping);
       this.#reading = false;
       this.#scheduleFlush();
     }
+  }
+
+  /** A line whose answer is known as it is read (blank: nothing to write). */
+  #answered(line: number, result: string): void {
+    this.#entries.push({ line, result });
   }
 
   /** A last line after every line's result: why the request was not read to its end. */

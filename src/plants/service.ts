@@ -1,7 +1,7 @@
 import type { CreateOutcome, PlantListQuery, PlantStore } from '../storage/plant-store.js';
 import { isSamePlant, type Plant } from './plant.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
-import type { WriteQueue } from './write-queue.js';
+import type { WriteLane, WriteQueue } from './write-queue.js';
 
 export interface PlantPage {
   readonly plants: Plant[];
@@ -66,11 +66,22 @@ export class PlantService {
     return (await this.createWithOutcome(plant)).plant;
   }
 
-  /** A create that also tells whether the plant was stored now (true) or was an identical replay (false). */
-  async createWithOutcome(plant: Plant): Promise<{ readonly plant: Plant; readonly created: boolean }> {
+  /**
+   * A stream of creates' way into the write queue (WriteLane): it waits for room instead of being refused, and shares
+   * the queue fairly with other streams. Closed by the stream when it ends.
+   */
+  openLane(): WriteLane {
+    return this.#writes.openLane();
+  }
+
+  /**
+   * A create that also tells whether the plant was stored now (true) or was an identical replay (false); with `lane`,
+   * one of a stream's, admitted in the place its lane reserved.
+   */
+  async createWithOutcome(plant: Plant, lane?: WriteLane): Promise<{ readonly plant: Plant; readonly created: boolean }> {
     let outcome: CreateOutcome;
     try {
-      outcome = await this.#writes.create(plant);
+      outcome = await this.#writes.create(plant, lane);
     } catch (error) {
       this.#observer.createAnswered('refused');
       throw error;

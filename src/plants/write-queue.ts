@@ -75,9 +75,10 @@ export interface Gathering {
 export interface SharedWriteState {
   /**
    * Admits one write if the writes waiting in every queue together (this one's `depth` included) are below
-   * queueLimit, counting it; false, counting nothing, otherwise.
+   * queueLimit − `reserve`, counting it; false, counting nothing, otherwise. Streams admit with a reserve, so that
+   * the last part of the bound is always there for single creates and deletes.
    */
-  admit(): boolean;
+  admit(reserve?: number): boolean;
   /** Writes this queue admitted that no longer wait (a batch handed to storage, a delete answered). */
   release(count: number): void;
   /** When the latest batch to finish in any queue was refused by storage (Date.now()), or undefined. */
@@ -96,6 +97,63 @@ interface Pending {
   readonly plant: Plant;
   readonly resolve: (outcome: CreateOutcome) => void;
   readonly reject: (error: unknown) => void;
+  /** The stream it came from, whose share it counts against until it is handed to storage. */
+  readonly lane?: WriteLane;
+}
+
+/**
+ * The part of queueLimit streams never take: single creates and deletes are admitted while streams fill the rest.
+ * A quarter leaves streams most of the queue (one stream needs no more than its window, 1024 lines, to keep
+ * commits full) and single creates thousands of places.
+ */
+export function reservedForSingles(queueLimit: number): number {
+  return Math.min(queueLimit - 1, Math.max(1, Math.floor(queueLimit / 4)));
+}
+
+/**
+ * Batches of streams' creates that may wait in the queue at once, over every stream: enough that a batch is always
+ * ready when a commit ends (PostgreSQL commits up to four at once), while lines waiting beyond that would only be
+ * held in memory.
+ */
+const STREAM_BATCHES_QUEUED = 8;
+
+/** While streams wait for room that other threads' queues hold, the bound is looked at again this often. */
+const LANE_RETRY_MS = 5;
+
+/**
+ * One stream's way into the write queue (a streamed bulk create: src/http/ndjson.ts). Where a single create is
+ * refused when the queue is full, a stream waits: `reserve()` answers at once when there is room, and otherwise a
+ * promise that resolves once the queue has made room for this stream, in turn with the other waiting streams, so
+ * the stream stops reading its socket meanwhile. A stream holds at most its fair share of what streams may take
+ * (queueLimit less the part reserved for single creates, divided among the open streams), so twenty streams share
+ * the queue as evenly as two.
+ */
+export class WriteLane {
+  readonly #queue: WriteQueue;
+  /** Creates of this lane admitted and not yet handed to storage. */
+  queued = 0;
+  /** A place was admitted for the next create, not yet used. */
+  reserved = false;
+  /** Resolves the wait of a reserve() that could not be admitted at once. */
+  grant: ((admitted: boolean) => void) | undefined;
+  closed = false;
+
+  constructor(queue: WriteQueue) {
+    this.#queue = queue;
+  }
+
+  /**
+   * Holds a place in the queue for this stream's next create: undefined when it has one now, otherwise a promise
+   * that resolves true once it has, or false if the lane was closed first (the stream stopped).
+   */
+  reserve(): Promise<boolean> | undefined {
+    return this.#queue.reserveFor(this);
+  }
+
+  /** The stream ends: a place held and not used goes back, and a wait in progress resolves false. */
+  close(): void {
+    this.#queue.closeLane(this);
+  }
 }
 
 /** A batch another thread's queue admitted and handed over (createBatch): it joins a transaction whole. */
@@ -132,7 +190,18 @@ export class WriteQueue {
   readonly #options: WriteQueueOptions;
   readonly #observer: WriteQueueObserver;
   #queue: Entry[] = [];
-  /** Creates of this queue's own waiting in #queue (the rest are handed-over batches, admitted elsewhere). */
+  /**
+   * Creates from streams (WriteLane), apart from #queue: a batch takes single creates and handed-over batches first
+   * and fills the rest with these, so a single create is never behind a stream's lines.
+   */
+  #streamed: Pending[] = [];
+  /** Open lanes, among which streams' share of the queue is divided. */
+  #lanes = 0;
+  /** Lanes waiting for a place, in the order they asked: each is granted one place in turn. */
+  #waitingLanes: WriteLane[] = [];
+  #laneRetry: NodeJS.Timeout | undefined;
+  readonly #reserve: number;
+  /** Creates of this queue's own waiting in #queue and #streamed (the rest are handed-over batches, admitted elsewhere). */
   #queuedCreates = 0;
   /** Rows waiting in #queue, own creates and handed-over batches alike. */
   #queuedRows = 0;
@@ -156,16 +225,17 @@ export class WriteQueue {
     this.#options = options;
     this.#observer = options.observer ?? UNOBSERVED;
     this.#shared = options.shared ?? {
-      admit: () => this.depth < options.queueLimit,
+      admit: (reserve = 0) => this.depth < options.queueLimit - reserve,
       release: () => undefined,
       refusedAt: undefined,
     };
+    this.#reserve = reservedForSingles(options.queueLimit);
     options.pacing?.afterSync(() => this.#afterSync());
   }
 
   /** Creates waiting or committing now (batches count once each), plus deletes not yet answered. */
   get backlog(): number {
-    return this.#queue.length + this.#inFlight + this.#operations;
+    return this.#queue.length + this.#streamed.length + this.#inFlight + this.#operations;
   }
 
   /** Writes waiting for storage, as counted against queueLimit: creates queued plus deletes waiting or running. */
@@ -173,15 +243,109 @@ export class WriteQueue {
     return this.#queuedCreates + this.#operations;
   }
 
-  create(plant: Plant): Promise<CreateOutcome> {
-    if (!this.#shared.admit()) return Promise.reject(new WriteQueueFullError());
+  /**
+   * A create: refused at once with WriteQueueFullError when the bound is reached. With `lane`, a stream's create, which
+   * is never refused: it uses the place its lane's reserve() held (the stream waited for it).
+   */
+  create(plant: Plant, lane?: WriteLane): Promise<CreateOutcome> {
+    if (lane) {
+      if (!lane.reserved && !this.#admitFor(lane)) return Promise.reject(new WriteQueueFullError());
+      lane.reserved = false;
+      lane.queued += 1;
+    } else if (!this.#shared.admit()) return Promise.reject(new WriteQueueFullError());
     this.#observer.queued?.(plant);
     return new Promise((resolve, reject) => {
-      this.#queue.push({ plant, resolve, reject });
+      if (lane) this.#streamed.push({ plant, resolve, reject, lane });
+      else this.#queue.push({ plant, resolve, reject });
       this.#queuedCreates += 1;
       this.#queuedRows += 1;
       this.#schedule();
     });
+  }
+
+  /** A stream's way into the queue; the stream closes it when it ends. */
+  openLane(): WriteLane {
+    this.#lanes += 1;
+    return new WriteLane(this);
+  }
+
+  /** WriteLane.reserve(): a place now, or a turn among the waiting lanes. */
+  reserveFor(lane: WriteLane): Promise<boolean> | undefined {
+    if (lane.closed) return Promise.resolve(false);
+    if (lane.reserved) return undefined;
+    // Lanes waiting for room get it first; one waiting only because it is over its share holds no other back.
+    this.#grantWaiting();
+    if (lane.grant === undefined && this.#admitFor(lane)) {
+      lane.reserved = true;
+      return undefined;
+    }
+    if (lane.grant !== undefined) return new Promise((resolve) => {
+      const earlier = lane.grant as (admitted: boolean) => void;
+      lane.grant = (admitted) => {
+        earlier(admitted);
+        resolve(admitted);
+      };
+    });
+    return new Promise((resolve) => {
+      lane.grant = resolve;
+      this.#waitingLanes.push(lane);
+      this.#grantWaiting();
+    });
+  }
+
+  /** WriteLane.close(). */
+  closeLane(lane: WriteLane): void {
+    if (lane.closed) return;
+    lane.closed = true;
+    this.#lanes -= 1;
+    if (lane.reserved) {
+      lane.reserved = false;
+      this.#shared.release(1);
+    }
+    const waiting = this.#waitingLanes.indexOf(lane);
+    if (waiting !== -1) this.#waitingLanes.splice(waiting, 1);
+    lane.grant?.(false);
+    lane.grant = undefined;
+    // One stream fewer: the others' share grows.
+    this.#grantWaiting();
+  }
+
+  /** Admits one create of `lane` if it is under its share and streams' part of the bound has room, counting it. */
+  #admitFor(lane: WriteLane): boolean {
+    return lane.queued < this.#laneShare() && this.#shared.admit(this.#reserve);
+  }
+
+  /** What one open stream may have queued: streams' part of the bound, divided among them. */
+  #laneShare(): number {
+    // Streams together need no more queued than a few batches to keep the writer busy; more only holds memory.
+    const streamsPart = Math.min(this.#options.queueLimit - this.#reserve, STREAM_BATCHES_QUEUED * this.#options.batchLimit);
+    return Math.max(1, Math.floor(streamsPart / Math.max(1, this.#lanes)));
+  }
+
+  /** Grants waiting lanes a place each, in the order they asked, while there is room; lanes over their share wait on. */
+  #grantWaiting(): void {
+    if (this.#waitingLanes.length === 0) return;
+    for (let index = 0; index < this.#waitingLanes.length; ) {
+      const lane = this.#waitingLanes[index] as WriteLane;
+      if (!this.#admitFor(lane)) {
+        // Under its share but no room: no lane after it gets in either. Over its share: the next may.
+        if (lane.queued < this.#laneShare()) break;
+        index += 1;
+        continue;
+      }
+      this.#waitingLanes.splice(index, 1);
+      lane.reserved = true;
+      const grant = lane.grant;
+      lane.grant = undefined;
+      grant?.(true);
+    }
+    // The room may be held by other threads' queues (WORKERS > 1), which release it without telling this one.
+    if (this.#waitingLanes.length > 0 && this.#laneRetry === undefined) {
+      this.#laneRetry = setTimeout(() => {
+        this.#laneRetry = undefined;
+        this.#grantWaiting();
+      }, LANE_RETRY_MS).unref();
+    }
   }
 
   /**
@@ -213,6 +377,7 @@ export class WriteQueue {
     } finally {
       this.#operations -= 1;
       this.#shared.release(1);
+      this.#grantWaiting();
       this.#wakeIfIdle();
     }
   }
@@ -235,7 +400,7 @@ export class WriteQueue {
   }
 
   #schedule(): void {
-    if (this.#scheduled || this.#inFlight >= this.#options.concurrency || this.#queue.length === 0) return;
+    if (this.#scheduled || this.#inFlight >= this.#options.concurrency || (this.#queue.length === 0 && this.#streamed.length === 0)) return;
     this.#scheduled = true;
     // setImmediate runs after the poll phase, so every request parsed in this turn is already queued.
     setImmediate(this.#flush);
@@ -243,7 +408,7 @@ export class WriteQueue {
 
   readonly #flush = (): void => {
     this.#scheduled = false;
-    while (this.#inFlight < this.#options.concurrency && this.#queue.length > 0) {
+    while (this.#inFlight < this.#options.concurrency && (this.#queue.length > 0 || this.#streamed.length > 0)) {
       if (this.#inFlight === 0 && this.#holding()) return;
       // Held until the sync in flight returns (pacing's afterSync flushes then); an idle store commits at once.
       if (this.#inFlight > 0 && this.#options.pacing?.syncing === true) return;
@@ -260,10 +425,23 @@ export class WriteQueue {
         if ('plant' in entry) creates += 1;
       }
       const batch = this.#queue.splice(0, taken);
+      // Streams' creates fill what single creates and handed-over batches left of the batch.
+      const streamed = Math.min(this.#streamed.length, Math.max(0, batchLimit - rows));
+      if (streamed > 0) {
+        for (const entry of this.#streamed.splice(0, streamed)) {
+          batch.push(entry);
+          (entry.lane as WriteLane).queued -= 1;
+        }
+        rows += streamed;
+        creates += streamed;
+      }
       this.#queuedCreates -= creates;
       this.#queuedRows -= rows;
       this.#inFlightRows += rows;
-      if (creates > 0) this.#shared.release(creates);
+      if (creates > 0) {
+        this.#shared.release(creates);
+        this.#grantWaiting();
+      }
       this.#inFlight += 1;
       void this.#commit(batch, rows).finally(() => {
         this.#inFlight -= 1;
@@ -283,9 +461,9 @@ export class WriteQueue {
    */
   #afterSync(): void {
     const { pacing, postSyncHoldMs = 0 } = this.#options;
-    if (this.#queue.length === 0 && this.#inFlightRows === 0) return;
+    if (this.#queuedRows === 0 && this.#inFlightRows === 0) return;
     if (pacing === undefined || postSyncHoldMs === 0 || pacing.lastSyncMs < 2 * postSyncHoldMs || this.#inFlightRows === 0) {
-      if (this.#queue.length > 0) this.#flush();
+      if (this.#queuedRows > 0) this.#flush();
       return;
     }
     this.#postSyncTarget = Math.min(this.#options.batchLimit, this.#queuedRows + Math.ceil((this.#inFlightRows * 3) / 4));
@@ -295,7 +473,7 @@ export class WriteQueue {
       this.#postSyncTarget = 0;
       this.#schedule();
     }, postSyncHoldMs);
-    if (this.#queue.length > 0) this.#flush();
+    if (this.#queuedRows > 0) this.#flush();
   }
 
   /** True while the commit waits for the clients a sync's answers release (#afterSync); ends the wait once they came. */
@@ -312,7 +490,7 @@ export class WriteQueue {
   #holding(): boolean {
     const { gathering } = this.#options;
     if (gathering === undefined || this.#holdExpired) return this.#endHold();
-    let rows = 0;
+    let rows = this.#streamed.length;
     const present = new Set<number>([gathering.ownSource]);
     for (const entry of this.#queue) {
       if ('plant' in entry) rows += 1;

@@ -33,7 +33,7 @@ export function nextPageLink(limit: number, after: bigint, tag: string | undefin
 }
 
 /** How a streamed bulk create reads and answers its lines (src/http/ndjson.ts); the app builds it from the configuration. */
-export interface BulkCreateSettings extends Pick<BulkCreateOptions, 'maxLineBytes' | 'maxLines' | 'window' | 'idleTimeoutMs' | 'readPlant'> {
+export interface BulkCreateSettings extends Pick<BulkCreateOptions, 'maxLineBytes' | 'maxLines' | 'window' | 'idleTimeoutMs' | 'readPlant' | 'stopping'> {
   /** The Error record the single create would answer for this error. */
   errorRecord(error: unknown, request: FastifyRequest): ErrorBody;
   /** Waits for the request's token to earn one more create (rate limiting), or undefined at once when it may go. */
@@ -48,13 +48,17 @@ const UNREAD_LINGER_MS = 1000;
  * to its end (too many lines, a timeout) the connection is closed after the answer: its remaining bytes are no request.
  */
 function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: FastifyReply, plants: PlantService, bulk: BulkCreateSettings) {
+  // The stream waits for room in the write queue instead of having lines refused, in turn with other streams.
+  const lane = plants.openLane();
   const answer = new BulkCreateAnswer(body.source, {
     maxLineBytes: bulk.maxLineBytes,
     maxLines: bulk.maxLines,
     window: bulk.window,
     idleTimeoutMs: bulk.idleTimeoutMs,
     readPlant: bulk.readPlant,
-    create: (plant) => plants.createWithOutcome(plant),
+    lane,
+    ...(bulk.stopping ? { stopping: bulk.stopping } : {}),
+    create: (plant) => plants.createWithOutcome(plant, lane),
     plantBody: toPlantBody,
     errorRecord: (error) => bulk.errorRecord(error, request),
     ...(bulk.admitLine ? { admitLine: () => bulk.admitLine?.(request) } : {}),
@@ -85,8 +89,10 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: B
         'and stored exactly as a single create\'s body, and the answer is `200` `application/x-ndjson` with one `BulkCreateResult` ' +
         'line per non-blank request line, in request order, each written once its plant is committed and fsync\'d (or refused). ' +
         'A bad line never stops the lines after it. Blank lines are skipped (they keep their number). At most `BULK_MAX_LINES` ' +
-        'lines are read; the next one is answered by a final 413 line, and a request that sends nothing for `REQUEST_TIMEOUT_MS` ' +
-        'by a final 408 line; the connection then closes.',
+        'lines are read; the next one is answered by a final 413 line, a request that sends nothing for `REQUEST_TIMEOUT_MS` ' +
+        'by a final 408 line, and a stream the server stops reading because it shuts down by a final 503 line naming the first ' +
+        'line not read; the connection then closes. When the write queue is full the stream waits (the server stops reading it) ' +
+        'rather than refusing lines.',
       scope: 'plants:create',
       lineStream: { mediaType: NDJSON, line: schemas.NewPlant, result: schemas.BulkCreateResult },
       schema: {

@@ -70,10 +70,10 @@ export class SharedWrites implements SharedWriteState {
     this.#limit = queueLimit;
   }
 
-  admit(): boolean {
+  admit(reserve = 0): boolean {
     let total = 0;
     for (let index = 0; index < this.#depths.length; index += 1) total += Atomics.load(this.#depths, index);
-    if (total >= this.#limit) return false;
+    if (total >= this.#limit - reserve) return false;
     Atomics.add(this.#depths, this.#index, 1);
     return true;
   }

@@ -327,6 +327,103 @@ for (const database of DATABASES) {
       }
     });
 
+    /** Streams `count` lines (ids from `first`) to `targetPort` as the server reads them; `response` is its answer. */
+    function sendLines(targetPort: number, authorization: string, first: number, count: number, tag: string) {
+      const request = http.request({
+        host: '127.0.0.1',
+        port: targetPort,
+        method: 'POST',
+        path: '/plants',
+        headers: { authorization, 'content-type': NDJSON, 'transfer-encoding': 'chunked' },
+      });
+      request.on('error', () => undefined);
+      let sent = 0;
+      const writeMore = () => {
+        while (sent < count) {
+          let text = '';
+          for (let i = 0; i < 250 && sent < count; i += 1, sent += 1) text += `{"id":${first + sent},"name":"n${first + sent}","tag":"${tag}"}\n`;
+          if (!request.write(text)) return void request.once('drain', writeMore);
+        }
+        request.end();
+      };
+      writeMore();
+      return { request, response: once(request, 'response') as Promise<[http.IncomingMessage]> };
+    }
+
+    /** The whole answer of a stream, as result lines. */
+    async function readAnswer(response: http.IncomingMessage): Promise<Array<{ line: number; status: number; text: string }>> {
+      let body = '';
+      response.setEncoding('utf8');
+      for await (const chunk of response) body += String(chunk);
+      return resultLines(body);
+    }
+
+    it('makes streams wait for room in a full write queue instead of refusing lines, and serves a single create meanwhile', async () => {
+      // 20 streams of 300 lines against a queue of 64: each stream's window alone is far past it.
+      const STREAMS = 20;
+      const LINES = 300;
+      const first = 7_000_000;
+      const small = await startTestApp(db.url, { WRITE_QUEUE_LIMIT: '64' });
+      try {
+        await small.app.listen({ host: '127.0.0.1', port: 0 });
+        const smallPort = (small.app.server.address() as AddressInfo).port;
+        const streams = Array.from({ length: STREAMS }, (_, index) => sendLines(smallPort, small.headers.authorization as string, first + index * LINES, LINES, 'waits'));
+        const single = await fetch(`http://127.0.0.1:${smallPort}/plants`, {
+          method: 'POST',
+          headers: small.headers,
+          body: '{"id":6999999,"name":"single"}',
+        });
+        assert.equal(single.status, 200, await single.text());
+        const answers = await Promise.all(streams.map(async ({ response }) => readAnswer((await response)[0])));
+        for (const [index, results] of answers.entries()) {
+          assert.equal(results.length, LINES, `stream ${index} answered every line`);
+          assert.deepEqual(results.filter(({ status }) => status !== 200).map(({ text }) => text), [], `stream ${index}: no line refused`);
+        }
+        const stored = await small.store.plants.list({ limit: STREAMS * LINES + 10, after: BigInt(first - 1), tag: 'waits' });
+        assert.equal(stored.length, STREAMS * LINES);
+        assert.equal((await small.store.plants.get(6999999n))?.name, 'single');
+      } finally {
+        await small.close();
+      }
+    });
+
+    it('at close, stops reading a stream, answers every line it read, and ends it with a 503 line', async () => {
+      const first = 8_000_000;
+      const count = 1_000_000;
+      const closing = await startTestApp(db.url);
+      try {
+        await closing.app.listen({ host: '127.0.0.1', port: 0 });
+        const { request, response } = sendLines((closing.app.server.address() as AddressInfo).port, closing.headers.authorization as string, first, count, 'closing');
+        const [answer] = await response;
+        answer.setEncoding('utf8');
+        let body = '';
+        let closed: Promise<void> | undefined;
+        for await (const chunk of answer) {
+          body += String(chunk);
+          // Close once some lines are answered: the stream is mid-way.
+          if (closed === undefined && body.split('\n').length > 2000) closed = closing.app.close();
+        }
+        request.destroy();
+        await closed;
+        const results = resultLines(body);
+        const last = results.at(-1);
+        const answered = results.slice(0, -1);
+        assert.ok(answered.length >= 2000 && answered.length < count, `answered ${answered.length}`);
+        assert.deepEqual(answered.filter(({ status }) => status !== 200).map(({ text }) => text), []);
+        assert.deepEqual(answered.map(({ line }) => line), answered.map((_, index) => index + 1), 'every line read is answered, in order');
+        assert.equal(last?.status, 503);
+        assert.equal(last?.line, answered.length + 1);
+        assert.match(last?.text ?? '', /"error":503,"message":"the server is shutting down; lines from \d+ on were not read/);
+        await closing.services.close();
+        const stored = await closing.store.plants.list({ limit: count, after: BigInt(first - 1), tag: 'closing' });
+        // Every line answered 200 is stored, and nothing past the first line the 503 names.
+        assert.equal(stored.length, answered.length);
+        assert.equal(stored.at(-1)?.id, BigInt(first + answered.length - 1));
+      } finally {
+        await closing.close();
+      }
+    });
+
     it('writes one webhook event per created line, none for replays, conflicts or bad lines', async () => {
       const hook = await Receiver.start();
       try {

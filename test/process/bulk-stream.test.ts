@@ -1,6 +1,7 @@
 /**
  * The streamed bulk create as a real server process: SIGKILL mid-stream loses no line that was answered 200 (with one
- * thread and with worker threads), and `plantstore push` sends a file through the bin and reports what it got.
+ * thread and with worker threads), SIGTERM mid-stream ends the stream with a 503 line and the process exits 0, and
+ * `plantstore push` sends a file through the bin and reports what it got.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -90,6 +91,68 @@ describe('streamed bulk create, as a process', () => {
           const stored = await store.plants.get(-9223372036854775808n + BigInt(index));
           assert.deepEqual(stored, { id: -9223372036854775808n + BigInt(index), name: `n${index}`, tag: `k${index % 7}` }, `line ${line}`);
         }
+      } finally {
+        await store.close();
+      }
+    });
+  }
+
+  for (const workers of [1, 2]) {
+    it(`at SIGTERM mid-stream, answers every line it read, ends the stream with a 503 line and exits 0 (WORKERS=${workers})`, async () => {
+      const db: TestDatabase = await sqliteDatabase();
+      cleanups.push(() => db.cleanup());
+      const env = { DATABASE_URL: db.url, WORKERS: String(workers) };
+      const token = createToken('bulk-sigterm', env);
+      const server = await startServer(env);
+      cleanups.push(() => server.kill());
+      const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
+      const url = new URL('/plants', server.base);
+      const request = http.request({
+        host: url.hostname,
+        port: url.port,
+        method: 'POST',
+        path: '/plants',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson', 'transfer-encoding': 'chunked' },
+      });
+      request.on('error', () => undefined);
+      // More lines than the stream can take before the signal: it is mid-way when the server shuts down.
+      const LINES_SENT = 2_000_000;
+      let sent = 0;
+      const writeMore = () => {
+        while (sent < LINES_SENT && !request.destroyed) {
+          let text = '';
+          for (let i = 0; i < 1000; i += 1, sent += 1) text += `{"id":${sent + 1},"name":"n${sent + 1}"}\n`;
+          if (!request.write(text)) return void request.once('drain', writeMore);
+        }
+        request.end();
+      };
+      writeMore();
+      const [response] = (await once(request, 'response')) as [http.IncomingMessage];
+      response.setEncoding('utf8');
+      let body = '';
+      let signalled = false;
+      for await (const chunk of response) {
+        body += String(chunk);
+        if (!signalled && body.length > 200_000) {
+          signalled = true;
+          server.child.kill('SIGTERM');
+        }
+      }
+      request.destroy();
+      assert.equal(await exited, 0, server.output().stderr);
+      const results = body.split('\n').filter((line) => line !== '').map((line) => ({ text: line, ...(JSON.parse(line) as { line: number; status: number }) }));
+      const last = results.at(-1);
+      const answered = results.slice(0, -1);
+      assert.ok(answered.length > 0 && answered.length < LINES_SENT, `answered ${answered.length}`);
+      assert.deepEqual(answered.filter(({ status }) => status !== 200).map(({ text }) => text), []);
+      assert.equal(last?.status, 503, last?.text);
+      assert.equal(last?.line, answered.length + 1);
+      assert.match(last?.text ?? '', /the server is shutting down/);
+      const store = await openStore(loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'silent' }).database);
+      try {
+        // Every line answered 200 is stored, and none from the line the 503 names on.
+        assert.equal((await store.plants.list({ limit: answered.length + 10 })).length, answered.length);
+        assert.equal((await store.plants.get(BigInt(answered.length)))?.name, `n${answered.length}`);
       } finally {
         await store.close();
       }
