@@ -12,6 +12,7 @@ import type { DelegatedWrites, ServingStore } from '../store.js';
 import type { TokenLookup } from '../token-store.js';
 import { openConnection, translateSqliteError, type Connection, type ReadRunner } from './connection.js';
 import { LockRetry } from './lock-retry.js';
+import { SqliteChangeReads } from './changes.js';
 import { SqlitePlantReads } from './plants.js';
 import { SqliteTokenReads } from './tokens.js';
 
@@ -45,6 +46,8 @@ export class DelegatingSqliteStore implements ServingStore {
   readonly writeConcurrency = 1;
   readonly plants: PlantStore;
   readonly tokens: TokenLookup;
+  /** Read on this store's connection; commits are heard from the instance's writer (src/workers/), not here. */
+  readonly changes: SqliteChangeReads;
   /** The writer's: a heartbeat committed on the connection that writes proves what readiness asks. */
   readonly checkWritable: DelegatedWrites['checkWritable'];
   readonly #reader: Connection;
@@ -55,6 +58,7 @@ export class DelegatingSqliteStore implements ServingStore {
     const read: ReadRunner = (work) => this.#locks.run(work);
     this.plants = new DelegatingPlants(reader, read, writes.plants);
     this.tokens = new DelegatingTokens(reader, read, writes.tokens);
+    this.changes = new SqliteChangeReads(reader, read);
     this.checkWritable = writes.checkWritable;
   }
 
