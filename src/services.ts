@@ -10,6 +10,9 @@ import type { ServingStore, Store } from './storage/store.js';
 import type { Resolver } from './webhooks/address-policy.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
 import { activeTracing, type Tracing } from './tracing/tracing.js';
+import { ChangeFeed } from './feed/change-feed.js';
+import { ChangePruner } from './feed/change-pruner.js';
+import { changeEvent } from './feed/events.js';
 
 /** The write queue's observer when tracing: the metrics' (if kept), and tracing told of every create queued. */
 function tracedQueue(metrics: Metrics | null, tracing: Tracing): WriteQueueObserver {
@@ -39,6 +42,8 @@ export interface Services {
   readonly readiness: Readiness;
   /** What GET /metrics serves; null when METRICS=off, and then nothing is counted. */
   readonly metrics: Metrics | null;
+  /** This loop's change feed: what its event streams (GET /plants/events) are handed, each change rendered once. */
+  readonly feed: ChangeFeed<string>;
   /**
    * Waits until every accepted write is answered, then stops the token cache (writing the last uses). The store
    * stays open: whoever opened it closes it.
@@ -60,6 +65,9 @@ export interface EventLoopOptions {
   readonly wallClock?: () => number;
 }
 
+/** Changes read per query by the feed and by each stream's backlog: bounded, so a stream's first page is too. */
+const FEED_BATCH_SIZE = 500;
+
 /** One event loop's services, on the narrow part of storage it uses. */
 export async function startEventLoop(config: Config, store: ServingStore, log: Logger, options: EventLoopOptions): Promise<Services> {
   // Everything below reports to it: the store its failures, the queue its batches, the token cache its reloads, the
@@ -80,6 +88,13 @@ export async function startEventLoop(config: Config, store: ServingStore, log: L
   metrics?.watchWriteQueue(writes);
   const tokens = new TokenAuthenticator(store.tokens, { refreshMs: config.tokenCacheMs, log, observer: metrics ?? undefined, now: options.wallClock });
   await tokens.start();
+  const feedLog = log.child({ component: 'feed' });
+  const feed = new ChangeFeed(store.changes, {
+    render: changeEvent,
+    batchSize: FEED_BATCH_SIZE,
+    pollMs: config.feed.pollMs,
+    onError: (error) => feedLog.warn({ err: error }, 'reading the change log failed; the next commit or poll tries again'),
+  });
   let closing: Promise<void> | undefined;
   return {
     config,
@@ -89,8 +104,10 @@ export async function startEventLoop(config: Config, store: ServingStore, log: L
     tokens,
     readiness: new Readiness(store, writes),
     metrics,
+    feed,
     close: () =>
       (closing ??= (async () => {
+        feed.close();
         await writes.drain();
         await tokens.stop();
       })()),
@@ -123,6 +140,8 @@ export interface ProcessServices {
   readonly metrics: Metrics | null;
   /** The one webhook dispatcher: woken after creates, its counts for metrics and tests. */
   readonly webhooks: WebhookDispatcher;
+  /** Prunes the change log by FEED_RETENTION and FEED_RETENTION_COUNT. */
+  readonly changePruner: ChangePruner;
   /** Stops the dispatcher (attempts in flight get half the shutdown timeout to finish) and the logging of storage's incidents. */
   close(): Promise<void>;
 }
@@ -150,12 +169,16 @@ export async function startProcessServices(config: Config, store: Store, log: Lo
     stopHearingStorage();
     throw error;
   }
+  const changePruner = new ChangePruner(store.changes, { maxAgeMs: config.feed.retentionMs, maxCount: config.feed.retentionCount }, log.child({ component: 'feed' }));
+  changePruner.start();
   let closing: Promise<void> | undefined;
   return {
     metrics,
     webhooks: dispatcher,
+    changePruner,
     close: () =>
       (closing ??= (async () => {
+        changePruner.stop();
         await dispatcher.stop();
         stopHearingStorage();
       })()),
