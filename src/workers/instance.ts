@@ -58,6 +58,7 @@ export class InstanceMain {
   readonly #config: Config;
   readonly #memory: InstanceMemory;
   #pool: WorkerPool | undefined;
+  #stopTellingChanges: (() => void) | undefined;
   #services: MainServices | undefined;
   #cachedMetrics: (() => Promise<string>) | undefined;
 
@@ -105,11 +106,15 @@ export class InstanceMain {
     });
     this.#pool = pool;
     await pool.start();
+    // The feed's wake-up on SQLite: the main thread commits every write, so it tells each worker's change feed.
+    // (On PostgreSQL each thread's store LISTENs for itself.)
+    if (store.kind === 'sqlite') this.#stopTellingChanges = store.changes.onCommitted?.(() => pool.broadcast({ kind: 'changes' }));
     return pool;
   }
 
   /** Drains every worker started so far (a start that failed part-way included). */
   async stopWorkers(): Promise<void> {
+    this.#stopTellingChanges?.();
     await this.#pool?.stop();
   }
 

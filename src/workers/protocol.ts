@@ -34,6 +34,12 @@ export type WorkerOperations = {
 /** Messages that are not calls: a worker listening, and a worker that created plants (the dispatcher may wake). */
 export type WorkerNotice = { readonly kind: 'listening'; readonly url: string } | { readonly kind: 'created' };
 
+/**
+ * Messages from the main thread that are not calls: on SQLite, changes were committed (by the main thread, the
+ * instance's one writer): each worker's change feed reads the log once and fans the changes out to its streams.
+ */
+export type MainNotice = { readonly kind: 'changes' };
+
 /** A worker's workerData. */
 export interface WorkerData {
   readonly config: Config;

@@ -17,7 +17,7 @@ import { startTracing, stopTracing } from '../tracing/tracing.js';
 import { createMetrics, logIncidents, startEventLoop, type Services } from '../services.js';
 import { openServingStore } from '../storage/open.js';
 import type { DelegatedWrites, ServingStore } from '../storage/store.js';
-import type { MainOperations, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
+import type { MainNotice, MainOperations, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
 import { Endpoint } from './rpc.js';
 import { SharedBucketCells, SharedWrites, sharedClock } from './shared-memory.js';
 import { packPlants, unpackOutcomes } from './wire.js';
@@ -69,7 +69,10 @@ const main = new Endpoint<MainOperations, WorkerOperations>((message) => port.po
     setImmediate(() => port.close());
   },
 });
-port.on('message', (message: unknown) => main.receive(message));
+port.on('message', (message: unknown) => {
+  if (main.receive(message)) return;
+  if ((message as MainNotice).kind === 'changes') services?.feed.wake();
+});
 
 const notify = (notice: WorkerNotice) => port.postMessage(notice);
 /** At most one wake-up notice per event-loop turn, however many batches created plants in it. */
