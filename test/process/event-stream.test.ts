@@ -7,12 +7,17 @@
  * hour, so what is delivered here was delivered by the wake-up of each commit.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { DATABASES, postgresDatabase } from '../helpers/databases.js';
 import { EventStreamClient, type ReceivedEvent } from '../helpers/event-stream.js';
 import { INT64_MAX, INT64_MIN, PAST_DOUBLE } from '../helpers/plants.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
-import { createToken, startServer, type ServerProcess } from '../helpers/process.js';
+import { CLI, createToken, startServer, type ServerProcess } from '../helpers/process.js';
+import { waitFor } from '../helpers/wait.js';
 
 stopPostgresAfterAll();
 
@@ -129,5 +134,46 @@ describe('the change feed with worker threads on SQLite', () => {
     for (const stream of streams) await stream.waitForComment();
     await create(server, token, PAST_DOUBLE, 'everywhere');
     for (const stream of streams) assert.equal((await stream.waitForEvents(1))[0]?.data, `{"id":${PAST_DOUBLE},"name":"everywhere"}`);
+  });
+});
+
+describe('plantstore watch', () => {
+  it('prints one exact JSON line per change and resumes by itself across a server restart, no gap and no duplicate', async (context) => {
+    const db = await DATABASES[0].create();
+    context.after(() => db.cleanup());
+    const env = { DATABASE_URL: db.url, ...FEED_ENV };
+    const token = createToken('watcher', env, undefined, ['--read-only']);
+    const writer = createToken('writer', env);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-watch-'));
+    context.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const tokenFile = path.join(dir, 'token');
+    fs.writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+    let server = await startServer(env);
+    context.after(() => server.kill());
+    await create(server, writer, '1', 'before');
+    const watch = spawn(process.execPath, [CLI, 'watch', '--url', server.base, '--token-file', tokenFile, '--after', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<number | null>((resolve) => watch.once('exit', (code) => resolve(code)));
+    context.after(() => watch.kill('SIGKILL'));
+    let stdout = '';
+    watch.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    watch.stderr.resume();
+    const printed = () => stdout.split('\n').filter((line) => line !== '');
+    await create(server, writer, PAST_DOUBLE, 'exact');
+    await waitFor('two lines', () => printed().length >= 2, { timeoutMs: 60_000 });
+    await server.stop('SIGTERM');
+    server = await startServer(env, { port: server.port });
+    await create(server, writer, INT64_MIN, 'after the restart');
+    await remove(server, writer, '1');
+    await waitFor('four lines', () => printed().length >= 4, { timeoutMs: 60_000 });
+    watch.kill('SIGINT');
+    assert.equal(await exited, 0);
+    const lines = printed();
+    const first = BigInt(/^\{"sequence":(\d+),/.exec(lines[0] ?? '')?.[1] ?? '0');
+    assert.deepEqual(lines, [
+      `{"sequence":${first},"event":"plant.created","data":{"id":1,"name":"before"}}`,
+      `{"sequence":${first + 1n},"event":"plant.created","data":{"id":${PAST_DOUBLE},"name":"exact"}}`,
+      `{"sequence":${first + 2n},"event":"plant.created","data":{"id":${INT64_MIN},"name":"after the restart"}}`,
+      `{"sequence":${first + 3n},"event":"plant.deleted","data":{"id":1}}`,
+    ]);
   });
 });
