@@ -49,6 +49,7 @@ export class ChangeFeed<Rendered> {
   #started: Promise<void> | undefined;
   #reading = false;
   #readAgain = false;
+  #skipped = false;
   #pollTimer: NodeJS.Timeout | undefined;
   #stopListening: (() => void) | undefined;
   #closed = false;
@@ -85,6 +86,11 @@ export class ChangeFeed<Rendered> {
   /** A stream that has caught up with `position` (no await between its check and this call) becomes live. */
   subscribe(subscriber: FeedSubscriber<Rendered>): () => void {
     this.#subscribers.add(subscriber);
+    // Wake-ups that came while nobody listened were not read: read now (the new stream ignores what it has).
+    if (this.#skipped) {
+      this.#skipped = false;
+      this.wake();
+    }
     return () => this.#subscribers.delete(subscriber);
   }
 
@@ -95,6 +101,11 @@ export class ChangeFeed<Rendered> {
   /** Something committed: read what is new, once, however many wake-ups come while a read runs. */
   wake(): void {
     if (this.#closed || this.#started === undefined) return;
+    // No live stream: nothing to read for. The position stays, and the next stream's subscribe reads from it.
+    if (this.#subscribers.size === 0) {
+      this.#skipped = true;
+      return;
+    }
     if (this.#reading) {
       this.#readAgain = true;
       return;
