@@ -235,6 +235,9 @@ export class EventStreams {
       'cache-control': 'no-store',
       // nginx buffers a proxied answer unless told not to: a stream's events would wait in it.
       'x-accel-buffering': 'no',
+      // A stream ends only when the server lets go (shutdown, a slow reader): a reconnection must be a new connection,
+      // to this server once it is back or to another, never one left to a server that is closing.
+      connection: 'close',
     });
     response.write(`retry: ${RETRY_MS}\n\n`);
     try {
