@@ -18,6 +18,8 @@ import { INT64_MAX, INT64_MIN, PAST_DOUBLE } from '../helpers/plants.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { CLI, createToken, startServer, type ServerProcess } from '../helpers/process.js';
 import { waitFor } from '../helpers/wait.js';
+import { OtlpReceiver } from '../helpers/otlp.js';
+import { randomBytes } from 'node:crypto';
 
 stopPostgresAfterAll();
 
@@ -175,5 +177,28 @@ describe('plantstore watch', () => {
       `{"sequence":${first + 2n},"event":"plant.created","data":{"id":${INT64_MIN},"name":"after the restart"}}`,
       `{"sequence":${first + 3n},"event":"plant.deleted","data":{"id":1}}`,
     ]);
+  });
+});
+
+describe('the change feed, traced', () => {
+  it('is one server span per stream, ended when the client leaves, with no token in it', async (context) => {
+    const db = await DATABASES[0].create();
+    context.after(() => db.cleanup());
+    const collector = await OtlpReceiver.start();
+    context.after(() => collector.close());
+    const env = { DATABASE_URL: db.url, ...FEED_ENV };
+    const token = createToken('traced', env);
+    const server = await startServer({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    context.after(() => server.kill());
+    const traceId = randomBytes(16).toString('hex');
+    const stream = await EventStreamClient.open(`${server.base}/plants/events?access_token=${token}`, { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` });
+    await create(server, token, '1', 'traced');
+    await stream.waitForEvents(1);
+    stream.close();
+    const spans = await collector.waitForSpans((found) => found.some((span) => span.traceId === traceId && span.kind === 2));
+    const mine = spans.filter((span) => span.traceId === traceId && span.kind === 2);
+    assert.deepEqual(mine.map((span) => span.name), ['GET /plants/events']);
+    assert.ok(!JSON.stringify(spans).includes(token));
+    await server.stop();
   });
 });
