@@ -68,6 +68,14 @@ export interface EventLoopOptions {
 /** Changes read per query by the feed and by each stream's backlog: bounded, so a stream's first page is too. */
 const FEED_BATCH_SIZE = 500;
 
+/**
+ * The feed reads new changes at most once per this many milliseconds per live stream (1,000 streams: every 50 ms),
+ * never less often than the maximum: one write per stream then carries every commit since, so fanning out to many
+ * streams costs the same however fast commits come (BENCHMARKS.md, "Change feed").
+ */
+const FEED_READ_INTERVAL_PER_STREAM_MS = 0.05;
+const FEED_MAX_READ_INTERVAL_MS = 50;
+
 /** One event loop's services, on the narrow part of storage it uses. */
 export async function startEventLoop(config: Config, store: ServingStore, log: Logger, options: EventLoopOptions): Promise<Services> {
   // Everything below reports to it: the store its failures, the queue its batches, the token cache its reloads, the
@@ -93,6 +101,8 @@ export async function startEventLoop(config: Config, store: ServingStore, log: L
     render: changeEvent,
     batchSize: FEED_BATCH_SIZE,
     pollMs: config.feed.pollMs,
+    intervalPerStreamMs: FEED_READ_INTERVAL_PER_STREAM_MS,
+    maxIntervalMs: FEED_MAX_READ_INTERVAL_MS,
     onError: (error) => feedLog.warn({ err: error }, 'reading the change log failed; the next commit or poll tries again'),
   });
   let closing: Promise<void> | undefined;

@@ -36,6 +36,14 @@ export interface ChangeFeedOptions<Rendered> {
   readonly batchSize: number;
   /** The fallback poll, for a wake-up lost on the way (the LISTEN connection lost, a message dropped). */
   readonly pollMs: number;
+  /**
+   * Reads at most once per this many milliseconds per live stream, and at least once per `maxIntervalMs`: a read
+   * writes to every stream, so with many streams the changes of the commits in between go out together, in one write
+   * per stream, and the fan-out's share of the event loop stays bounded however fast commits come; with few streams
+   * each commit goes out at once.
+   */
+  readonly intervalPerStreamMs: number;
+  readonly maxIntervalMs: number;
   /** A read that failed; the next wake-up or poll tries again. */
   readonly onError: (error: unknown) => void;
 }
@@ -50,6 +58,8 @@ export class ChangeFeed<Rendered> {
   #reading = false;
   #readAgain = false;
   #skipped = false;
+  #lastReadAt = -Infinity;
+  #waitTimer: NodeJS.Timeout | undefined;
   #pollTimer: NodeJS.Timeout | undefined;
   #stopListening: (() => void) | undefined;
   #closed = false;
@@ -98,7 +108,10 @@ export class ChangeFeed<Rendered> {
     return this.#subscribers.size;
   }
 
-  /** Something committed: read what is new, once, however many wake-ups come while a read runs. */
+  /**
+   * Something committed: read what is new, once, however many wake-ups come while a read runs, and no more often
+   * than the options' interval for the streams open.
+   */
   wake(): void {
     if (this.#closed || this.#started === undefined) return;
     // No live stream: nothing to read for. The position stays, and the next stream's subscribe reads from it.
@@ -106,11 +119,22 @@ export class ChangeFeed<Rendered> {
       this.#skipped = true;
       return;
     }
-    if (this.#reading) {
+    if (this.#reading || this.#waitTimer !== undefined) {
       this.#readAgain = true;
       return;
     }
+    const intervalMs = Math.min(this.#options.maxIntervalMs, this.#subscribers.size * this.#options.intervalPerStreamMs);
+    const waitMs = this.#lastReadAt + intervalMs - performance.now();
+    if (waitMs > 0) {
+      this.#waitTimer = setTimeout(() => {
+        this.#waitTimer = undefined;
+        this.#readAgain = false;
+        this.wake();
+      }, waitMs);
+      return;
+    }
     this.#reading = true;
+    this.#lastReadAt = performance.now();
     void this.#readNew().finally(() => {
       this.#reading = false;
       if (this.#readAgain) {
@@ -148,6 +172,7 @@ export class ChangeFeed<Rendered> {
   close(): void {
     this.#closed = true;
     clearTimeout(this.#pollTimer);
+    clearTimeout(this.#waitTimer);
     this.#stopListening?.();
     this.#subscribers.clear();
   }
