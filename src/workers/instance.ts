@@ -25,6 +25,7 @@ import type { TlsCredentials } from '../http/tls.js';
 import type { Gathering } from '../plants/write-queue.js';
 import type { MainLoopOptions, MainServices } from '../services.js';
 import type { Store } from '../storage/store.js';
+import { SqliteStore } from '../storage/sqlite/sqlite-store.js';
 import { startServer, type RunningServer, type StartOptions } from '../serve/server.js';
 import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics.js';
 import type { MainOperations } from './protocol.js';
@@ -108,7 +109,10 @@ export class InstanceMain {
     await pool.start();
     // The feed's wake-up on SQLite: the main thread commits every write, so it tells each worker's change feed.
     // (On PostgreSQL each thread's store LISTENs for itself.)
-    if (store.kind === 'sqlite') this.#stopTellingChanges = store.changes.onCommitted?.(() => pool.broadcast({ kind: 'changes' }));
+    if (store instanceof SqliteStore) {
+      const changes = store.changes;
+      this.#stopTellingChanges = changes.onCommitted(() => pool.broadcast({ kind: 'changes', durableThrough: changes.durableThrough }));
+    }
     return pool;
   }
 

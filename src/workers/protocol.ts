@@ -36,9 +36,10 @@ export type WorkerNotice = { readonly kind: 'listening'; readonly url: string } 
 
 /**
  * Messages from the main thread that are not calls: on SQLite, changes were committed (by the main thread, the
- * instance's one writer): each worker's change feed reads the log once and fans the changes out to its streams.
+ * instance's one writer) and are durable through that sequence: each worker's change feed reads the log up to it,
+ * once, and fans the changes out to its streams.
  */
-export type MainNotice = { readonly kind: 'changes' };
+export type MainNotice = { readonly kind: 'changes'; readonly durableThrough: bigint };
 
 /** A worker's workerData. */
 export interface WorkerData {

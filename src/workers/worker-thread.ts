@@ -16,6 +16,7 @@ import { createLogger } from '../observability/log.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
 import { createMetrics, logIncidents, startEventLoop, type Services } from '../services.js';
 import { openServingStore } from '../storage/open.js';
+import { DelegatingSqliteStore } from '../storage/sqlite/delegating-store.js';
 import type { DelegatedWrites, ServingStore } from '../storage/store.js';
 import type { MainNotice, MainOperations, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
 import { Endpoint } from './rpc.js';
@@ -71,7 +72,11 @@ const main = new Endpoint<MainOperations, WorkerOperations>((message) => port.po
 });
 port.on('message', (message: unknown) => {
   if (main.receive(message)) return;
-  if ((message as MainNotice).kind === 'changes') services?.feed.wake();
+  const notice = message as MainNotice;
+  if (notice.kind !== 'changes') return;
+  // Reads may go as far as the writer has made durable: a worker's own read connection sees commits before that.
+  if (store instanceof DelegatingSqliteStore) store.changes.advance(notice.durableThrough);
+  services?.feed.wake();
 });
 
 const notify = (notice: WorkerNotice) => port.postMessage(notice);

@@ -89,13 +89,13 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
   }
 
   async create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
-    const outcomes = await this.#write(() => this.#create(plants, traceparents));
-    if (outcomes.some((outcome) => outcome.kind === 'created')) this.#changes.changesDurable();
+    const { outcomes, through } = await this.#write(() => this.#create(plants, traceparents));
+    if (through !== undefined) this.#changes.changesDurable(through);
     return outcomes;
   }
 
   /** One transaction and one fsync for the whole batch. */
-  #create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): CreateOutcome[] {
+  #create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): { outcomes: CreateOutcome[]; through: bigint | undefined } {
     const { insertPlant, storedPlant } = this.#statements;
     return transaction(this.#writer, () => {
       const outcomes = plants.map((plant): CreateOutcome => {
@@ -112,21 +112,20 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
       // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
       this.#webhooks.recordEvents(plants, outcomes, traceparents);
       // The change log too: a plant is in the feed if and only if it was stored.
-      this.#changes.recordCreated(plants.filter((_, index) => outcomes[index]?.kind === 'created'), Date.now());
-      return outcomes;
+      const through = this.#changes.recordCreated(plants.filter((_, index) => outcomes[index]?.kind === 'created'), Date.now());
+      return { outcomes, through };
     });
   }
 
   /** The delete and its change in one transaction. */
   async delete(id: bigint): Promise<boolean> {
-    const deleted = await this.#write(() =>
+    const through = await this.#write(() =>
       transaction(this.#writer, () => {
-        if (this.#statements.deletePlant.run(id).changes === 0) return false;
-        this.#changes.recordDeleted(id, Date.now());
-        return true;
+        if (this.#statements.deletePlant.run(id).changes === 0) return undefined;
+        return this.#changes.recordDeleted(id, Date.now());
       }),
     );
-    if (deleted) this.#changes.changesDurable();
-    return deleted;
+    if (through !== undefined) this.#changes.changesDurable(through);
+    return through !== undefined;
   }
 }
