@@ -229,6 +229,9 @@ export class EventStreams {
     this.#heartbeat ??= setInterval(() => {
       for (const open of this.#open) open.heartbeat();
     }, this.settings.heartbeatMs).unref();
+    // The body ends with the connection (Connection: close), so it needs no chunked framing: each write is the
+    // event bytes alone.
+    response.useChunkedEncodingByDefault = false;
     response.writeHead(200, {
       ...headers,
       'content-type': `${EVENT_STREAM}; charset=utf-8`,
