@@ -18,7 +18,7 @@ const levels = [
   { name: 'entry', modules: ['cli', 'serve', 'workers'] },
   { name: 'app', modules: ['app.js', 'routes', 'http', 'schemas.js'] },
   { name: 'services', modules: ['services.js', 'observability/metrics.js', 'tracing'] },
-  { name: 'domain', modules: ['plants', 'auth', 'health', 'webhooks', 'transfer'] },
+  { name: 'domain', modules: ['plants', 'auth', 'health', 'webhooks', 'transfer', 'feed'] },
   { name: 'storage', modules: ['storage'] },
   { name: 'utilities', modules: ['config', 'json', 'observability/log.js', 'observability/redact-headers.js', 'plants/plant.js'] },
 ];
@@ -116,6 +116,13 @@ const layers = [
     forbidden: ['auth', 'plants', 'health'],
     packages: HTTP_FRAMEWORK,
     why: 'the dispatcher sends webhooks (undici) from the outbox through the storage interfaces; it serves no request',
+  },
+  {
+    level: 'domain',
+    files: ['src/feed/**/*.ts'],
+    forbidden: ['auth', 'plants', 'health', 'webhooks', 'transfer'],
+    packages: HTTP_FRAMEWORK,
+    why: 'the change feed reads the change log and renders each change once; the event-stream route writes it to sockets',
   },
   { level: 'domain', files: ['src/health/**/*.ts'], forbidden: [], packages: HTTP_FRAMEWORK, why: 'readiness knows no HTTP: /readyz is a route over it' },
   {

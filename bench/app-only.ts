@@ -36,6 +36,13 @@ const nothingStore: Store = {
     delete: unsupported,
   },
   checkWritable: () => Promise.resolve(),
+  // No feed: nothing is ever recorded.
+  changes: {
+    changesAfter: () => Promise.resolve([]),
+    newestSequence: () => Promise.resolve(0n),
+    oldestRetained: () => Promise.resolve(undefined),
+    pruneChanges: () => Promise.resolve(0),
+  },
   tokens: {
     add: unsupported,
     list: () => Promise.resolve([{ name: benchToken.name, scopes: benchToken.scopes, createdAt: new Date(), expiresAt: null, lastUsedAt: null }]),

@@ -22,6 +22,9 @@ import { parseQueryString } from './http/query-string.js';
 import { RefusalLog } from './http/refusal-log.js';
 import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import type { RouteSpec } from './http/route-spec.js';
+import { EventStreams } from './http/event-stream.js';
+import { StreamLimits } from './http/stream-limits.js';
+import { eventRoutes } from './routes/events.js';
 import { plantRoutes, type BulkCreateSettings } from './routes/plants.js';
 import { systemRoutes } from './routes/system.js';
 import { ErrorRecord, plantSchemas } from './schemas.js';
@@ -113,7 +116,22 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     stopping: stopping.signal,
     ...(app.tokenRateLimit ? { admitLine: app.tokenRateLimit.admitLine } : {}),
   };
+  // The change feed's streams (GET /plants/events): ended first when the app closes, so that a shutdown is not held
+  // up by them (the clients resume elsewhere); their limits count this thread's streams (docs/configuration.md).
+  const streams = new EventStreams(services.feed, {
+    bufferBytes: config.feed.streamBufferBytes,
+    heartbeatMs: config.feed.heartbeatMs,
+    observer: metrics ?? undefined,
+    onError: (error) => services.log.warn({ err: error }, 'an event stream failed; its client resumes from its last event id'),
+  });
+  app.addHook('preClose', (done) => {
+    streams.closeAll();
+    done();
+  });
+  const streamLimits = new StreamLimits(config.feed.streamsPerToken, config.feed.streamsPerAddress);
   const routes: RouteSpec[] = [
+    // Before /plants/:id, so that the document lists it beside the collection; the router prefers the static path anyway.
+    ...eventRoutes(streams, streamLimits),
     ...plantRoutes(schemas, services.plants, bulk),
     // The document describes every route, itself included, so it is built after the list and read lazily.
     ...systemRoutes(services.readiness, () => (openApiJson ??= JSON.stringify(openApi)), metrics),

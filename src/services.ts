@@ -10,6 +10,9 @@ import type { ServingStore, Store } from './storage/store.js';
 import type { Resolver } from './webhooks/address-policy.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
 import { activeTracing, type Tracing } from './tracing/tracing.js';
+import { ChangeFeed } from './feed/change-feed.js';
+import { ChangePruner } from './feed/change-pruner.js';
+import { changeEvent } from './feed/events.js';
 
 /** The write queue's observer when tracing: the metrics' (if kept), and tracing told of every create queued. */
 function tracedQueue(metrics: Metrics | null, tracing: Tracing): WriteQueueObserver {
@@ -41,6 +44,8 @@ export interface Services {
   readonly metrics: Metrics | null;
   /** This thread's tracing (src/tracing/), absent when it is off: the app traces requests with it. */
   readonly tracing?: Tracing;
+  /** This loop's change feed: what its event streams (GET /plants/events) are handed, each change rendered once. */
+  readonly feed: ChangeFeed<string>;
   /**
    * Waits until every accepted write is answered, then stops the token cache (writing the last uses). The store
    * stays open: whoever opened it closes it.
@@ -61,6 +66,17 @@ export interface EventLoopOptions {
   /** The wall clock (Date.now) that token expiry is compared with; tests pass one they move by hand. */
   readonly wallClock?: () => number;
 }
+
+/** Changes read per query by the feed and by each stream's backlog: bounded, so a stream's first page is too. */
+const FEED_BATCH_SIZE = 500;
+
+/**
+ * The feed reads new changes at most once per this many milliseconds per live stream (1,000 streams: every 50 ms),
+ * never less often than the maximum: one write per stream then carries every commit since, so fanning out to many
+ * streams costs the same however fast commits come (BENCHMARKS.md, "Change feed").
+ */
+const FEED_READ_INTERVAL_PER_STREAM_MS = 0.05;
+const FEED_MAX_READ_INTERVAL_MS = 50;
 
 /** One event loop's services, on the narrow part of storage it uses. */
 export async function startEventLoopServices(config: Config, store: ServingStore, log: Logger, options: EventLoopOptions): Promise<Services> {
@@ -85,6 +101,15 @@ export async function startEventLoopServices(config: Config, store: ServingStore
   metrics?.watchWriteQueue(writes);
   const tokens = new TokenAuthenticator(store.tokens, { refreshMs: config.tokenCacheMs, log, observer: metrics ?? undefined, now: options.wallClock });
   await tokens.start();
+  const feedLog = log.child({ component: 'feed' });
+  const feed = new ChangeFeed(store.changes, {
+    render: changeEvent,
+    batchSize: FEED_BATCH_SIZE,
+    pollMs: config.feed.pollMs,
+    intervalPerStreamMs: FEED_READ_INTERVAL_PER_STREAM_MS,
+    maxIntervalMs: FEED_MAX_READ_INTERVAL_MS,
+    onError: (error) => feedLog.warn({ err: error }, 'reading the change log failed; the next commit or poll tries again'),
+  });
   let closing: Promise<void> | undefined;
   return {
     config,
@@ -95,8 +120,10 @@ export async function startEventLoopServices(config: Config, store: ServingStore
     readiness: new Readiness(store, writes),
     metrics,
     ...(tracing ? { tracing } : {}),
+    feed,
     close: () =>
       (closing ??= (async () => {
+        feed.close();
         await writes.drain();
         await tokens.stop();
       })()),
@@ -129,6 +156,8 @@ export interface ProcessServices {
   readonly metrics: Metrics | null;
   /** The one webhook dispatcher: woken after creates, its counts for metrics and tests. */
   readonly webhooks: WebhookDispatcher;
+  /** Prunes the change log by FEED_RETENTION and FEED_RETENTION_COUNT. */
+  readonly changePruner: ChangePruner;
   /** Stops the dispatcher (attempts in flight get half the shutdown timeout to finish) and the logging of storage's incidents. */
   close(): Promise<void>;
 }
@@ -158,12 +187,16 @@ export async function startProcessServices(config: Config, store: Store, log: Lo
     stopHearingStorage();
     throw error;
   }
+  const changePruner = new ChangePruner(store.changes, { maxAgeMs: config.feed.retentionMs, maxCount: config.feed.retentionCount }, log.child({ component: 'feed' }));
+  changePruner.start();
   let closing: Promise<void> | undefined;
   return {
     metrics,
     webhooks: dispatcher,
+    changePruner,
     close: () =>
       (closing ??= (async () => {
+        changePruner.stop();
         await dispatcher.stop();
         stopHearingStorage();
       })()),

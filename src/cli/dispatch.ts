@@ -16,6 +16,7 @@ import * as restore from './commands/restore.js';
 import * as serve from './commands/serve.js';
 import * as token from './commands/token.js';
 import * as version from './commands/version.js';
+import * as watch from './commands/watch.js';
 import * as webhook from './commands/webhook.js';
 import { UsageError } from './errors.js';
 import { commandFailure } from './exit-codes.js';
@@ -31,6 +32,7 @@ const COMMANDS: ReadonlyMap<string, Command> = new Map<string, Command>([
   ['export', exportCommand],
   ['import', importCommand],
   ['push', push],
+  ['watch', watch],
   ['copy', copy],
   ['webhook', webhook],
   ['version', version],

@@ -42,6 +42,22 @@ export interface WebhookConfig {
   readonly secretGraceMs: number;
 }
 
+export interface FeedConfig {
+  /** Changes older than this are pruned (FEED_RETENTION). */
+  readonly retentionMs: number;
+  /** At most this many changes are kept (FEED_RETENTION_COUNT). */
+  readonly retentionCount: number;
+  /** A comment line this often on every live stream (FEED_HEARTBEAT_MS). */
+  readonly heartbeatMs: number;
+  /** A stream whose unsent bytes pass this is closed (FEED_STREAM_BUFFER_BYTES). */
+  readonly streamBufferBytes: number;
+  /** Streams one token, and one client address, may hold open at once, per thread (FEED_STREAMS_PER_TOKEN, _PER_ADDRESS). */
+  readonly streamsPerToken: number;
+  readonly streamsPerAddress: number;
+  /** The fallback poll of the change log, for a wake-up lost on the way (FEED_POLL_MS). */
+  readonly pollMs: number;
+}
+
 export interface Config {
   readonly host: string;
   readonly port: number;
@@ -110,6 +126,8 @@ export interface Config {
   /** GET /metrics renders at most once per this many milliseconds, answering the same text meanwhile. */
   readonly metricsCacheMs: number;
   readonly webhooks: WebhookConfig;
+  /** The change feed, GET /plants/events (src/feed/, src/http/event-stream.ts). */
+  readonly feed: FeedConfig;
   /** Threads serving HTTP on the one PORT (WORKERS); 1 is the single-threaded server, more an instance of src/workers/. */
   readonly workers: number;
   /** OpenTelemetry traces (the standard OTEL_* variables); null, the default, when no OTLP endpoint is set. */
@@ -330,6 +348,15 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
     metrics: onOff(env, 'METRICS', true),
     metricsCacheMs: integer(env, 'METRICS_CACHE_MS', 1000, 0, 60_000),
     webhooks: webhooks(env),
+    feed: {
+      retentionMs: duration(env, 'FEED_RETENTION', '7d', 60_000),
+      retentionCount: integer(env, 'FEED_RETENTION_COUNT', 1_000_000, 1, 1_000_000_000),
+      heartbeatMs: integer(env, 'FEED_HEARTBEAT_MS', 15_000, 10, 3_600_000),
+      streamBufferBytes: integer(env, 'FEED_STREAM_BUFFER_BYTES', 256 * 1024, 1024, 1024 * 1024 * 1024),
+      streamsPerToken: integer(env, 'FEED_STREAMS_PER_TOKEN', 16, 1, 1_000_000),
+      streamsPerAddress: integer(env, 'FEED_STREAMS_PER_ADDRESS', 32, 1, 1_000_000),
+      pollMs: integer(env, 'FEED_POLL_MS', 5_000, 10, 3_600_000),
+    },
     workers: workers(env, host),
     tracing: tracingConfig(env),
   };

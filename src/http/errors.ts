@@ -60,6 +60,13 @@ export class MethodNotAllowedError extends ApiError {
   }
 }
 
+/** The client's Accept header excludes every media type the operation can answer (RFC 9110 §15.5.7). */
+export class NotAcceptableError extends ApiError {
+  constructor(message: string) {
+    super(406, message);
+  }
+}
+
 export class ConflictError extends ApiError {
   constructor(message: string) {
     super(409, message);

@@ -54,7 +54,7 @@ export function buildOpenApi(
         description,
         headers,
         ...(mediaType
-          ? { content: { [mediaType]: { schema: { type: 'string' } } } }
+          ? { content: { [mediaType]: { schema: { type: 'string', ...describedAs(schema) } } } }
           : schema
             ? { content: { 'application/json': { schema: ref(schema) }, ...streamed } }
             : code === 204
@@ -186,4 +186,10 @@ export function newPlantWebhook(): Record<string, unknown> {
       },
     },
   };
+}
+
+/** A schema's description, for a response documented as a plain string of another media type. */
+function describedAs(schema: TSchema | null): { description?: string } {
+  const description = (schema as { description?: unknown } | null)?.description;
+  return typeof description === 'string' ? { description } : {};
 }

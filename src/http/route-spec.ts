@@ -50,6 +50,11 @@ export interface RouteSpec<Schemas extends RouteSchemas = RouteSchemas, Stream e
    * without it); null for a public route, which asks for no token.
    */
   readonly scope: Scope | null;
+  /**
+   * The token may also come as the `access_token` query parameter (RFC 6750 §2.3), for clients that cannot send an
+   * Authorization header: a browser's EventSource. Only the event stream takes it; log lines redact it.
+   */
+  readonly queryToken?: boolean;
   readonly schema: Schemas;
   /**
    * A second request media type the operation takes, whose body the handler reads itself as a stream of lines (a
@@ -135,6 +140,7 @@ export const ERROR_DESCRIPTIONS: Readonly<Record<number, string>> = {
   401: 'No bearer token, another scheme, or an unknown, revoked or expired token. Carries WWW-Authenticate: Bearer realm="plantstore" (with error="invalid_token" for a bad token, and error_description="the token has expired" for an expired one).',
   403: 'The token is valid but lacks the scope this operation needs (see its security requirement); nothing was read or written. Carries WWW-Authenticate: Bearer error="insufficient_scope" with the scope.',
   404: 'No such resource.',
+  406: 'The Accept header excludes every media type the operation answers (the event stream answers text/event-stream only).',
   405: 'The method is not allowed on this path; see the Allow header.',
   408: 'The request headers or body did not arrive in time (HEADERS_TIMEOUT_MS / REQUEST_TIMEOUT_MS); the connection is closed.',
   409: 'A plant with this id already exists with a different name or tag.',

@@ -6,6 +6,7 @@ import { STORAGE_ERROR_KINDS, type StorageErrorKind } from '../storage/errors.js
 import type { StorageObserver } from '../storage/observer.js';
 import type { ConnectionPoolState, Store } from '../storage/store.js';
 import type { WebhookStats } from '../webhooks/dispatcher.js';
+import type { FeedObserver, StreamEnd } from '../feed/change-feed.js';
 
 /**
  * Seconds, from a tenth of a millisecond to ten: prom-client's default buckets start at 5 ms, below which a create
@@ -77,7 +78,9 @@ function processMetrics(): Registry {
  * when scraped (`collect`), and each request's duration goes to a histogram child made once per route, method and
  * status (prom-client has no cheaper way in). Gauges are read when scraped, never kept up to date.
  */
-export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserver, WriteQueueObserver {
+const STREAM_ENDS: readonly StreamEnd[] = ['client', 'slow', 'shutdown', 'error'];
+
+export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserver, WriteQueueObserver, FeedObserver {
   readonly #registry = new Registry();
   readonly #requestDurations: Histogram<'method' | 'route' | 'status_code'>;
   readonly #creates: Record<CreateAnswer, number> = { created: 0, replayed: 0, conflict: 0, refused: 0 };
@@ -87,6 +90,8 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
   readonly #tokenCacheReloads: Record<'success' | 'failure', Counter.Internal>;
   readonly #authFailures: Record<'refused' | 'throttled', Counter.Internal>;
   #writeQueue: Pick<WriteQueue, 'depth'> | undefined;
+  /** The change feed's streams: open now, events and resets sent, streams ended by why (counted in plain numbers). */
+  readonly #feed = { open: 0, events: 0, resets: 0, ended: { client: 0, slow: 0, shutdown: 0, error: 0 } as Record<StreamEnd, number> };
   readonly #render: () => Promise<string>;
 
   /**
@@ -113,6 +118,43 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
       collect() {
         this.reset();
         for (const answer of CREATE_ANSWERS) this.inc({ outcome: answer }, creates[answer]);
+      },
+    });
+    const feed = this.#feed;
+    new Gauge({
+      name: 'plantstore_event_streams_open',
+      help: 'Event streams (GET /plants/events) open now',
+      registers,
+      collect() {
+        this.set(feed.open);
+      },
+    });
+    new Counter({
+      name: 'plantstore_event_stream_events_total',
+      help: 'Change events (plant.created, plant.deleted) written to event streams, each stream counting its own',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(feed.events);
+      },
+    });
+    new Counter({
+      name: 'plantstore_event_stream_resets_total',
+      help: 'reset events sent: streams whose cursor was older than the changes kept (FEED_RETENTION) or unknown to the store',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(feed.resets);
+      },
+    });
+    new Counter({
+      name: 'plantstore_event_streams_closed_total',
+      help: 'Event streams ended, by reason: client (it left), slow (its unread bytes passed FEED_STREAM_BUFFER_BYTES), shutdown, error (storage failed mid-stream)',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const reason of STREAM_ENDS) this.inc({ reason }, feed.ended[reason]);
       },
     });
     const queueDepth = () => this.#writeQueue?.depth ?? 0;
@@ -265,6 +307,23 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
       },
     };
   }
+
+  readonly streamOpened = (): void => {
+    this.#feed.open += 1;
+  };
+
+  readonly streamClosed = (why: StreamEnd): void => {
+    this.#feed.open -= 1;
+    this.#feed.ended[why] += 1;
+  };
+
+  readonly eventsSent = (count: number): void => {
+    this.#feed.events += count;
+  };
+
+  readonly resetSent = (): void => {
+    this.#feed.resets += 1;
+  };
 
   createAnswered(answer: CreateAnswer): void {
     this.#creates[answer] += 1;

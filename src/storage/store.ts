@@ -1,3 +1,4 @@
+import type { ChangeLog, ChangeRetention } from './change-store.js';
 import type { QueryTracer, StorageObserver } from './observer.js';
 import type { PlantStore } from './plant-store.js';
 import type { CreateOutcome } from './plant-store.js';
@@ -60,6 +61,8 @@ export interface CommitPacing {
 export interface ServingStore extends WritableCheck {
   readonly plants: PlantStore;
   readonly tokens: TokenLookup;
+  /** The change log the feed reads (./change-store.ts). */
+  readonly changes: ChangeLog;
   /** Batches of creates this store can usefully commit at once: 1 for a single-writer database. */
   readonly writeConcurrency: number;
   /** When batches should commit, for a store that syncs apart from its commits (CommitPacing). */
@@ -110,6 +113,8 @@ export interface Store extends ServingStore {
   readonly tokens: TokenStore;
   readonly webhookSubscriptions: WebhookSubscriptionStore;
   readonly webhookOutbox: WebhookOutbox;
+  /** The change log, with its pruning (one process prunes: the one that opened the store). */
+  readonly changes: ChangeLog & ChangeRetention;
   /**
    * Calls `listener` with every incident from now on, and with those that happened before anyone listened; returns
    * the function that stops it. Storage has no logger of its own: services.ts logs what it hears here.

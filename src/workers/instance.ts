@@ -25,6 +25,7 @@ import type { TlsCredentials } from '../http/tls.js';
 import type { Gathering } from '../plants/write-queue.js';
 import type { MainLoopOptions, MainServices } from '../services.js';
 import type { Store } from '../storage/store.js';
+import { SqliteStore } from '../storage/sqlite/sqlite-store.js';
 import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics.js';
 import type { MainOperations } from './protocol.js';
 import type { Handlers } from './rpc.js';
@@ -45,6 +46,7 @@ export class InstanceMain {
   readonly #config: Config;
   readonly #memory: InstanceMemory;
   #pool: WorkerPool | undefined;
+  #stopTellingChanges: (() => void) | undefined;
   #services: MainServices | undefined;
   #cachedMetrics: (() => Promise<string>) | undefined;
 
@@ -93,11 +95,18 @@ export class InstanceMain {
     });
     this.#pool = pool;
     await pool.start();
+    // The feed's wake-up on SQLite: the main thread commits every write, so it tells each worker's change feed.
+    // (On PostgreSQL each thread's store LISTENs for itself.)
+    if (store instanceof SqliteStore) {
+      const changes = store.changes;
+      this.#stopTellingChanges = changes.onCommitted(() => pool.broadcast({ kind: 'changes', durableThrough: changes.durableThrough }));
+    }
     return pool;
   }
 
   /** Drains every worker started so far (a start that failed part-way included). */
   async stopWorkers(): Promise<void> {
+    this.#stopTellingChanges?.();
     await this.#pool?.stop();
   }
 

@@ -6,7 +6,7 @@
  * by hand rather than as TypeBox schemas: what crosses is typed arrays, a Map, a SharedArrayBuffer, none of them JSON,
  * and a batch's check runs on every create a worker hands over.
  */
-import type { MainOperations, MetricsSnapshot, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
+import type { MainNotice, MainOperations, MetricsSnapshot, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
 import { MalformedMessageError, type OperationChecks } from './rpc.js';
 import { isPackedOutcomes, isPackedPlants } from './wire.js';
 
@@ -58,6 +58,11 @@ export const WORKER_OPERATION_CHECKS: OperationChecks<WorkerOperations> = {
 
 export function isWorkerNotice(value: unknown): value is WorkerNotice {
   return isObject(value) && ((value.kind === 'listening' && typeof value.url === 'string') || value.kind === 'created');
+}
+
+/** The one notice the main thread sends a worker: changes are durable up to a sequence (src/feed/). */
+export function isMainNotice(value: unknown): value is MainNotice {
+  return isObject(value) && value.kind === 'changes' && typeof value.durableThrough === 'bigint';
 }
 
 function isInstanceMemory(value: unknown): value is WorkerData['memory'] {

@@ -34,6 +34,13 @@ export type WorkerOperations = {
 /** Messages that are not calls: a worker listening, and a worker that created plants (the dispatcher may wake). */
 export type WorkerNotice = { readonly kind: 'listening'; readonly url: string } | { readonly kind: 'created' };
 
+/**
+ * Messages from the main thread that are not calls: on SQLite, changes were committed (by the main thread, the
+ * instance's one writer) and are durable through that sequence: each worker's change feed reads the log up to it,
+ * once, and fans the changes out to its streams.
+ */
+export type MainNotice = { readonly kind: 'changes'; readonly durableThrough: bigint };
+
 /** A worker's workerData. */
 export interface WorkerData {
   readonly config: Config;

@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.js';
 import type { TlsCredentials } from '../http/tls.js';
-import type { MainOperations, MetricsSnapshot, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
+import type { MainNotice, MainOperations, MetricsSnapshot, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
 import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, describeMessage, isWorkerNotice } from './message-checks.js';
 import { Endpoint, MalformedMessageError, type Handlers } from './rpc.js';
 import { forgetWorker, type InstanceMemory } from './shared-memory.js';
@@ -119,6 +119,11 @@ export class WorkerPool {
     );
     const failed = results.find((result) => result.status === 'rejected');
     if (failed) throw failed.reason;
+  }
+
+  /** Tells every worker listening now (one message each, no answer awaited). */
+  broadcast(notice: MainNotice): void {
+    for (const { worker, listeningSince } of this.#slots) if (worker !== undefined && listeningSince !== undefined) worker.postMessage(notice);
   }
 
   /** Drains every worker and waits for its thread to end; no worker is replaced from now on. */

@@ -17,8 +17,9 @@ import { createLogger } from '../observability/log.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
 import { createMetrics, logIncidents, startEventLoopServices, type Services } from '../services.js';
 import { openServingStore } from '../storage/open.js';
+import { DelegatingSqliteStore } from '../storage/sqlite/delegating-store.js';
 import type { DelegatedWrites, ServingStore } from '../storage/store.js';
-import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, describeMessage, readWorkerData } from './message-checks.js';
+import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, describeMessage, isMainNotice, readWorkerData } from './message-checks.js';
 import type { MainOperations, WorkerNotice, WorkerOperations } from './protocol.js';
 import { Endpoint, MalformedMessageError } from './rpc.js';
 import { SharedBucketCells, SharedWrites, sharedClock } from './shared-memory.js';
@@ -75,9 +76,14 @@ const main = new Endpoint<MainOperations, WorkerOperations>(
   },
   { outgoing: MAIN_OPERATION_CHECKS, incoming: WORKER_OPERATION_CHECKS },
 );
-// The main thread sends only calls and replies: anything else ends this thread with the error, which the main thread logs.
+// The main thread sends calls, replies and the changes notice: anything else ends this thread with the error, which the
+// main thread logs.
 port.on('message', (message: unknown) => {
-  if (!main.receive(message)) throw new MalformedMessageError(`a message that is neither a call nor a reply: ${describeMessage(message)}`);
+  if (main.receive(message)) return;
+  if (!isMainNotice(message)) throw new MalformedMessageError(`a message that is neither a call, a reply nor a notice: ${describeMessage(message)}`);
+  // Reads may go as far as the writer has made durable: a worker's own read connection sees commits before that.
+  if (store instanceof DelegatingSqliteStore) store.changes.advance(message.durableThrough);
+  services?.feed.wake();
 });
 
 const notify = (notice: WorkerNotice) => port.postMessage(notice);

@@ -74,6 +74,8 @@ export interface StartServerOptions {
   readonly host?: string;
   /** The server serves HTTPS with a certificate this CA (PEM) vouches for: `base` is https:// and it is probed so. */
   readonly ca?: Buffer;
+  /** PORT; default a free one. A restart on the port of a stopped server keeps its clients' URL. */
+  readonly port?: number;
 }
 
 /** GET over HTTPS trusting `ca` alone: the status, once the answer has been read. */
@@ -97,7 +99,7 @@ function httpsGet(url: string, ca: Buffer): Promise<number> {
  */
 export async function startServer(env: EnvOverrides, options: StartServerOptions = {}): Promise<ServerProcess> {
   const { nodeArgs = [CLI, 'serve'], prefix = [], readyPath = '/healthz', readyOnAnyStatus = false, startTimeoutMs = 30_000, host = '127.0.0.1', ca } = options;
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const argv = [...prefix, process.execPath, ...nodeArgs];
   const child = spawn(argv[0] as string, argv.slice(1), {
     env: { ...process.env, LOG_LEVEL: 'warn', ...env, HOST: host, PORT: String(port) },

@@ -139,6 +139,7 @@ describe('/openapi.json', () => {
     const needs: Record<string, Record<string, string>> = {
       '/plants': { post: 'plants:create', get: 'plants:read' },
       '/plants/{id}': { get: 'plants:read', delete: 'plants:delete' },
+      '/plants/events': { get: 'plants:read' },
       '/metrics': { get: 'metrics:read' },
     };
     for (const [path, methods] of Object.entries(needs)) {
@@ -155,7 +156,17 @@ describe('/openapi.json', () => {
         .filter(([, operation]) => operation.security?.length)
         .map(([method]) => `${method} ${path}`),
     );
-    assert.deepEqual(guarded.sort(), ['delete /plants/{id}', 'get /metrics', 'get /plants', 'get /plants/{id}', 'post /plants']);
+    assert.deepEqual(guarded.sort(), ['delete /plants/{id}', 'get /metrics', 'get /plants', 'get /plants/events', 'get /plants/{id}', 'post /plants']);
+  });
+
+  it('describes the change feed as text/event-stream, with its events and its cursor', () => {
+    const operation = document.paths['/plants/events']?.get;
+    const ok = operation?.responses['200']?.content;
+    assert.deepEqual(Object.keys(ok ?? {}), ['text/event-stream']);
+    const description = JSON.stringify(ok?.['text/event-stream']);
+    for (const shape of ['event: plant.created', 'event: plant.deleted', 'event: reset', 'id: 42']) assert.ok(description.includes(shape), shape);
+    assert.deepEqual(operation?.responses['406']?.content?.['application/json']?.schema, { $ref: '#/components/schemas/Error' });
+    assert.ok(JSON.stringify(operation).includes('"after"'));
   });
 
   it('matches the live 403 of a token without the scope, and the live 401 of an expired one, headers included', async () => {

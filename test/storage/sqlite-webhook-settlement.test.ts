@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { SQLITE_CODES, openConnection, pragmaValue, prepareValue, type Connection } from '../../src/storage/sqlite/connection.js';
 import { migrate } from '../../src/storage/sqlite/migrations.js';
+import { SqliteChanges } from '../../src/storage/sqlite/changes.js';
 import { SqlitePlants } from '../../src/storage/sqlite/plants.js';
 import { SqliteWebhookOutbox } from '../../src/storage/sqlite/webhook-outbox.js';
 import { SqliteWebhookSubscriptions } from '../../src/storage/sqlite/webhook-subscriptions.js';
@@ -34,7 +35,7 @@ describe('SQLite webhook settlements', () => {
     // One connection reads and writes; a lock held elsewhere fails at once (the store would retry it).
     const run = async <T>(work: () => T) => work();
     outbox = new SqliteWebhookOutbox(db, db, { read: run, write: run });
-    plants = new SqlitePlants(db, db, outbox, { read: run, write: run });
+    plants = new SqlitePlants(db, db, outbox, new SqliteChanges(db, db, { read: run, write: run }), { read: run, write: run });
     await new SqliteWebhookSubscriptions(db, db, { read: run, write: run }).add({ name: 'hook', url: 'https://example.com/h', secret: 'whsec_x', idPrefix: 'p1', createdAt: new Date() });
     subscriptionId = prepareValue<[], bigint>(db, 'SELECT id FROM webhook_subscriptions', { bigInts: true }).get() as bigint;
   });

@@ -11,6 +11,7 @@ import { DuplicateTokenNameError } from '../../src/storage/errors.js';
 import type { Store } from '../../src/storage/store.js';
 import type { CreateOutcome } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plants/plant.js';
+import type { PlantChange } from '../../src/storage/change-store.js';
 import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookRecord, WebhookSubscriptionInfo } from '../../src/storage/webhook-store.js';
 import { DATABASES, type TestDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
@@ -447,6 +448,93 @@ for (const database of DATABASES) {
         assert.ok(!(await store.webhookOutbox.active()).some((subscription) => subscription.name === 'full'));
         assert.deepEqual(await store.webhookSubscriptions.importAll([]), []);
       }));
+
+    describe('the change log', () => {
+      /** What a change says, without its time: the feed's events are made of this. */
+      const summary = (changes: readonly PlantChange[]) =>
+        changes.map((change) => (change.kind === 'created' ? [change.sequence, 'created', change.plant] : [change.sequence, 'deleted', change.id]));
+
+      it('is empty at first: newest 0, nothing retained', () =>
+        withStore(async (store) => {
+          assert.equal(await store.changes.newestSequence(), 0n);
+          assert.equal(await store.changes.oldestRetained(), undefined);
+          assert.deepEqual(await store.changes.changesAfter(0n, 10), []);
+        }));
+
+      it('records each create and delete once, in commit order, with exact int64 ids; replays, conflicts and missed deletes record nothing', () =>
+        withStore(async (store) => {
+          const ends = [plant(BEYOND_DOUBLE, 'Beyond', 'x'), plant(INT64_MIN, 'Min'), plant(INT64_MAX, 'Max', 'y')];
+          await store.plants.create(ends);
+          await store.plants.create([plant(BEYOND_DOUBLE, 'Beyond', 'x'), plant(INT64_MAX, 'Other')]);
+          assert.equal(await store.plants.delete(INT64_MIN), true);
+          assert.equal(await store.plants.delete(INT64_MIN), false);
+          await store.plants.create([plant(INT64_MIN, 'Min again')]);
+          const changes = await store.changes.changesAfter(0n, 100);
+          const first = changes[0]?.sequence ?? 0n;
+          assert.ok(first >= 1n);
+          // A batch is numbered in id order, as it is inserted.
+          assert.deepEqual(summary(changes), [
+            [first, 'created', plant(INT64_MIN, 'Min')],
+            [first + 1n, 'created', plant(BEYOND_DOUBLE, 'Beyond', 'x')],
+            [first + 2n, 'created', plant(INT64_MAX, 'Max', 'y')],
+            [first + 3n, 'deleted', INT64_MIN],
+            [first + 4n, 'created', plant(INT64_MIN, 'Min again')],
+          ]);
+          assert.ok(changes.every((change) => change.at instanceof Date && Math.abs(change.at.getTime() - Date.now()) < 3_600_000));
+          assert.equal(await store.changes.newestSequence(), first + 4n);
+          assert.equal(await store.changes.oldestRetained(), first);
+          // Paged: strictly after the cursor, at most the limit.
+          assert.deepEqual(summary(await store.changes.changesAfter(first + 1n, 2)), summary(changes.slice(2, 4)));
+          assert.deepEqual(await store.changes.changesAfter(first + 4n, 10), []);
+        }));
+
+      it('numbers concurrent writers without a gap or a repeat', () =>
+        withStore(async (store) => {
+          const batches = Array.from({ length: 8 }, (_, batch) => Array.from({ length: 5 }, (_, row) => plant(BigInt(batch * 100 + row + 1))));
+          await Promise.all([...batches.map((batch) => store.plants.create(batch)), store.plants.delete(12345n)]);
+          const changes = await store.changes.changesAfter(0n, 1000);
+          assert.equal(changes.length, 40);
+          const first = changes[0]?.sequence ?? 0n;
+          changes.forEach((change, index) => assert.equal(change.sequence, first + BigInt(index)));
+          assert.deepEqual(new Set(changes.map((change) => (change.kind === 'created' ? change.plant.id : undefined))).size, 40);
+        }));
+
+      it('prunes by count and by age, never the newest change', () =>
+        withStore(async (store) => {
+          for (let id = 1n; id <= 6n; id += 1n) await store.plants.create([plant(id)]);
+          const newest = await store.changes.newestSequence();
+          assert.equal(await store.changes.pruneChanges(86_400_000, 4), 2);
+          assert.equal(await store.changes.oldestRetained(), newest - 3n);
+          assert.equal(await store.changes.pruneChanges(86_400_000, 4), 0);
+          // Everything is older than no time at all, yet the newest stays: it says where the log stands.
+          await sleep(5);
+          assert.equal(await store.changes.pruneChanges(0, 1_000_000), 3);
+          assert.equal(await store.changes.oldestRetained(), newest);
+          assert.equal(await store.changes.newestSequence(), newest);
+          await store.plants.delete(6n);
+          assert.deepEqual(summary(await store.changes.changesAfter(newest, 10)), [[newest + 1n, 'deleted', 6n]]);
+        }));
+
+      it('tells its listeners of every commit that wrote changes', () =>
+        withStore(async (store) => {
+          const heard = (): Promise<void> =>
+            new Promise((resolve) => {
+              const stop = store.changes.onCommitted?.(() => {
+                stop?.();
+                resolve();
+              });
+            });
+          assert.ok(store.changes.onCommitted, 'the store that writes can tell');
+          // A new listener is called once as it starts listening (for what committed before), then after each commit.
+          await heard();
+          const created = heard();
+          await store.plants.create([plant(7n)]);
+          await created;
+          const deleted = heard();
+          await store.plants.delete(7n);
+          await deleted;
+        }));
+    });
 
     describe('the webhook outbox', () => {
       const LEASE_MS = 60_000;

@@ -18,7 +18,7 @@ declare module 'fastify' {
      * The onRequest hook of a route that asks for a token holding `scope`: it sets request.tokenName, or refuses with
      * 401/403 (429 for an address that failed too often). One per route, made when the route is; none per request.
      */
-    authenticateFor(scope: Scope): (request: FastifyRequest) => Promise<void>;
+    authenticateFor(scope: Scope, queryToken?: boolean): (request: FastifyRequest) => Promise<void>;
   }
 }
 
@@ -32,6 +32,18 @@ export interface AuthenticationOptions {
   readonly threads: number;
   /** The clock the throttle's buckets refill by (AppOptions.now). */
   readonly now: (() => number) | undefined;
+}
+
+/**
+ * The `access_token` query parameter of a route that takes one (RouteSpec.queryToken), when no Authorization header
+ * was sent; undefined otherwise. Both at once is a malformed request (RFC 6750 §2: one method only).
+ */
+function tokenFromQuery(query: unknown, header: string | undefined): string | undefined {
+  const value = (query as Record<string, unknown> | undefined)?.access_token;
+  if (value === undefined) return undefined;
+  if (header !== undefined) throw new MalformedCredentialsError('send the token in the Authorization header or the access_token parameter, not both');
+  if (typeof value !== 'string' || value === '') throw new MalformedCredentialsError('access_token must be one non-empty token');
+  return value;
 }
 
 /** Bearer tokens: each route checks the token for its own scope (RouteSpec.scope), at onRequest. */
@@ -52,12 +64,14 @@ export const authentication = fastifyPlugin<AuthenticationOptions>(
     };
 
     app.decorateRequest('tokenName', '');
-    app.decorate('authenticateFor', (scope: Scope) => async (request: FastifyRequest) => {
+    app.decorate('authenticateFor', (scope: Scope, queryToken = false) => async (request: FastifyRequest) => {
       // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation, and a
       // token without the scope (403) cannot make the server read or parse a body either.
       const span = tracing?.child(request.raw, 'authenticate');
       try {
-        request.tokenName = await tokens.authenticate(readBearerToken(singleAuthorization(request.raw.rawHeaders)), scope);
+        const header = singleAuthorization(request.raw.rawHeaders);
+        const token = queryToken ? tokenFromQuery(request.query, header) : undefined;
+        request.tokenName = await tokens.authenticate(token ?? readBearerToken(header), scope);
       } catch (error) {
         span?.end(error);
         throw refused(error, request);

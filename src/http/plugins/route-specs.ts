@@ -26,7 +26,7 @@ export const routeSpecs = fastifyPlugin<RouteSpecsOptions>(
           response: withoutNulls(route.schema.response),
         },
         ...(route.lineStream ? { config: { lineStream: true } } : {}),
-        ...(route.scope ? { onRequest: [app.authenticateFor(route.scope), ...rateLimitHook] } : {}),
+        ...(route.scope ? { onRequest: [app.authenticateFor(route.scope, route.queryToken === true), ...rateLimitHook] } : {}),
         ...app.routeTiming(route.url),
         handler: tracing ? withTrace(tracing, route.handler) : route.handler,
       });

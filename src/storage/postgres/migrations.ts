@@ -80,6 +80,33 @@ const MIGRATIONS: readonly string[] = [
   // Tracing (src/tracing/): the W3C traceparent of the request that created the plant, so that each delivery of its
   // event continues that trace, after a restart or from another instance too. NULL when the create was not traced.
   `ALTER TABLE webhook_events ADD COLUMN traceparent TEXT;`,
+  // The change feed (src/feed/, GET /plants/events): every create and delete, written by the statement that makes it.
+  // An identity or a sequence is not commit-ordered across concurrent transactions (one may take 11, commit, and be
+  // read before another that took 10 commits), and a reader that has passed 11 would never see 10. So the sequence
+  // comes from a counter row that the change's statement updates last: its row lock is held until commit, so change
+  // writers commit one after another and numbers are handed out in commit order, without gaps, across every instance.
+  // The statement-level trigger NOTIFYs every listening instance when the transaction commits (src/feed/).
+  `CREATE TABLE plant_changes (
+     seq        BIGINT PRIMARY KEY,
+     kind       TEXT NOT NULL CHECK (kind IN ('created', 'deleted')),
+     plant_id   BIGINT NOT NULL,
+     name       TEXT,
+     tag        TEXT,
+     changed_at TIMESTAMPTZ NOT NULL
+   );
+   CREATE INDEX plant_changes_by_time ON plant_changes (changed_at);
+   CREATE TABLE plant_change_counter (
+     id   INTEGER PRIMARY KEY CHECK (id = 1),
+     last BIGINT NOT NULL
+   );
+   INSERT INTO plant_change_counter (id, last) VALUES (1, 0);
+   CREATE FUNCTION plantstore_changes_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     IF EXISTS (SELECT 1 FROM new_changes) THEN PERFORM pg_notify('plantstore_changes', ''); END IF;
+     RETURN NULL;
+   END $$;
+   CREATE TRIGGER plant_changes_notify AFTER INSERT ON plant_changes
+     REFERENCING NEW TABLE AS new_changes FOR EACH STATEMENT EXECUTE FUNCTION plantstore_changes_notify();`,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;

@@ -16,6 +16,8 @@ const INSERT_PLANTS: pg.QueryConfig = {
   name: 'plantstore_insert_plants',
   // The webhook outbox is written by the same statement, so by the same transaction and commit: one event per plant
   // it inserted and subscription active then. With no subscription the join is empty and costs next to nothing.
+  // The change log too, numbered from the counter row, which is updated after the plants are in (it is the lock that
+  // orders every change writer's commit, so it is held for as short a time as the statement allows).
   text: `WITH inserted AS (
       INSERT INTO plants (id, name, tag)
       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS t(id, name, tag) ORDER BY id
@@ -27,8 +29,32 @@ const INSERT_PLANTS: pg.QueryConfig = {
       FROM inserted i
       LEFT JOIN unnest($1::bigint[], $4::text[]) AS p(id, traceparent) ON p.id = i.id
       CROSS JOIN webhook_subscriptions s WHERE s.disabled_at IS NULL
+    ), counter AS (
+      UPDATE plant_change_counter SET last = last + (SELECT count(*) FROM inserted)
+      WHERE id = 1 AND EXISTS (SELECT 1 FROM inserted)
+      RETURNING last
+    ), changes AS (
+      INSERT INTO plant_changes (seq, kind, plant_id, name, tag, changed_at)
+      SELECT c.last - (SELECT count(*) FROM inserted) + row_number() OVER (ORDER BY i.id), 'created', i.id, i.name, i.tag, now()
+      FROM inserted i CROSS JOIN counter c
     )
     SELECT id FROM inserted`,
+};
+
+/**
+ * A delete and its change in one autocommit statement; the counter row is taken last and only when a row was
+ * deleted, as by INSERT_PLANTS (src/storage/postgres/migrations.ts says why the sequence comes from it).
+ */
+const DELETE_PLANT: pg.QueryConfig = {
+  name: 'plantstore_delete_plant',
+  text: `WITH deleted AS (
+      DELETE FROM plants WHERE id = $1 RETURNING id
+    ), counter AS (
+      UPDATE plant_change_counter SET last = last + 1 WHERE id = 1 AND EXISTS (SELECT 1 FROM deleted) RETURNING last
+    ), changes AS (
+      INSERT INTO plant_changes (seq, kind, plant_id, changed_at) SELECT c.last, 'deleted', d.id, now() FROM deleted d CROSS JOIN counter c
+    )
+    SELECT id FROM deleted`,
 };
 
 /** The keyset list queries (`id >= $1`), exported so test/storage/query-plans.test.ts checks the plans of these very texts. */
@@ -133,6 +159,6 @@ export class PostgresPlants implements PlantStore {
   }
 
   async delete(id: bigint): Promise<boolean> {
-    return ((await this.#query('DELETE FROM plants WHERE id = $1', [id.toString()])).rowCount ?? 0) > 0;
+    return ((await this.#query(DELETE_PLANT, [id.toString()])).rowCount ?? 0) > 0;
   }
 }

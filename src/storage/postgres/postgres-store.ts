@@ -14,6 +14,7 @@ import {
   type Transaction,
 } from './connection.js';
 import { migrate } from './migrations.js';
+import { PostgresChanges } from './changes.js';
 import { PostgresPlants } from './plants.js';
 import { PostgresTokens } from './tokens.js';
 import { PostgresWebhookOutbox } from './webhook-outbox.js';
@@ -38,8 +39,10 @@ export class PostgresStore implements Store {
   readonly tokens: PostgresTokens;
   readonly webhookSubscriptions: PostgresWebhookSubscriptions;
   readonly webhookOutbox: PostgresWebhookOutbox;
+  readonly changes: PostgresChanges;
 
-  private constructor(pool: pg.Pool, poolSize: number) {
+  private constructor(pool: pg.Pool, config: PostgresConfig, timeouts: PostgresTimeouts) {
+    const poolSize = config.poolSize;
     this.#pool = pool;
     this.writeConcurrency = Math.max(1, Math.min(4, poolSize - 1));
     const query: Query = (text, values) => this.#query(text, values);
@@ -48,6 +51,7 @@ export class PostgresStore implements Store {
     this.tokens = new PostgresTokens(query, transaction);
     this.webhookSubscriptions = new PostgresWebhookSubscriptions(query, transaction);
     this.webhookOutbox = new PostgresWebhookOutbox(query, transaction);
+    this.changes = new PostgresChanges(query, config, timeouts);
   }
 
   /** `timeouts` exist for tests, which cannot wait the real ones out. */
@@ -72,7 +76,7 @@ export class PostgresStore implements Store {
     // process. The failing query (if any) rejects on its own, and the pool replaces the connection on next use.
     pool.on('error', () => undefined);
     pool.on('connect', (client) => client.on('error', () => undefined));
-    return new PostgresStore(pool, config.poolSize);
+    return new PostgresStore(pool, config, timeouts);
   }
 
   async #query<R extends pg.QueryResultRow>(text: string | pg.QueryConfig, values: unknown[] = []): Promise<pg.QueryResult<R>> {
@@ -138,6 +142,7 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.changes.close();
     await this.#pool.end();
   }
 }

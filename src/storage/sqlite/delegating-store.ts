@@ -14,6 +14,7 @@ import type { TokenLookup } from '../token-store.js';
 import { openConnection, translateSqliteError, type Connection, type ReadRunner } from './connection.js';
 import { DurableMarkReader } from './durable-mark.js';
 import { LockRetry } from './lock-retry.js';
+import { SqliteChangeReads } from './changes.js';
 import { SqlitePlantReads } from './plants.js';
 import { SqliteTokenReads } from './tokens.js';
 
@@ -54,6 +55,8 @@ export class DelegatingSqliteStore implements ServingStore {
   readonly writeConcurrency = DELEGATED_BATCHES_IN_FLIGHT;
   readonly plants: PlantStore;
   readonly tokens: TokenLookup;
+  /** Read on this store's connection; commits are heard from the instance's writer (src/workers/), not here. */
+  readonly changes: SqliteChangeReads;
   /** The writer's: a heartbeat committed on the connection that writes proves what readiness asks. */
   readonly checkWritable: DelegatedWrites['checkWritable'];
   readonly #reader: Connection;
@@ -68,6 +71,7 @@ export class DelegatingSqliteStore implements ServingStore {
     };
     this.plants = new DelegatingPlants(reader, read, writes.plants);
     this.tokens = new DelegatingTokens(reader, read, writes.tokens);
+    this.changes = new SqliteChangeReads(reader, read);
     this.checkWritable = writes.checkWritable;
   }
 

@@ -82,6 +82,18 @@ const MIGRATIONS: readonly string[] = [
   // Tracing (src/tracing/): the W3C traceparent of the request that created the plant, so that each delivery of its
   // event continues that trace, after a restart or from another instance too. NULL when the create was not traced.
   `ALTER TABLE webhook_events ADD COLUMN traceparent TEXT;`,
+  // The change feed (src/feed/, GET /plants/events): every create and delete, written in the transaction that makes
+  // it. AUTOINCREMENT so that a sequence is never reused after a prune; one writer, so sequence order is commit order.
+  // name is NULL for a delete. The time index serves pruning by age.
+  `CREATE TABLE plant_changes (
+     seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+     kind       TEXT NOT NULL CHECK (kind IN ('created', 'deleted')),
+     plant_id   INTEGER NOT NULL,
+     name       TEXT,
+     tag        TEXT,
+     changed_at INTEGER NOT NULL
+   );
+   CREATE INDEX plant_changes_by_time ON plant_changes (changed_at);`,
 ];
 
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;

@@ -2,6 +2,7 @@ import { type CreateOutcome, type PlantListQuery, type PlantStore } from '../pla
 import type { Plant } from '../../plants/plant.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner } from './connection.js';
+import type { SqliteChanges } from './changes.js';
 import type { SqliteWebhookOutbox } from './webhook-outbox.js';
 
 /**
@@ -63,13 +64,22 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
   readonly #statements;
   /** The webhook outbox, on the same write connection: its events are written in create's transaction. */
   readonly #webhooks: Pick<SqliteWebhookOutbox, 'recordEvents'>;
+  /** The change log, on the same write connection: each create's and delete's change is written in its transaction. */
+  readonly #changes: Pick<SqliteChanges, 'recordCreated' | 'recordDeleted' | 'changesDurable'>;
 
   /** `writer` is the write connection. */
-  constructor(reader: Connection, writer: Connection, webhooks: Pick<SqliteWebhookOutbox, 'recordEvents'>, runners: Runners) {
+  constructor(
+    reader: Connection,
+    writer: Connection,
+    webhooks: Pick<SqliteWebhookOutbox, 'recordEvents'>,
+    changes: Pick<SqliteChanges, 'recordCreated' | 'recordDeleted' | 'changesDurable'>,
+    runners: Runners,
+  ) {
     super(reader, runners.read);
     this.#write = runners.write;
     this.#writer = writer;
     this.#webhooks = webhooks;
+    this.#changes = changes;
     this.#statements = {
       insertPlant: prepareWrite<[bigint, string, string | null]>(writer, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING'),
       // In create's transaction, on the write connection: the row as this transaction sees it.
@@ -78,12 +88,14 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
     };
   }
 
-  create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
-    return this.#write(() => this.#create(plants, traceparents));
+  async create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): Promise<CreateOutcome[]> {
+    const { outcomes, through } = await this.#write(() => this.#create(plants, traceparents));
+    if (through !== undefined) this.#changes.changesDurable(through);
+    return outcomes;
   }
 
   /** One transaction and one fsync for the whole batch. */
-  #create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): CreateOutcome[] {
+  #create(plants: readonly Plant[], traceparents?: readonly (string | undefined)[]): { outcomes: CreateOutcome[]; through: bigint | undefined } {
     const { insertPlant, storedPlant } = this.#statements;
     return transaction(this.#writer, () => {
       const outcomes = plants.map((plant): CreateOutcome => {
@@ -99,11 +111,21 @@ export class SqlitePlants extends SqlitePlantReads implements PlantStore {
       });
       // The webhook outbox, in this same transaction: committed with the plants, by the same fsync, or not at all.
       this.#webhooks.recordEvents(plants, outcomes, traceparents);
-      return outcomes;
+      // The change log too: a plant is in the feed if and only if it was stored.
+      const through = this.#changes.recordCreated(plants.filter((_, index) => outcomes[index]?.kind === 'created'), Date.now());
+      return { outcomes, through };
     });
   }
 
-  delete(id: bigint): Promise<boolean> {
-    return this.#write(() => this.#statements.deletePlant.run(id).changes > 0);
+  /** The delete and its change in one transaction. */
+  async delete(id: bigint): Promise<boolean> {
+    const through = await this.#write(() =>
+      transaction(this.#writer, () => {
+        if (this.#statements.deletePlant.run(id).changes === 0) return undefined;
+        return this.#changes.recordDeleted(id, Date.now());
+      }),
+    );
+    if (through !== undefined) this.#changes.changesDurable(through);
+    return through !== undefined;
   }
 }

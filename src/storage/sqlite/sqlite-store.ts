@@ -7,6 +7,7 @@ import { DatabaseFileIdentity } from './file-identity.js';
 import { openConnection, translateSqliteError, type Connection } from './connection.js';
 import { LockRetry } from './lock-retry.js';
 import { migrate } from './migrations.js';
+import { SqliteChanges } from './changes.js';
 import { SqlitePlants } from './plants.js';
 import { prepareDatabaseFiles } from './private-files.js';
 import { SqliteTokens } from './tokens.js';
@@ -54,6 +55,7 @@ export class SqliteStore implements Store {
   readonly tokens: SqliteTokens;
   readonly webhookSubscriptions: SqliteWebhookSubscriptions;
   readonly webhookOutbox: SqliteWebhookOutbox;
+  readonly changes: SqliteChanges;
   readonly #reader: Connection;
   readonly #writer: Connection;
   readonly #heartbeat: SqliteHeartbeat;
@@ -77,7 +79,8 @@ export class SqliteStore implements Store {
     const runners = { read: <T>(work: () => T) => this.#read(work), write: <T>(work: () => T) => this.#write(work) };
     this.webhookSubscriptions = new SqliteWebhookSubscriptions(reader, writer, runners);
     this.webhookOutbox = new SqliteWebhookOutbox(reader, writer, runners);
-    this.plants = new SqlitePlants(reader, writer, this.webhookOutbox, runners);
+    this.changes = new SqliteChanges(reader, writer, runners);
+    this.plants = new SqlitePlants(reader, writer, this.webhookOutbox, this.changes, runners);
     this.tokens = new SqliteTokens(reader, writer, runners);
     this.#writer = writer;
     this.#heartbeat = new SqliteHeartbeat(writer);

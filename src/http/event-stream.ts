@@ -1,0 +1,270 @@
+import type { ServerResponse } from 'node:http';
+import type { ChangeFeed, FeedItem, FeedObserver, FeedSubscriber, StreamEnd } from '../feed/change-feed.js';
+import { changeEvent, resetEvent } from '../feed/events.js';
+import type { PlantChange } from '../storage/change-store.js';
+import { BadRequestError } from './errors.js';
+
+/**
+ * `GET /plants/events`: Server-Sent Events (the WHATWG HTML standard's text/event-stream), one per change of the
+ * change log, each with its sequence as its `id:`, so a client resumes exactly where it stopped (Last-Event-ID or
+ * `?after=`). A stream first pages through the backlog after its cursor, in batches, waiting for the socket to drain
+ * between them; then it joins the event loop's ChangeFeed (src/feed/change-feed.ts) and is handed each new change as
+ * the feed reads it. A live stream that does not read is closed once what the server buffers for it passes a bound:
+ * the client resumes later from its cursor, and the server never holds more than the bound for it.
+ */
+
+export const EVENT_STREAM = 'text/event-stream';
+
+const CURSOR = /^(0|[1-9][0-9]{0,18})$/;
+
+/** A cursor (Last-Event-ID or `after`): a non-negative decimal integer within int64, or a 400 naming where it came from. */
+export function parseCursor(text: string, where: string): bigint {
+  if (CURSOR.test(text)) {
+    const value = BigInt(text);
+    if (value <= 9223372036854775807n) return value;
+  }
+  throw new BadRequestError(`${where} must be a non-negative integer (an event id of this stream) in canonical decimal`);
+}
+
+/**
+ * Whether an Accept header lets the answer be text/event-stream: absent, or naming it, text/* or *\/* with a
+ * non-zero q. Parameters other than q are ignored.
+ */
+export function acceptsEventStream(accept: string | undefined): boolean {
+  if (accept === undefined || accept.trim() === '') return true;
+  return accept.split(',').some((range) => {
+    const [type = '', ...parameters] = range.split(';').map((part) => part.trim().toLowerCase());
+    if (type !== EVENT_STREAM && type !== 'text/*' && type !== '*/*') return false;
+    const q = parameters.find((parameter) => parameter.startsWith('q='));
+    return q === undefined || Number(q.slice(2)) > 0;
+  });
+}
+
+/** Where a stream starts: after `cursor`; with `reset`, its first event is a reset to that cursor (the newest change). */
+export interface StartingPoint {
+  readonly cursor: bigint;
+  readonly reset: boolean;
+}
+
+export interface EventStreamSettings {
+  /** A live stream whose unsent bytes pass this is closed (FEED_STREAM_BUFFER_BYTES). */
+  readonly bufferBytes: number;
+  /** A comment line this often keeps proxies from closing an idle stream (FEED_HEARTBEAT_MS); also the `retry:` advised. */
+  readonly heartbeatMs: number;
+  readonly observer: FeedObserver | undefined;
+  /** A stream cut short by a failure after its answer began (storage unavailable while paging): logged, the connection closed. */
+  readonly onError: (error: unknown) => void;
+}
+
+/** The `retry:` advised: how long a client waits before reconnecting. */
+const RETRY_MS = 2000;
+
+/** One open stream. */
+class EventStream implements FeedSubscriber<string> {
+  readonly #response: ServerResponse;
+  readonly #streams: EventStreams;
+  #cursor = 0n;
+  #live = false;
+  #ended: StreamEnd | undefined;
+  #unsubscribe: (() => void) | undefined;
+  readonly done: Promise<void>;
+  #finish!: () => void;
+
+  constructor(response: ServerResponse, streams: EventStreams) {
+    this.#response = response;
+    this.#streams = streams;
+    this.done = new Promise((resolve) => {
+      this.#finish = resolve;
+    });
+    response.once('close', () => this.end('client'));
+  }
+
+  get ended(): boolean {
+    return this.#ended !== undefined;
+  }
+
+  /** Writes the reset the start calls for, if any, then the backlog after the cursor, then joins the feed. */
+  async run(start: StartingPoint): Promise<void> {
+    const { feed } = this.#streams;
+    const log = feed.log;
+    this.#cursor = start.cursor;
+    if (start.reset) this.#reset(start.cursor);
+    while (!this.ended) {
+      const page = await log.changesAfter(this.#cursor, feed.batchSize);
+      if (this.ended) return;
+      const first = page[0];
+      // Sequences have no gaps (both databases number changes one by one, in their transaction): a gap means the
+      // changes after the cursor were pruned since it was checked.
+      if (first && first.sequence !== this.#cursor + 1n) {
+        this.#reset(await log.newestSequence());
+        continue;
+      }
+      if (page.length > 0) {
+        const text = page.map((change) => changeEvent(change)).join('');
+        this.#cursor = (page.at(-1) as PlantChange).sequence;
+        this.#streams.observer?.eventsSent(page.length);
+        if (!this.#response.write(text)) await this.#drained();
+        if (this.ended) return;
+      }
+      // No await between this check and subscribing: every change after the feed's position reaches this stream.
+      if (page.length < feed.batchSize && this.#cursor >= feed.position) {
+        this.#live = true;
+        this.#unsubscribe = feed.subscribe(this);
+        return;
+      }
+    }
+  }
+
+  #reset(newest: bigint): void {
+    this.#response.write(resetEvent(newest));
+    this.#cursor = newest;
+    this.#streams.observer?.resetSent();
+  }
+
+  #drained(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        this.#response.off('drain', done);
+        this.#response.off('close', done);
+        resolve();
+      };
+      this.#response.on('drain', done);
+      this.#response.on('close', done);
+    });
+  }
+
+  deliver(items: readonly FeedItem<string>[]): void {
+    if (this.#overBound()) return;
+    let text = '';
+    let count = 0;
+    for (const item of items) {
+      if (item.sequence <= this.#cursor) continue;
+      text += item.rendered;
+      this.#cursor = item.sequence;
+      count += 1;
+    }
+    if (count === 0) return;
+    this.#response.write(text);
+    this.#streams.observer?.eventsSent(count);
+  }
+
+  heartbeat(): void {
+    if (!this.#live || this.ended || this.#overBound()) return;
+    this.#response.write(': keep-alive\n\n');
+  }
+
+  /**
+   * A client that does not read is closed once the bytes still waiting from earlier writes pass the bound; it resumes
+   * from its cursor. Checked before each write, not after: a write's own bytes count as waiting until the socket has
+   * taken them, a moment later, whether the client reads or not.
+   */
+  #overBound(): boolean {
+    if (this.#response.writableLength <= this.#streams.settings.bufferBytes) return false;
+    this.end('slow');
+    this.#response.destroy();
+    return true;
+  }
+
+  end(why: StreamEnd): void {
+    if (this.#ended) return;
+    this.#ended = why;
+    this.#unsubscribe?.();
+    this.#streams.forget(this, why);
+    if (why === 'shutdown') this.#response.end();
+    this.#finish();
+  }
+}
+
+/**
+ * The streams of one app: each opened by the route, all kept alive by one heartbeat timer (not one per stream), all
+ * ended by closeAll() when the server shuts down (the clients resume elsewhere).
+ */
+export class EventStreams {
+  readonly feed: ChangeFeed<string>;
+  readonly settings: EventStreamSettings;
+  readonly #open = new Set<EventStream>();
+  #heartbeat: NodeJS.Timeout | undefined;
+  #closing = false;
+
+  constructor(feed: ChangeFeed<string>, settings: EventStreamSettings) {
+    this.feed = feed;
+    this.settings = settings;
+  }
+
+  get observer(): FeedObserver | undefined {
+    return this.settings.observer;
+  }
+
+  get size(): number {
+    return this.#open.size;
+  }
+
+  /**
+   * Where a stream asking for the changes after `requested` starts (the newest change when undefined). Read before
+   * the answer begins, so that storage being unavailable is still an Error record (503).
+   */
+  async startingPoint(requested: bigint | undefined): Promise<StartingPoint> {
+    await this.feed.start();
+    const newest = await this.feed.log.newestSequence();
+    if (requested === undefined) return { cursor: newest, reset: false };
+    const oldest = await this.feed.log.oldestRetained();
+    // A cursor past the newest change is one this store never wrote (another database, or one restored from a backup).
+    if (requested > newest || (oldest !== undefined && requested < oldest - 1n)) return { cursor: newest, reset: true };
+    return { cursor: requested, reset: false };
+  }
+
+  /** Whether streams are being refused: the server is shutting down. */
+  get closing(): boolean {
+    return this.#closing;
+  }
+
+  /**
+   * Answers 200 text/event-stream on `response` (with `headers`) and streams from `start` until the client leaves,
+   * it is closed for not reading, or the server shuts down; resolves then.
+   */
+  async serve(response: ServerResponse, headers: Record<string, string | number | string[]>, start: StartingPoint): Promise<void> {
+    const stream = new EventStream(response, this);
+    this.#open.add(stream);
+    this.observer?.streamOpened();
+    this.#heartbeat ??= setInterval(() => {
+      for (const open of this.#open) open.heartbeat();
+    }, this.settings.heartbeatMs).unref();
+    // The body ends with the connection (Connection: close), so it needs no chunked framing: each write is the
+    // event bytes alone.
+    response.useChunkedEncodingByDefault = false;
+    response.writeHead(200, {
+      ...headers,
+      'content-type': `${EVENT_STREAM}; charset=utf-8`,
+      'cache-control': 'no-store',
+      // nginx buffers a proxied answer unless told not to: a stream's events would wait in it.
+      'x-accel-buffering': 'no',
+      // A stream ends only when the server lets go (shutdown, a slow reader): a reconnection must be a new connection,
+      // to this server once it is back or to another, never one left to a server that is closing.
+      connection: 'close',
+    });
+    response.write(`retry: ${RETRY_MS}\n\n`);
+    try {
+      await stream.run(start);
+    } catch (error) {
+      stream.end('error');
+      response.destroy();
+      this.settings.onError(error);
+    }
+    await stream.done;
+  }
+
+  forget(stream: EventStream, why: StreamEnd): void {
+    if (!this.#open.delete(stream)) return;
+    this.observer?.streamClosed(why);
+    if (this.#open.size === 0) {
+      clearInterval(this.#heartbeat);
+      this.#heartbeat = undefined;
+    }
+  }
+
+  /** Ends every stream cleanly, and answers 503 to any opened from now on. */
+  closeAll(): void {
+    this.#closing = true;
+    for (const stream of [...this.#open]) stream.end('shutdown');
+  }
+}

@@ -1,0 +1,155 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pruneThrough, toChange, type ChangeLog, type ChangeRetention, type PlantChange } from '../change-store.js';
+import type { Plant } from '../../plants/plant.js';
+import { prepare, prepareValue, prepareWrite, type Connection, type ReadRunner, type WriteRunner } from './connection.js';
+
+/** Rows deleted per pruning transaction: short enough that creates waiting for the write lock never notice. */
+const PRUNE_CHUNK = 5000;
+
+interface SqliteChangeRow {
+  readonly seq: bigint;
+  readonly kind: string;
+  readonly plant_id: bigint;
+  readonly name: string | null;
+  readonly tag: string | null;
+  readonly changed_at: bigint;
+}
+
+/**
+ * The change log's reads on a read connection: the single-threaded store's, and a worker thread's
+ * (./delegating-store.ts), which is told of commits by its instance's writer rather than by this class. Reads never
+ * go past `durableThrough`, the newest sequence announced durable (advance()): a change committed but not yet
+ * synced is visible to a read connection, and must not be published before it is durable.
+ */
+export class SqliteChangeReads implements ChangeLog {
+  readonly #read: ReadRunner;
+  readonly #statements;
+  /** What was in the file when it was opened is durable: whatever a crash took is gone from the file too. */
+  #durableThrough: bigint;
+
+  constructor(reader: Connection, read: ReadRunner) {
+    this.#read = read;
+    this.#statements = {
+      after: prepare<[bigint, bigint, number], SqliteChangeRow>(
+        reader,
+        'SELECT seq, kind, plant_id, name, tag, changed_at FROM plant_changes WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?',
+        { bigInts: true },
+      ),
+      newest: prepareValue<[], bigint | null>(reader, 'SELECT max(seq) FROM plant_changes', { bigInts: true }),
+      oldest: prepareValue<[], bigint | null>(reader, 'SELECT min(seq) FROM plant_changes', { bigInts: true }),
+    };
+    this.#durableThrough = this.#statements.newest.get() ?? 0n;
+  }
+
+  /** The newest sequence known durable. */
+  get durableThrough(): bigint {
+    return this.#durableThrough;
+  }
+
+  /** Changes through `sequence` are durable (and may be published); never moves back. */
+  advance(sequence: bigint): void {
+    if (sequence > this.#durableThrough) this.#durableThrough = sequence;
+  }
+
+  changesAfter(sequence: bigint, limit: number): Promise<PlantChange[]> {
+    return this.#read(() =>
+      this.#statements.after
+        .all(sequence, this.#durableThrough, limit)
+        .map((row) => toChange({ ...row, changed_at: new Date(Number(row.changed_at)) })),
+    );
+  }
+
+  newestSequence(): Promise<bigint> {
+    return this.#read(() => {
+      const newest = this.#statements.newest.get() ?? 0n;
+      return newest < this.#durableThrough ? newest : this.#durableThrough;
+    });
+  }
+
+  oldestRetained(): Promise<bigint | undefined> {
+    return this.#read(() => this.#statements.oldest.get() ?? undefined);
+  }
+}
+
+/**
+ * The change log of SQLite: rows written by the plant sub-store inside its own transactions (`recordCreated`,
+ * `recordDeleted`, on the write connection), read on the read connection, pruned in short transactions. The one
+ * writer makes the AUTOINCREMENT sequence commit-ordered by itself.
+ */
+export class SqliteChanges extends SqliteChangeReads implements ChangeRetention {
+  readonly #write: WriteRunner;
+  readonly #writes;
+  readonly #listeners = new Set<() => void>();
+
+  constructor(reader: Connection, writer: Connection, runners: { readonly read: ReadRunner; readonly write: WriteRunner }) {
+    super(reader, runners.read);
+    this.#write = runners.write;
+    this.#writes = {
+      insert: prepareWrite<[string, bigint, string | null, string | null, number]>(
+        writer,
+        'INSERT INTO plant_changes (kind, plant_id, name, tag, changed_at) VALUES (?, ?, ?, ?, ?)',
+      ),
+      newest: prepareValue<[], bigint | null>(writer, 'SELECT max(seq) FROM plant_changes', { bigInts: true }),
+      lastInserted: prepareValue<[], bigint>(writer, 'SELECT last_insert_rowid()', { bigInts: true }),
+      newestExpired: prepareValue<[number], bigint | null>(
+        writer,
+        'SELECT seq FROM plant_changes WHERE changed_at < ? ORDER BY changed_at DESC LIMIT 1',
+        { bigInts: true },
+      ),
+      pruneChunk: prepareWrite<[bigint, number]>(
+        writer,
+        'DELETE FROM plant_changes WHERE seq IN (SELECT seq FROM plant_changes WHERE seq <= ? ORDER BY seq LIMIT ?)',
+      ),
+    };
+  }
+
+  /** Inside a create's transaction: one change per plant created by it. Answers the last sequence written, if any. */
+  recordCreated(plants: readonly Plant[], now: number): bigint | undefined {
+    if (plants.length === 0) return undefined;
+    // Numbered in id order, as PostgreSQL numbers a batch.
+    const ordered = [...plants].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    for (const plant of ordered) this.#writes.insert.run('created', plant.id, plant.name, plant.tag, now);
+    return this.#writes.lastInserted.get();
+  }
+
+  /** Inside a delete's transaction, once it deleted a row. Answers the sequence written. */
+  recordDeleted(id: bigint, now: number): bigint | undefined {
+    this.#writes.insert.run('deleted', id, null, null, now);
+    return this.#writes.lastInserted.get();
+  }
+
+  onCommitted(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    queueMicrotask(() => {
+      if (this.#listeners.has(listener)) listener();
+    });
+    return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * THE place where the feed is woken on SQLite: called by SqlitePlants once a write that recorded changes through
+   * `through` has committed durably (today a commit is durable when it returns: synchronous=FULL). It lets reads go
+   * up to `through` and wakes the listeners. Anything that moves durability after the commit (an fdatasync on the
+   * thread pool) must call this after the sync that covers the commit instead.
+   */
+  changesDurable(through: bigint): void {
+    this.advance(through);
+    for (const listener of this.#listeners) listener();
+  }
+
+  async pruneChanges(maxAgeMs: number, maxCount: number): Promise<number> {
+    const through = await this.#write(() => {
+      const newest = this.#writes.newest.get() ?? 0n;
+      return pruneThrough(newest, maxCount, this.#writes.newestExpired.get(Date.now() - maxAgeMs) ?? undefined);
+    });
+    if (through === undefined) return 0;
+    let deleted = 0;
+    for (;;) {
+      // Short transactions, between which creates and reads go on.
+      const chunk = await this.#write(() => this.#writes.pruneChunk.run(through, PRUNE_CHUNK).changes);
+      deleted += chunk;
+      if (chunk < PRUNE_CHUNK) return deleted;
+      await sleep(0);
+    }
+  }
+}
