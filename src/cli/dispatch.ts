@@ -38,17 +38,32 @@ const COMMANDS: ReadonlyMap<string, Command> = new Map<string, Command>([
 
 const HELP_FLAGS = new Set(['--help', '-h']);
 
-const SETTINGS = `Every command reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}). Every setting: docs/configuration.md (in the package and the repository).`;
+const EVERY_SETTING = 'Every setting: docs/configuration.md (in the package and the repository).';
+
+/** The commands that open no database, by name. */
+function withoutDatabase(): string[] {
+  return [...COMMANDS].filter(([, command]) => command.readsDatabase === false).map(([name]) => name);
+}
 
 /** Every command's usage, for `plantstore --help`. */
 function fullUsage(): string {
   const lines = [...COMMANDS.values()].map((command) => command.usage).join('\n');
-  return `Usage: plantstore <command>\n\nCommands:\n${lines}\n\n${SETTINGS}\n'plantstore <command> --help' shows one command's usage.\n`;
+  const database = `Every command but ${withoutDatabase().join(' and ')} reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}).`;
+  return `Usage: plantstore <command>\n\nCommands:\n${lines}\n\n${database} ${EVERY_SETTING}\n'plantstore <command> --help' shows one command's usage.\n`;
 }
 
 /** One command's usage, for `plantstore <command> --help`. */
-function commandUsage(command: Command): string {
-  return `Usage:\n${command.usage}\n\n${SETTINGS}\n`;
+function commandUsage(name: string, command: Command): string {
+  const database =
+    command.readsDatabase === false
+      ? `${name} opens no database: DATABASE_URL is not used.`
+      : `${name} reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}).`;
+  return `Usage:\n${command.usage}\n\n${database} ${EVERY_SETTING}\n`;
+}
+
+/** The options (`--name`) a usage text lists: what an unknown option is compared with. */
+function optionsIn(usage: string): string[] {
+  return usage.match(/--[a-z][a-z-]*/g) ?? [];
 }
 
 /** `--help` among the arguments, before a `--` that ends the options. */
@@ -70,7 +85,7 @@ async function main(argv: string[]): Promise<void> {
     const [asked] = args;
     const command = COMMANDS.get(asked as string);
     if (command === undefined || args.length > 1) throw new UsageError(`help takes one command name, got ${JSON.stringify(args.join(' '))}`);
-    process.stdout.write(commandUsage(command));
+    process.stdout.write(commandUsage(asked as string, command));
     return;
   }
   const name = first === '--version' ? 'version' : first;
@@ -78,7 +93,7 @@ async function main(argv: string[]): Promise<void> {
   if (command === undefined) throw new UsageError(`unknown command ${JSON.stringify(name)}`);
   recognised = name;
   if (asksForHelp(args)) {
-    process.stdout.write(commandUsage(command));
+    process.stdout.write(commandUsage(name, command));
     return;
   }
   let config: Config | undefined;
@@ -89,7 +104,8 @@ async function main(argv: string[]): Promise<void> {
 const FAILED_EXIT_GRACE_MS = 1000;
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  const failure = commandFailure(error, recognised);
+  const usage = recognised === undefined ? undefined : COMMANDS.get(recognised)?.usage;
+  const failure = commandFailure(error, recognised, optionsIn(usage ?? ''));
   process.stderr.write(failure.text);
   process.exitCode = failure.exitCode;
   // A failed command ends now. Whatever it opened is closed on the way out (startServer closes storage when it cannot

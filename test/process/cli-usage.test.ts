@@ -17,7 +17,10 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../.
 const PACKAGE = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; engines: { node: string } };
 
 /** Every command's first word, as `plantstore --help` lists them. */
-const COMMANDS = ['serve', 'migrate', 'token', 'plants', 'backup', 'restore', 'export', 'import', 'copy', 'webhook', 'version'];
+const COMMANDS = ['serve', 'migrate', 'token', 'plants', 'backup', 'restore', 'export', 'import', 'push', 'copy', 'webhook', 'version'];
+
+/** The commands that open no database: their --help says so rather than naming DATABASE_URL. */
+const WITHOUT_DATABASE = new Set(['push', 'version']);
 
 /**
  * A Node.js older than engines.node: OLD_NODE, else the system's /usr/bin/node (Node 20 on the machines this runs
@@ -80,8 +83,18 @@ describe('plantstore <command> --help', () => {
         assert.ok(full.stdout.includes(line), `the same line as in plantstore --help: ${line}`);
       }
       assert.equal(fs.existsSync(path.dirname(database)), false, 'no database folder was made');
+      if (WITHOUT_DATABASE.has(name)) {
+        assert.match(result.stdout, new RegExp(`^${name} opens no database: DATABASE_URL is not used\\.`, 'm'));
+        assert.doesNotMatch(result.stdout, /reads DATABASE_URL/);
+      } else {
+        assert.match(result.stdout, new RegExp(`^${name} reads DATABASE_URL \\(default `, 'm'));
+      }
     });
   }
+
+  it('plantstore --help says which commands read DATABASE_URL', () => {
+    assert.match(full.stdout, /^Every command but push and version reads DATABASE_URL \(default /m);
+  });
 
   it('an action\'s --help is its command\'s usage (plantstore token create --help)', () => {
     const result = cli(['token', 'create', '--help']);
@@ -96,6 +109,10 @@ describe('usage errors', () => {
     [['token', 'frobnicate'], /^plantstore: unknown token command "frobnicate"$/, 'plantstore token --help'],
     [['plants', 'list', '--limit', '0'], /^plantstore: plants list --limit needs a positive integer$/, 'plantstore plants --help'],
     [['export', '--nope'], /^plantstore: Unknown option '--nope'/, 'plantstore export --help'],
+    // A near miss of an option the command's usage lists is answered with that option.
+    [['token', 'create', '--nmae', 'ops'], /^plantstore: unknown option '--nmae'; did you mean --name\?$/, 'plantstore token --help'],
+    [['push', 'plants.jsonl', '--url', 'http://127.0.0.1:1', '--tokenfile', 't'], /^plantstore: unknown option '--tokenfile'; did you mean --token-file\?$/, 'plantstore push --help'],
+    [['export', '--tga', 'x'], /^plantstore: unknown option '--tga'; did you mean --tag\?$/, 'plantstore export --help'],
     [['backup'], /^plantstore: backup needs exactly one FILE$/, 'plantstore backup --help'],
     [['webhook', 'add'], /^plantstore: webhook add needs --url URL$/, 'plantstore webhook --help'],
     [['serve', 'now'], /^plantstore: serve takes no arguments/, 'plantstore serve --help'],
