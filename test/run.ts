@@ -32,6 +32,7 @@ const ALONE: ReadonlyMap<string, string> = new Map([
   ['process/postgres-outage.test.js', 'times how soon requests are answered while PostgreSQL is down or frozen'],
   ['process/signals.test.js', 'times the shutdown after SIGTERM under load'],
   ['process/start-failure.test.js', 'times how soon a failed start exits'],
+  ['process/tracing.test.js', 'bounds the latency of creates while the trace collector refuses or hangs'],
   ['process/write-queue-bound.test.js', "floods the write queue and bounds the server's RSS and latency"],
 ]);
 
@@ -48,11 +49,15 @@ function filesOf(tier: string): string[] {
     .map((name) => `${tier}/${name}`);
 }
 
+/** Tiers whose files never use PostgreSQL: a run of only these starts no server. */
+const WITHOUT_POSTGRES = ['unit/', 'browser/'];
+
 /** Runs `node --test` over `files`; resolves with whether every test passed. */
 function nodeTest(files: readonly string[], concurrency: number): Promise<boolean> {
   const args = ['--import', path.join(TESTS, 'helpers', 'exit-guard.js')];
+  const needsPostgres = files.some((file) => !WITHOUT_POSTGRES.some((tier) => file.startsWith(tier)));
   // Node 22 has no --test-global-setup: each file then starts its own PostgreSQL when it needs one.
-  if (process.allowedNodeEnvironmentFlags.has('--test-global-setup')) {
+  if (needsPostgres && process.allowedNodeEnvironmentFlags.has('--test-global-setup')) {
     args.push(`--test-global-setup=${path.join(TESTS, 'helpers', 'global-postgres.js')}`);
   }
   args.push('--test', `--test-concurrency=${concurrency}`, ...files.map((file) => path.join(TESTS, file)));
