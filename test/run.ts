@@ -34,6 +34,8 @@ const ALONE: ReadonlyMap<string, string> = new Map([
   ['process/start-failure.test.js', 'times how soon a failed start exits'],
   ['process/tracing.test.js', 'bounds the latency of creates while the trace collector refuses or hangs'],
   ['process/write-queue-bound.test.js', "floods the write queue and bounds the server's RSS and latency"],
+  ['http/webhook-dispatcher.test.js', 'races claims against 300 ms attempt time limits'],
+  ['http/webhook-sender.test.js', 'holds that an interrupt cuts an attempt short within 50 ms'],
 ]);
 
 /** Files at once in the shared run: the machine's cores (two on the development VM), at least two. */

@@ -10,6 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterEach, describe, it } from 'node:test';
 import { systemResolver } from '../../src/webhooks/address-policy.js';
 import { INTERRUPTED, WebhookSender, type WebhookRequest } from '../../src/webhooks/sender.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TIME_LIMIT_MS = 300;
 
@@ -154,7 +155,9 @@ describe('the webhook sender', () => {
     const silent = await serve(() => undefined);
     const sending = sender();
     const pending = sending.send(message(silent.url));
-    await new Promise((resolve) => setTimeout(resolve, 30));
+    // In flight: the request has reached the receiver, which never answers (waited for, not timed: a loaded machine
+    // had not even connected 30 ms after the send).
+    await waitFor('the request to reach the receiver', () => silent.ports.length === 1);
     const started = performance.now();
     sending.interrupt();
     assert.deepEqual(await pending, { status: null, error: INTERRUPTED });
