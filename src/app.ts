@@ -110,7 +110,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     maxLines: config.bulk.maxLines,
     window: config.bulk.window,
     idleTimeoutMs: config.http.requestTimeoutMs,
-    // The single create's parser and NewPlant validation, line by line; messages name the line ("line.name must ...").
+    // The single create's parser and NewPlant validation, line by line; a field is named as a single create names it
+    // ("body.name must ..."), the text as a whole as the line ("line is not valid JSON").
     readPlant: newPlantReader(config.limits, 'line'),
     errorRecord: (error, request) => toErrorReply(error, request.log, config.limits.bodyBytes, refusals).body,
     stopping: stopping.signal,

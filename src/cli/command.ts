@@ -10,5 +10,7 @@ export interface CommandContext {
 export interface Command {
   /** Its lines of the usage text: `plantstore --help` shows every command's, `plantstore <name> --help` its own. */
   readonly usage: string;
+  /** False for a command that opens no database (push, version): its --help does not point at DATABASE_URL. */
+  readonly readsDatabase?: boolean;
   run(args: string[], context: CommandContext): Promise<void> | void;
 }

@@ -5,52 +5,55 @@
  */
 import { DEFAULT_DATABASE_URL, loadConfig, type Config } from '../config/config.js';
 import type { Command } from './command.js';
-import * as backup from './commands/backup.js';
-import * as copy from './commands/copy.js';
-import * as exportCommand from './commands/export.js';
-import * as importCommand from './commands/import.js';
-import * as migrate from './commands/migrate.js';
-import * as plants from './commands/plants.js';
-import * as push from './commands/push.js';
-import * as restore from './commands/restore.js';
-import * as serve from './commands/serve.js';
-import * as token from './commands/token.js';
-import * as version from './commands/version.js';
-import * as watch from './commands/watch.js';
-import * as webhook from './commands/webhook.js';
 import { UsageError } from './errors.js';
 import { commandFailure } from './exit-codes.js';
 
-/** In the order the usage text lists them. */
-const COMMANDS: ReadonlyMap<string, Command> = new Map<string, Command>([
-  ['serve', serve],
-  ['migrate', migrate],
-  ['token', token],
-  ['plants', plants],
-  ['backup', backup],
-  ['restore', restore],
-  ['export', exportCommand],
-  ['import', importCommand],
-  ['push', push],
-  ['watch', watch],
-  ['copy', copy],
-  ['webhook', webhook],
-  ['version', version],
+/**
+ * In the order the usage text lists them, each loaded only when run or asked for its usage: a command loads what it
+ * needs and nothing more (`token list` no HTTP framework, `push` no database driver), so a command starts in a
+ * fraction of the time loading all of them took.
+ */
+const COMMANDS: ReadonlyMap<string, () => Promise<Command>> = new Map<string, () => Promise<Command>>([
+  ['serve', () => import('./commands/serve.js')],
+  ['migrate', () => import('./commands/migrate.js')],
+  ['token', () => import('./commands/token.js')],
+  ['plants', () => import('./commands/plants.js')],
+  ['backup', () => import('./commands/backup.js')],
+  ['restore', () => import('./commands/restore.js')],
+  ['export', () => import('./commands/export.js')],
+  ['import', () => import('./commands/import.js')],
+  ['push', () => import('./commands/push.js')],
+  ['watch', () => import('./commands/watch.js')],
+  ['copy', () => import('./commands/copy.js')],
+  ['webhook', () => import('./commands/webhook.js')],
+  ['version', () => import('./commands/version.js')],
 ]);
 
 const HELP_FLAGS = new Set(['--help', '-h']);
 
-const SETTINGS = `Every command reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}). Every setting: docs/configuration.md (in the package and the repository).`;
+const EVERY_SETTING = 'Every setting: docs/configuration.md (in the package and the repository).';
 
 /** Every command's usage, for `plantstore --help`. */
-function fullUsage(): string {
-  const lines = [...COMMANDS.values()].map((command) => command.usage).join('\n');
-  return `Usage: plantstore <command>\n\nCommands:\n${lines}\n\n${SETTINGS}\n'plantstore <command> --help' shows one command's usage.\n`;
+async function fullUsage(): Promise<string> {
+  const commands = await Promise.all([...COMMANDS].map(async ([name, load]) => ({ name, command: await load() })));
+  const lines = commands.map(({ command }) => command.usage).join('\n');
+  const withoutDatabase = commands.filter(({ command }) => command.readsDatabase === false).map(({ name }) => name);
+  const database = `Every command but ${withoutDatabase.join(' and ')} reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}).`;
+  return `Usage: plantstore <command>\n\nCommands:\n${lines}\n\n${database} ${EVERY_SETTING}\n'plantstore <command> --help' shows one command's usage.\n`;
 }
 
 /** One command's usage, for `plantstore <command> --help`. */
-function commandUsage(command: Command): string {
-  return `Usage:\n${command.usage}\n\n${SETTINGS}\n`;
+function commandUsage(name: string, command: Command): string {
+  const database =
+    command.readsDatabase === false
+      ? `${name} opens no database: DATABASE_URL is not used.`
+      : `${name} reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}).`;
+  return `Usage:\n${command.usage}\n\n${database} ${EVERY_SETTING}\n`;
+}
+
+/** The options (`--name`) a usage text lists: what an unknown option is compared with. */
+function optionsIn(usage: string): string[] {
+  return usage.match(/--[a-z][a-z-]*/g) ?? [];
 }
 
 /** `--help` among the arguments, before a `--` that ends the options. */
@@ -61,26 +64,30 @@ function asksForHelp(args: readonly string[]): boolean {
 
 /** The command named first in `argv`, when there is one; what `--help` is then asked of on a usage error. */
 let recognised: string | undefined;
+/** Its usage text, once loaded: the options an unknown option is compared with. */
+let recognisedUsage = '';
 
 async function main(argv: string[]): Promise<void> {
   const [first, ...args] = argv;
   if (first === undefined || HELP_FLAGS.has(first) || (first === 'help' && args.length === 0)) {
-    process.stdout.write(fullUsage());
+    process.stdout.write(await fullUsage());
     return;
   }
   if (first === 'help') {
     const [asked] = args;
-    const command = COMMANDS.get(asked as string);
-    if (command === undefined || args.length > 1) throw new UsageError(`help takes one command name, got ${JSON.stringify(args.join(' '))}`);
-    process.stdout.write(commandUsage(command));
+    const load = COMMANDS.get(asked as string);
+    if (load === undefined || args.length > 1) throw new UsageError(`help takes one command name, got ${JSON.stringify(args.join(' '))}`);
+    process.stdout.write(commandUsage(asked as string, await load()));
     return;
   }
   const name = first === '--version' ? 'version' : first;
-  const command = COMMANDS.get(name);
-  if (command === undefined) throw new UsageError(`unknown command ${JSON.stringify(name)}`);
+  const load = COMMANDS.get(name);
+  if (load === undefined) throw new UsageError(`unknown command ${JSON.stringify(name)}`);
   recognised = name;
+  const command = await load();
+  recognisedUsage = command.usage;
   if (asksForHelp(args)) {
-    process.stdout.write(commandUsage(command));
+    process.stdout.write(commandUsage(name, command));
     return;
   }
   let config: Config | undefined;
@@ -91,7 +98,7 @@ async function main(argv: string[]): Promise<void> {
 const FAILED_EXIT_GRACE_MS = 1000;
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  const failure = commandFailure(error, recognised);
+  const failure = commandFailure(error, recognised, optionsIn(recognisedUsage));
   process.stderr.write(failure.text);
   process.exitCode = failure.exitCode;
   // A failed command ends now. Whatever it opened is closed on the way out (startServer closes storage when it cannot

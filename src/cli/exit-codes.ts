@@ -16,7 +16,7 @@ import {
 } from '../storage/errors.js';
 import { TargetHoldsOtherDataError } from '../transfer/copy.js';
 import { ImportStoppedError } from '../transfer/import.js';
-import { UsageError, WrongDatabaseError, isParseArgsError } from './errors.js';
+import { UnusableArgumentError, UsageError, WrongDatabaseError, isParseArgsError, nearestOption } from './errors.js';
 
 export interface CommandFailure {
   readonly exitCode: number;
@@ -31,6 +31,7 @@ type ErrorClass = abstract new (...args: any[]) => Error;
 const KNOWN: ReadonlyArray<{ readonly type: ErrorClass; readonly exitCode: number; readonly prefix?: string }> = [
   { type: ConfigError, exitCode: 2, prefix: 'invalid configuration: ' },
   { type: WrongDatabaseError, exitCode: 2 },
+  { type: UnusableArgumentError, exitCode: 1 },
   { type: DuplicateTokenNameError, exitCode: 1 },
   { type: DuplicateWebhookNameError, exitCode: 1 },
   { type: UnusableDatabaseFileError, exitCode: 1 },
@@ -42,12 +43,13 @@ const KNOWN: ReadonlyArray<{ readonly type: ErrorClass; readonly exitCode: numbe
 
 /**
  * What `error`, thrown by `command` (undefined when no command was recognised), ends with. `usageCommand` is what
- * `--help` is asked of: `plantstore token --help` for `token create`.
+ * `--help` is asked of: `plantstore token --help` for `token create`; `knownOptions`, the options its usage lists,
+ * of which the nearest is suggested for an unknown one.
  */
-export function commandFailure(error: unknown, usageCommand: string | undefined): CommandFailure {
+export function commandFailure(error: unknown, usageCommand: string | undefined, knownOptions: readonly string[] = []): CommandFailure {
   if (error instanceof UsageError || isParseArgsError(error)) {
     const help = usageCommand === undefined ? 'plantstore --help' : `plantstore ${usageCommand} --help`;
-    return { exitCode: 2, text: `plantstore: ${(error as Error).message}\nrun '${help}' for usage\n` };
+    return { exitCode: 2, text: `plantstore: ${usageMessage(error as Error, knownOptions)}\nrun '${help}' for usage\n` };
   }
   const known = KNOWN.find(({ type }) => error instanceof type);
   if (known) return { exitCode: known.exitCode, text: `plantstore: ${known.prefix ?? ''}${(error as Error).message}\n` };
@@ -55,4 +57,12 @@ export function commandFailure(error: unknown, usageCommand: string | undefined)
   const cause = (error as { cause?: { message?: string } } | null)?.cause?.message;
   const message = (error as { message?: string } | null)?.message ?? String(error);
   return { exitCode: 1, text: `plantstore: ${message}${cause ? ` (${cause})` : ''}\n` };
+}
+
+/** A usage error's line: for an unknown option, with the nearest known one when one is close (`--nmae`: `--name`). */
+function usageMessage(error: Error, knownOptions: readonly string[]): string {
+  if ((error as { code?: unknown }).code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return error.message;
+  const unknown = /^Unknown option '([^']+)'/.exec(error.message)?.[1];
+  const nearest = unknown === undefined ? undefined : nearestOption(unknown, knownOptions);
+  return nearest === undefined ? error.message : `unknown option '${unknown}'; did you mean ${nearest}?`;
 }

@@ -29,14 +29,19 @@ function compileBodyValidator(schema: object): BodyValidator {
  * Reads one NewPlant text exactly as `POST /plants` reads a body: the same parser (parseJsonBody: UTF-8, duplicate
  * keys, lone surrogates, exact int64), the same schema compiled by the same compiler with the same options, the same
  * wording (describeValidationError), the same int64 range check (plantFromBody). Returns the plant, or throws a
- * BadRequestError whose message names the problem; `subject` names the text in those messages ("plant.name must
- * not be empty"). `plantstore import` validates each line with it.
+ * BadRequestError whose message names the problem. A field is named as a single create names it, `body.name`,
+ * wherever the text came from, so a bulk line's 400 is the very record a single create of it answers; `subject`
+ * names the text as a whole ("line is not valid JSON", "plant is missing required property 'name'").
+ * `plantstore import` validates each line with it.
  */
 export function newPlantReader(limits: SchemaLimits, subject = 'plant'): (text: Buffer) => Plant {
   const validate = compileBodyValidator(plantSchemas(limits).NewPlant);
   return (text) => {
     const body = parseJsonBody(text, subject);
-    if (!validate(body)) throw describeValidationError((validate.errors ?? []) as FastifySchemaValidationError[], subject);
+    if (!validate(body)) {
+      const errors = (validate.errors ?? []) as FastifySchemaValidationError[];
+      throw describeValidationError(errors, errors[0]?.instancePath ? 'body' : subject);
+    }
     return plantFromBody(body as NewPlantBody);
   };
 }

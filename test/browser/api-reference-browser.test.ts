@@ -1,35 +1,12 @@
 import assert from 'node:assert/strict';
-import { accessSync, constants } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { chromium as chromiumBinary, located, skipWithout } from '../helpers/prerequisites.js';
 import { createToken, startServer, type ServerProcess } from '../helpers/process.js';
-
-/**
- * Where Chromium is: CHROMIUM_PATH, else `chromium` on the PATH (where .ci/run looks), else Debian's /usr/bin/chromium.
- * Its absence fails the file, saying how to install it: the page is only proven to work, offline, in a real browser.
- */
-function findChromium(): string {
-  const candidates = process.env.CHROMIUM_PATH
-    ? [process.env.CHROMIUM_PATH]
-    : [...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, 'chromium')), '/usr/bin/chromium'];
-  for (const candidate of candidates) {
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not this one
-    }
-  }
-  throw new Error(
-    `Chromium not found (looked for ${process.env.CHROMIUM_PATH ? candidates[0] : '`chromium` on the PATH and /usr/bin/chromium'}): ` +
-      'the /docs browser test needs it. Install it (Debian: `apt-get update && apt-get install -y chromium`; .ci/run ' +
-      'does this in CI) or set CHROMIUM_PATH to a Chromium binary.',
-  );
-}
 
 /**
  * A host name of our own, resolved to the server's 127.0.0.1 by Chromium itself: Swagger UI treats pages on
@@ -78,9 +55,10 @@ const RECORD_CSP_VIOLATIONS = `
 /**
  * The reference page in a real browser, served by a real `plantstore serve`: it renders the plant operations from
  * the document, "Try it out" works under its CSP, and nothing it loads comes from another origin. A screenshot is
- * left in a temporary folder for a human to look at (its path is printed).
+ * left in a temporary folder for a human to look at (its path is printed). Without Chromium the suite is skipped,
+ * saying how to install it, or fails where CI is set (helpers/prerequisites.ts).
  */
-describe('GET /docs in headless Chromium', () => {
+describe('GET /docs in headless Chromium', { skip: skipWithout(chromiumBinary()) }, () => {
   let db: TestDatabase;
   let server: ServerProcess | undefined;
   let browser: Browser | undefined;
@@ -94,7 +72,7 @@ describe('GET /docs in headless Chromium', () => {
   const pageErrors: string[] = [];
 
   before(async () => {
-    const executablePath = findChromium();
+    const executablePath = located(chromiumBinary());
     db = await sqliteDatabase();
     const env = { DATABASE_URL: db.url };
     token = createToken('docs-browser', env);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { TestContext } from 'node:test';
+import { after, before, type TestContext } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp, type AppOptions } from '../../src/app.js';
@@ -9,6 +9,7 @@ import { openStore } from '../../src/storage/open.js';
 import { createLogger } from '../../src/observability/log.js';
 import { startServices, type MainLoopOptions, type MainServices, type ProcessOptions } from '../../src/services.js';
 import type { Store } from '../../src/storage/store.js';
+import type { TestDatabase } from './databases.js';
 import { newToken } from './tokens.js';
 
 export interface TestApp {
@@ -72,4 +73,60 @@ export async function buildTestApp(
   const t = await startTestApp(databaseUrl, env, options);
   context.after(() => t.close());
   return t;
+}
+
+/**
+ * The before/after block of a suite that runs its tests on one app: a fresh database from `database`
+ * (sqliteDatabase, or a DATABASES entry's create) and startTestApp on it before the suite's first test, both closed
+ * and removed after its last. Call it in the describe() body, where `let t: TestApp` and its before/after hooks were:
+ * `const t = useTestApp(sqliteDatabase)`. Its fields are the started app's (and `database`, the database it runs on),
+ * readable from the suite's tests and later hooks on.
+ */
+export function useTestApp(
+  database: () => Promise<TestDatabase>,
+  env: Record<string, string> = {},
+  options: AppOptions & ProcessOptions & MainLoopOptions & { readonly log?: Logger } = {},
+): TestApp & { readonly database: TestDatabase } {
+  let db: TestDatabase | undefined;
+  let started: TestApp | undefined;
+  before(async () => {
+    db = await database();
+    started = await startTestApp(db.url, env, options);
+  });
+  after(async () => {
+    await started?.close();
+    await db?.cleanup();
+  });
+  const app = (): TestApp => {
+    if (!started) throw new Error('useTestApp: the app starts in the suite\'s before hook; use it from the tests and later hooks');
+    return started;
+  };
+  return {
+    get app() {
+      return app().app;
+    },
+    get store() {
+      return app().store;
+    },
+    get config() {
+      return app().config;
+    },
+    get services() {
+      return app().services;
+    },
+    get token() {
+      return app().token;
+    },
+    get tokenName() {
+      return app().tokenName;
+    },
+    get headers() {
+      return app().headers;
+    },
+    get database() {
+      if (!db) throw new Error('useTestApp: the database is made in the suite\'s before hook');
+      return db;
+    },
+    close: () => app().close(),
+  };
 }

@@ -20,7 +20,8 @@ export async function sqliteDatabase(): Promise<TestDatabase> {
 }
 
 /**
- * A fresh database on TEST_DATABASE_URL when set, otherwise on one embedded PostgreSQL server per test file,
+ * A fresh database on TEST_DATABASE_URL when set, otherwise on the run's embedded PostgreSQL server
+ * (helpers/global-postgres.ts), or, for a file run without that global setup, on an embedded server of the file's own,
  * started on first use: the file calls stopPostgresAfterAll() (helpers/postgres.ts) at its top level.
  */
 export async function postgresDatabase(): Promise<TestDatabase> {

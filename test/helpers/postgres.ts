@@ -347,10 +347,25 @@ export async function stopPostgres(): Promise<void> {
   if (server) await (await server).stop();
 }
 
-/** The server every test database is made on: TEST_DATABASE_URL when set, else the shared embedded server. */
+/**
+ * The server every test database is made on: TEST_DATABASE_URL when set, else the run's embedded server
+ * (TEST_POSTGRES_URL, from helpers/global-postgres.ts), else this file's own embedded server (a file run without the
+ * global setup).
+ */
 export async function postgresServerUrl(): Promise<string> {
-  const given = process.env.TEST_DATABASE_URL?.trim();
-  return given || (await sharedPostgres()).url();
+  return process.env.TEST_DATABASE_URL?.trim() || (await embeddedPostgresUrl());
+}
+
+/**
+ * The URL of an embedded server, whose `postgres` superuser and password are known: the run's (TEST_POSTGRES_URL)
+ * when the global setup started one, else this file's own.
+ */
+export async function embeddedPostgresUrl(database = 'postgres'): Promise<string> {
+  const run = process.env.TEST_POSTGRES_URL?.trim();
+  if (!run) return (await sharedPostgres()).url(database);
+  const url = new URL(run);
+  url.pathname = `/${database}`;
+  return url.toString();
 }
 
 /** A fresh database on `serverUrl`; returns its URL and how to drop it. */

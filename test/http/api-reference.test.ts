@@ -1,26 +1,16 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { API_REFERENCE_CSP } from '../../src/http/plugins/api-reference.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 
 /**
  * GET /docs over HTTP, in-process: what the page and its assets answer, with which headers. That the page renders
  * and asks nothing of another host is held in a real browser (test/browser/api-reference-browser.test.ts).
  */
 describe('GET /docs, the API reference page', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-
-  before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url);
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
-  });
+  const t = useTestApp(sqliteDatabase);
 
   const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
 

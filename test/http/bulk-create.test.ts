@@ -77,7 +77,7 @@ for (const database of DATABASES) {
         [1, 200], [2, 200], [4, 400], [5, 400], [6, 200], [7, 409], [9, 200], [10, 400], [11, 200], [12, 400],
       ]);
       assert.equal(results[0]?.text, '{"line":1,"status":200,"plant":{"name":"exact","tag":"t"},"created":true}');
-      assert.equal(results[2]?.text, '{"line":4,"status":400,"error":400,"message":"line.name must not be empty"}');
+      assert.equal(results[2]?.text, '{"line":4,"status":400,"error":400,"message":"body.name must not be empty"}');
       assert.equal(results[4]?.text, '{"line":6,"status":200,"plant":{"name":"stored"},"created":false}');
       assert.match(results[5]?.text ?? '', /^\{"line":7,"status":409,"error":409,"message":"[^"]+"\}$/);
       assert.match(results[7]?.text ?? '', /int64/);

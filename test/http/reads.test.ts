@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 import { assertErrorRecord, idsOf } from '../helpers/assertions.js';
-import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { DATABASES } from '../helpers/databases.js';
 import { deleteAllPlants, INT64_MAX, INT64_MIN, PAST_DOUBLE, plantJson, storedIds } from '../helpers/plants.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 
@@ -20,8 +20,7 @@ function nextLink(response: LightMyRequestResponse): string | undefined {
 
 for (const database of DATABASES) {
   describe(`reads and deletes on ${database.kind}`, () => {
-    let db: TestDatabase;
-    let t: TestApp;
+    const t = useTestApp(database.create);
 
     const post = (id: string, name: string, tag?: string) =>
       t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plantJson(id, name, tag) });
@@ -30,14 +29,6 @@ for (const database of DATABASES) {
     const del = (url: string, headers: Record<string, string> = { authorization: t.headers.authorization as string }) =>
       t.app.inject({ method: 'DELETE', url, headers });
 
-    before(async () => {
-      db = await database.create();
-      t = await startTestApp(db.url);
-    });
-    after(async () => {
-      await t?.close();
-      await db?.cleanup();
-    });
     beforeEach(() => deleteAllPlants(t));
 
     describe('GET /plants/{id}', () => {

@@ -8,7 +8,11 @@ import { postgresDatabase, sqliteDatabase, type TestDatabase } from '../helpers/
 import { CLI, createToken, startServer } from '../helpers/process.js';
 import { keepWriting, numberedPlants, plantstore, plantstoreAsync, postPlant, sqliteFile, storePlants } from '../helpers/transfer.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
+import { loadConfig } from '../../src/config/config.js';
+import { openStore } from '../../src/storage/open.js';
 import { SQLITE_SCHEMA_VERSION } from '../../src/storage/sqlite/migrations.js';
+import { exportPlants } from '../../src/transfer/export.js';
 import { pragmaValue, pragmaValues, prepareValue } from '../../src/storage/sqlite/connection.js';
 
 stopPostgresAfterAll();
@@ -32,22 +36,24 @@ function integrityOf(file: string): string[] {
   }
 }
 
-/** What `plantstore export` prints: the database's content, to compare before and after. */
-function exported(env: Record<string, string>): string {
-  const result = plantstore(['export'], env);
-  assert.equal(result.status, 0, result.stderr);
-  return result.stdout;
-}
-
 /**
- * The same, without blocking the event loop, for while a server this process talks to runs: blocked, the loop would
- * not see the server close an idle keep-alive connection (KEEP_ALIVE_TIMEOUT_MS) during a slow export, and the next
- * fetch would be sent on that closed connection and fail with "other side closed".
+ * What `plantstore export` prints, read in-process the way that command reads it (this file starts the CLI for what
+ * it tests, backup and restore, not to read a database): the database's content, to compare before and after.
  */
-async function exportedBeside(env: Record<string, string>): Promise<string> {
-  const result = await plantstoreAsync(['export'], env);
-  assert.equal(result.status, 0, result.stderr);
-  return result.stdout;
+async function exported(env: Record<string, string>): Promise<string> {
+  const store = await openStore(loadConfig(env).database, { mustExist: true });
+  try {
+    let text = '';
+    await exportPlants(store.plants, {
+      write: (page) => {
+        text += page;
+        return Promise.resolve(true);
+      },
+    });
+    return text;
+  } finally {
+    await store.close();
+  }
 }
 
 /** Files a run may have left in `dir` under a partial name. */
@@ -74,13 +80,14 @@ describe('plantstore backup and restore (SQLite)', () => {
       // Enough data that the copy takes a while, and writes landing in the -wal file throughout.
       await storePlants(db.url, numberedPlants(50_000, 1_000_000_000n));
       const load = keepWriting(server.base, token, 8, 1n);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Counted, not timed: a loaded machine acknowledged only 10 creates in the 500 ms this once waited.
+      await waitFor('50 creates acknowledged before the backup', () => load.acknowledged.length > 50, { timeoutMs: 60_000 });
       const backupFile = path.join(dir, 'under-load.db');
       const startedAt = Date.now();
       const result = await plantstoreAsync(['backup', backupFile], env);
       const finishedAt = Date.now();
       // Writes go on after the backup, so the check below is not trivially about a still database.
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await waitFor('a create acknowledged after the backup', () => load.acknowledged.some((ack) => ack.at > finishedAt), { timeoutMs: 60_000 });
       await load.stop();
       assert.equal(result.status, 0, result.stderr);
       assert.match(result.stderr, /backed up .* to .*under-load\.db: \d+ plants, 1 tokens, schema version \d+; integrity check ok/);
@@ -111,20 +118,20 @@ describe('plantstore backup and restore (SQLite)', () => {
     }
   });
 
-  it('replaces an existing backup file whole, and refuses to write over the database or its -wal', () => {
+  it('replaces an existing backup file whole, and refuses to write over the database or its -wal', async () => {
     const target = path.join(dir, 'nightly.db');
     fs.writeFileSync(target, 'yesterday');
     const first = plantstore(['backup', target], env);
     assert.equal(first.status, 0, first.stderr);
     assert.deepEqual(integrityOf(target), ['ok']);
     const database = sqliteFile(db.url);
-    const content = exported(env);
+    const content = await exported(env);
     for (const file of [database, `${database}-wal`]) {
       const refused = plantstore(['backup', file], env);
       assert.equal(refused.status, 1);
       assert.match(refused.stderr, /is the database itself/);
     }
-    assert.equal(exported(env), content);
+    assert.equal(await exported(env), content);
     assert.deepEqual(partials(dir), []);
   });
 
@@ -165,21 +172,21 @@ describe('plantstore backup and restore (SQLite)', () => {
       for (const body of ['{"id":-9223372036854775808,"name":"min"}', '{"id":9223372036854775807,"name":"max","tag":""}']) {
         assert.equal((await postPlant(server.base, token, body)).status, 200);
       }
-      // Every command beside the server runs without blocking this event loop (see exportedBeside).
+      // Every command beside the server runs without blocking this event loop (see plantstoreAsync).
       assert.equal((await plantstoreAsync(['backup', backupFile], env)).status, 0);
-      atBackup = await exportedBeside(env);
+      atBackup = await exported(env);
       // Changes after the backup: a new plant, a deleted one, a revoked token.
       assert.equal((await postPlant(server.base, token, '{"id":9007199254740993,"name":"after"}')).status, 200);
       const deleted = await fetch(`${server.base}/plants/-9223372036854775808`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
       assert.equal(deleted.status, 204);
-      assert.notEqual(await exportedBeside(env), atBackup);
+      assert.notEqual(await exported(env), atBackup);
 
       // While the server runs, restore is refused and changes nothing.
       const refused = await plantstoreAsync(['restore', backupFile], env);
       assert.equal(refused.status, 1);
       assert.match(refused.stderr, /in use by another process .*stop it, then restore/);
       assert.equal((await postPlant(server.base, token, '{"id":-5,"name":"still served"}')).status, 200, 'the server is unaffected');
-      assert.match(await exportedBeside(env), /still served/);
+      assert.match(await exported(env), /still served/);
     } finally {
       // Killed, not stopped: its last commits may still be in the -wal, which the restore must not let back in.
       await server.kill();
@@ -188,7 +195,7 @@ describe('plantstore backup and restore (SQLite)', () => {
     const restored = plantstore(['restore', backupFile], env);
     assert.equal(restored.status, 0, restored.stderr);
     assert.match(restored.stderr, /^restored .*round-trip\.db into .*: \d+ plants, \d+ tokens; tokens revoked since the backup was taken are valid again/);
-    assert.equal(exported(env), atBackup);
+    assert.equal(await exported(env), atBackup);
     assert.deepEqual(integrityOf(sqliteFile(db.url)), ['ok']);
     assert.deepEqual(partials(dir), []);
 
@@ -205,10 +212,10 @@ describe('plantstore backup and restore (SQLite)', () => {
     }
   });
 
-  it('restores into a place where no database exists yet, and a backup of an older schema is upgraded', () => {
+  it('restores into a place where no database exists yet, and a backup of an older schema is upgraded', async () => {
     const backupFile = path.join(dir, 'old-schema.db');
     assert.equal(plantstore(['backup', backupFile], env).status, 0);
-    const content = exported(env);
+    const content = await exported(env);
     // What plantstore's first schema looked like: no heartbeat table, no webhook tables, no change log and tokens
     // without scopes or expiry, user_version 1.
     const old = new DatabaseSync(backupFile);
@@ -220,7 +227,7 @@ describe('plantstore backup and restore (SQLite)', () => {
     const fresh = { DATABASE_URL: `sqlite:${path.join(dir, 'new-place', 'plants.db')}` };
     const restored = plantstore(['restore', backupFile], fresh);
     assert.equal(restored.status, 0, restored.stderr);
-    assert.equal(exported(fresh), content);
+    assert.equal(await exported(fresh), content);
     const db2 = new DatabaseSync(path.join(dir, 'new-place', 'plants.db'), { readOnly: true });
     assert.equal(pragmaValue(db2, 'user_version'), SQLITE_SCHEMA_VERSION);
     db2.close();
@@ -228,8 +235,8 @@ describe('plantstore backup and restore (SQLite)', () => {
     assert.match(plantstore(['token', 'list'], fresh).stdout, /^from-v1\tcreated 1970-01-01T00:00:00\.000Z\tlast used never\tscopes plants:read,plants:create,plants:delete\texpires never$/m);
   });
 
-  it('refuses a backup that is not a whole, healthy plantstore database, naming the problem, and changes nothing', () => {
-    const content = exported(env);
+  it('refuses a backup that is not a whole, healthy plantstore database, naming the problem, and changes nothing', async () => {
+    const content = await exported(env);
     const database = sqliteFile(db.url);
     const cases: Array<{ file: string; make: (file: string) => void; problem: RegExp }> = [
       { file: 'missing.db', make: () => undefined, problem: /there is no backup at .*missing\.db/ },
@@ -282,7 +289,7 @@ describe('plantstore backup and restore (SQLite)', () => {
       const result = plantstore(['restore', backupFile], env);
       assert.equal(result.status, 1, `${file}: ${result.stderr}`);
       assert.match(result.stderr, problem, file);
-      assert.equal(exported(env), content, `${file} changed nothing`);
+      assert.equal(await exported(env), content, `${file} changed nothing`);
     }
     const itself = plantstore(['restore', database], env);
     assert.equal(itself.status, 1);

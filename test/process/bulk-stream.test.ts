@@ -187,7 +187,7 @@ describe('streamed bulk create, as a process', () => {
     assert.equal(result.status, 1, result.stderr);
     assert.equal(result.stdout, '');
     assert.match(result.stderr, /^line 5: 409 /m);
-    assert.match(result.stderr, /^line 6: 400 line\.name must not be empty$/m);
+    assert.match(result.stderr, /^line 6: 400 body\.name must not be empty$/m);
     assert.match(result.stderr, /push: 5 lines answered: 2 created, 1 replayed, 1 conflicts, 1 bad lines, 0 refused\n$/);
     assert.ok(!result.stderr.includes(token), 'the token is never printed');
     const stored = await fetch(`${server.base}/plants/9007199254740993`, { headers: { authorization: `Bearer ${token}` } });

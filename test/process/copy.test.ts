@@ -11,6 +11,7 @@ import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { openStore } from '../../src/storage/open.js';
 import type { Plant } from '../../src/plants/plant.js';
 import { SetDigest } from '../../src/transfer/digest.js';
+import { exportPlants } from '../../src/transfer/export.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { Receiver } from '../helpers/receiver.js';
 import { CLI, createToken, startServer } from '../helpers/process.js';
@@ -52,6 +53,26 @@ async function exportedTokens(url: string) {
   const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
   try {
     return await store.tokens.exportAll();
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Everything a target holds (plants as `plantstore export` writes them, tokens, webhook subscriptions), read
+ * in-process: what a refused copy must leave as it was, read before and after without starting six CLI processes.
+ */
+async function contentOf(url: string) {
+  const store = await openStore(loadConfig({ DATABASE_URL: url }).database);
+  try {
+    let plants = '';
+    await exportPlants(store.plants, {
+      write: (text) => {
+        plants += text;
+        return Promise.resolve(true);
+      },
+    });
+    return { plants, tokens: await store.tokens.exportAll(), webhooks: await store.webhookSubscriptions.exportAll() };
   } finally {
     await store.close();
   }
@@ -283,16 +304,12 @@ describe('plantstore copy', () => {
     for (const { what, prepare, problem } of cases) {
       const target = await postgresTarget();
       await prepare(target.url);
-      const before = { plants: exportOf(target.url), tokens: tokensOf(target.url), webhooks: webhooksOf(target.url) };
+      const before = await contentOf(target.url);
       const result = plantstore(['copy', '--to', target.url], env);
       assert.equal(result.status, 1, what);
       assert.match(result.stderr, /the target already holds different data: /, what);
       assert.match(result.stderr, problem, what);
-      assert.deepEqual(
-        { plants: exportOf(target.url), tokens: tokensOf(target.url), webhooks: webhooksOf(target.url) },
-        before,
-        `${what}: nothing written`,
-      );
+      assert.deepEqual(await contentOf(target.url), before, `${what}: nothing written`);
     }
   });
 

@@ -97,7 +97,11 @@ describe('plantstore export and import', () => {
     // A file that cannot be written fails, exit 1, and the old file stays.
     const nowhere = plantstore(['export', '--out', path.join(dir, 'no-such-folder', 'x.jsonl')], { DATABASE_URL: source.url });
     assert.equal(nowhere.status, 1);
-    assert.match(nowhere.stderr, /ENOENT/);
+    assert.equal(
+      nowhere.stderr,
+      `plantstore: export --out ${path.join(dir, 'no-such-folder', 'x.jsonl')}: the folder ${path.join(dir, 'no-such-folder')} does not exist; ` +
+        `create it first (mkdir -p '${path.join(dir, 'no-such-folder')}') or name a file in a folder that exists\n`,
+    );
   });
 
   it('export streams a large table page by page, and stops quietly when its reader stops early', async () => {
@@ -199,8 +203,9 @@ describe('plantstore export and import', () => {
           assert.equal(problem, 'plant is longer than the limit of 256 bytes (BODY_LIMIT_BYTES)');
           assert.equal(answer.message, 'request body is larger than the limit of 256 bytes');
         } else {
-          // The same message, naming the plant where the API names the request body.
-          assert.equal(problem, (answer.message as string).replace(/^request body\b/, 'plant').replace(/^body\b/, 'plant'), line);
+          // The same message: a field named as the API names it (body.name), the text as a whole named the plant where
+          // the API names the request body.
+          assert.equal(problem, (answer.message as string).replace(/^request body\b/, 'plant').replace(/^body(?= )/, 'plant'), line);
         }
       });
       assert.equal(problems.size, answers.filter((answer) => answer.status !== 200).length);
@@ -210,6 +215,7 @@ describe('plantstore export and import', () => {
       assert.match(result.stderr, /^import: 34 lines: 6 created, 1 identical \(skipped\), 1 conflicting, 26 invalid, 0 blank \(skipped\)$/m);
       assert.equal(problems.get(5), 'a plant with id 1 already exists with a different name or tag');
       assert.equal(problems.get(13), "plant is missing required property 'name'");
+      assert.ok([...problems.values()].includes('body.name must not be empty'), 'a field is spelled as a single create spells it');
     } finally {
       await viaHttp.cleanup();
       await viaImport.cleanup();
@@ -232,9 +238,10 @@ describe('plantstore export and import', () => {
       assert.equal(exportOf(env), '{"id":1,"name":"one"}\n{"id":2,"name":"two","tag":"t"}\n{"id":4,"name":"four"}\n');
       // `-` is standard input too; a file that is not there is a failure.
       assert.equal(plantstore(['import', '-'], env, '{"id":4,"name":"four"}\n').status, 0);
-      const missing = plantstore(['import', path.join(path.dirname(sqliteFile(db.url)), 'none.jsonl')], env);
+      const none = path.join(path.dirname(sqliteFile(db.url)), 'none.jsonl');
+      const missing = plantstore(['import', none], env);
       assert.equal(missing.status, 1);
-      assert.match(missing.stderr, /ENOENT/);
+      assert.equal(missing.stderr, `plantstore: import FILE ${none}: there is no such file; name a file of NewPlant JSON lines, or - for standard input\n`);
       assert.equal(plantstore(['import', 'a', 'b'], env).status, 2);
     } finally {
       await db.cleanup();

@@ -17,6 +17,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { minimumNode } from '../../src/cli/package-info.js';
 import { assertStopsCleanly, killGroup, launch, waitUntilServing, withoutNpmVariables, type Launched } from '../helpers/launched-server.js';
+import { located, olderNode, skipWithout } from '../helpers/prerequisites.js';
 import { freePort } from '../helpers/process.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -86,9 +87,9 @@ describe('npx plantstore in a checkout', () => {
   });
 });
 
-describe('on a Node.js older than engines.node, first on the PATH (a terminal the README recipe did not reach)', () => {
+describe('on a Node.js older than engines.node, first on the PATH (a terminal the README recipe did not reach)', { skip: skipWithout(olderNode()) }, () => {
   /** As in cli-usage.test.ts: OLD_NODE, else the system's Node 20. */
-  const oldNode = process.env.OLD_NODE ?? '/usr/bin/node';
+  const older = olderNode();
   // npx links the checkout into its cache on first use, and that install is what npm itself refuses on an older Node
   // (EBADENGINE, engine-strict in .npmrc); linked once, as in any checkout where npx ran before, it runs the bin.
   before(() => runOk('npx', ['plantstore', '--version']));
@@ -98,8 +99,8 @@ describe('on a Node.js older than engines.node, first on the PATH (a terminal th
     ['npx', 'plantstore', '--version'],
   ]) {
     it(`${entry.join(' ')} exits 1 with one line naming both releases, and no server or database appears`, () => {
-      const running = spawnSync(oldNode, ['--version'], { encoding: 'utf8' }).stdout?.trim();
-      assert.ok(running, `no Node.js at ${oldNode}: point OLD_NODE at one older than engines.node`);
+      const oldNode = located(older);
+      const running = spawnSync(oldNode, ['--version'], { encoding: 'utf8' }).stdout.trim();
       const database = path.join(dir, 'old-node', 'plants.db');
       const result = run(entry[0] as string, entry.slice(1), {
         PATH: `${path.dirname(oldNode)}${path.delimiter}${env.PATH}`,

@@ -76,13 +76,14 @@ before(() => {
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('the packed tarball', () => {
-  it(`is ${name}-${version}.tgz with the built code, README, CHANGELOG and docs, and no sources, tests or bench`, () => {
+  it(`is ${name}-${version}.tgz with the built code, README, LICENSE, CHANGELOG and docs, and no sources, tests or bench`, () => {
     assert.equal(path.basename(tarball), `${name}-${version}.tgz`);
     const listing = run('tar', ['-tvzf', tarball]).trim().split('\n');
     const files = listing.map((line) => line.split(/\s+/).at(-1) as string);
     for (const wanted of [
       'package/package.json',
       'package/README.md',
+      'package/LICENSE',
       'package/CHANGELOG.md',
       'package/BENCHMARKS.md',
       'package/dist/src/cli/plantstore.js',
@@ -99,12 +100,20 @@ describe('the packed tarball', () => {
 });
 
 describe(`npm install -g --prefix DIR ./${name}-${version}.tgz on a fresh account`, () => {
-  it('installs production dependencies only, and says how much it takes', (t) => {
+  it('installs production dependencies only, and takes what docs/deploy/README.md says, within 10%', (t) => {
     const paths = tree(prefix);
     const devTools = paths.filter((entry) => DEV_ONLY.some((tool) => entry.split('/').includes(tool)));
     assert.deepEqual(devTools, [], 'no development tool in the installed tree');
     assert.ok(fs.existsSync(path.join(prefix, 'lib/node_modules/plantstore/node_modules/fastify/package.json')), 'its dependencies are there');
-    t.diagnostic(`installed size (du): ${(diskUsage(prefix) / 2 ** 20).toFixed(1)} MiB in ${prefix}`);
+    const installedMiB = diskUsage(prefix) / 2 ** 20;
+    t.diagnostic(`installed size (du): ${installedMiB.toFixed(1)} MiB in ${prefix}`);
+    const guide = fs.readFileSync(path.join(ROOT, 'docs', 'deploy', 'README.md'), 'utf8');
+    const documented = Number(/about (\d+) MiB on disk/.exec(guide)?.[1]);
+    assert.ok(documented > 0, 'docs/deploy/README.md says "about N MiB on disk"');
+    assert.ok(
+      Math.abs(installedMiB - documented) <= documented * 0.1,
+      `docs/deploy/README.md says about ${documented} MiB; the install takes ${installedMiB.toFixed(1)} MiB: write about ${Math.round(installedMiB)} MiB there`,
+    );
   });
 
   it('the installed command prints its version', () => {

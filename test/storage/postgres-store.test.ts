@@ -13,7 +13,7 @@ import { MIGRATION_LOCK } from '../../src/storage/postgres/migrations.js';
 import { translate, unavailableKind } from '../../src/storage/postgres/connection.js';
 import { PostgresStore } from '../../src/storage/postgres/postgres-store.js';
 import { postgresDatabase } from '../helpers/databases.js';
-import { sharedPostgres, stopPostgresAfterAll } from '../helpers/postgres.js';
+import { embeddedPostgresUrl, stopPostgresAfterAll } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** PostgreSQL-only behaviour of the store that the shared storage contract cannot express. */
@@ -66,13 +66,12 @@ describe('PostgreSQL errors', () => {
 
   it('refuses with StorageUnavailableError a Unix socket with no server, a wrong password and a missing database', async () => {
     // The embedded server even when TEST_DATABASE_URL is set: its password authentication is known.
-    const server = await sharedPostgres();
     const noServer = await fs.mkdtemp(path.join(os.tmpdir(), 'plantstore-no-socket-'));
     try {
       const attempts: Array<[string, string]> = [
         [`postgres://postgres:postgres@${encodeURIComponent(noServer)}/postgres`, 'ENOENT'],
-        [server.url().replace('postgres:postgres@', 'postgres:wrong@'), '28P01'],
-        [server.url('plantstore_no_such_database'), '3D000'],
+        [(await embeddedPostgresUrl()).replace('postgres:postgres@', 'postgres:wrong@'), '28P01'],
+        [await embeddedPostgresUrl('plantstore_no_such_database'), '3D000'],
       ];
       for (const [url, code] of attempts) {
         await assert.rejects(openStore(loadConfig({ DATABASE_URL: url }).database), (error: unknown) => {

@@ -1,6 +1,6 @@
 import { requireSqliteFile } from '../../storage/open.js';
 import { backupDatabase } from '../../storage/sqlite/backup.js';
-import { oneFile } from '../arguments.js';
+import { oneFile, requireFolderFor } from '../arguments.js';
 import type { CommandContext } from '../command.js';
 import { sqlitePathFor } from '../database.js';
 
@@ -9,6 +9,7 @@ export const usage = `  backup FILE                 write a consistent copy of t
 
 export function run(args: string[], context: CommandContext): void {
   const file = oneFile(args, 'backup');
+  requireFolderFor(file, 'backup FILE');
   const database = sqlitePathFor(context.config(), 'backup');
   requireSqliteFile(database);
   const summary = backupDatabase(database, file);

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { AtomicFileWriter } from '../../storage/atomic-file.js';
 import { exportPlants } from '../../transfer/export.js';
+import { requireFolderFor } from '../arguments.js';
 import type { CommandContext } from '../command.js';
 import { EXISTING_DATABASE, withStore } from '../database.js';
 import { UsageError } from '../errors.js';
@@ -22,12 +23,14 @@ export async function run(args: string[], context: CommandContext): Promise<void
   if (values.out === '') throw new UsageError('export --out needs a FILE');
   const tag = values.tag;
   const options = tag === undefined ? {} : { tag };
+  // Checked before the database is opened, so that a mistyped folder is the one thing reported.
+  const file = values.out === undefined ? undefined : path.resolve(values.out);
+  if (file !== undefined) requireFolderFor(file, 'export --out');
   await withStore(context.config(), EXISTING_DATABASE, async (store) => {
-    if (values.out === undefined) {
+    if (file === undefined) {
       await exportPlants(store.plants, { ...options, write: writeOut });
       return;
     }
-    const file = path.resolve(values.out);
     const output = await AtomicFileWriter.open(file);
     let written: number;
     try {

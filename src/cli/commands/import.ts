@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { newPlantReader } from '../../http/new-plant.js';
 import { importPlants, type ImportCounts } from '../../transfer/import.js';
 import { readLines } from '../../transfer/lines.js';
+import { openForReading } from '../arguments.js';
 import type { CommandContext } from '../command.js';
 import { EXISTING_DATABASE, NEW_OR_EXISTING_DATABASE, withStore } from '../database.js';
 import { UsageError } from '../errors.js';
@@ -26,7 +27,9 @@ export async function run(args: string[], context: CommandContext): Promise<void
   const dryRun = values['dry-run'] === true;
   const config = context.config();
   const fromStdin = file === undefined || file === '-';
-  const input = fromStdin ? process.stdin : fs.createReadStream(file);
+  const input = fromStdin
+    ? process.stdin
+    : fs.createReadStream('', { fd: openForReading(file, 'import FILE', 'name a file of NewPlant JSON lines, or - for standard input') });
   if (fromStdin && process.stdin.isTTY) process.stderr.write('reading NewPlant JSON lines from the terminal; end with Ctrl-D\n');
   const progress = new ProgressLine();
   const label = dryRun ? 'import --dry-run' : 'import';

@@ -4,8 +4,9 @@ import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { NDJSON } from '../../http/ndjson.js';
 import { readLines } from '../../transfer/lines.js';
+import { openForReading, readTokenFile } from '../arguments.js';
 import type { CommandContext } from '../command.js';
-import { UsageError } from '../errors.js';
+import { UnusableArgumentError, UsageError } from '../errors.js';
 import { ProgressLine } from '../output.js';
 
 export const usage = `  push FILE --url URL --token-file TOKEN_FILE
@@ -41,9 +42,42 @@ interface ResultLine {
   readonly message?: string;
 }
 
-/** The file's bytes as they are: the server splits and reads the lines, exactly as it does any client's. */
+/** push talks to a server, not to a database: its --help says so instead of naming DATABASE_URL. */
+export const readsDatabase = false;
+
+/**
+ * The file's bytes as they are: the server splits and reads the lines, exactly as it does any client's. Opened
+ * before the request, so a missing FILE is reported as such rather than as a request that failed.
+ */
 function input(file: string): Readable {
-  return file === '-' ? process.stdin : fs.createReadStream(file);
+  if (file === '-') return process.stdin;
+  return fs.createReadStream('', { fd: openForReading(file, 'push FILE', 'name a file of NewPlant JSON lines, or - for standard input') });
+}
+
+/** Errors of connecting to --url, in words, with what to do; Node's own message is a bare `connect ECONNREFUSED …`. */
+function unreachable(url: URL, error: unknown): Error {
+  const code = (error as { code?: unknown } | null)?.code;
+  const where = `push --url ${url.origin}`;
+  switch (code) {
+    case 'ECONNREFUSED':
+      return new UnusableArgumentError(
+        `${where}: nothing listens at ${url.host} (connection refused); start the server there (plantstore serve) or correct --url`,
+        { cause: error },
+      );
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new UnusableArgumentError(`${where}: the host ${url.hostname} was not found; correct --url`, { cause: error });
+    case 'ETIMEDOUT':
+    case 'UND_ERR_CONNECT_TIMEOUT':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return new UnusableArgumentError(
+        `${where}: ${url.host} cannot be reached (${String(code)}); check --url and that the network lets you reach it`,
+        { cause: error },
+      );
+    default:
+      return error instanceof Error ? error : new Error(String(error));
+  }
 }
 
 export async function run(args: string[], context: CommandContext): Promise<void> {
@@ -63,19 +97,25 @@ export async function run(args: string[], context: CommandContext): Promise<void
   } catch {
     throw new UsageError(`--url ${JSON.stringify(values.url)} is not a URL`);
   }
-  const token = fs.readFileSync(values['token-file'], 'utf8').trim();
-  if (token === '') throw new UsageError(`--token-file ${values['token-file']} is empty`);
+  const token = readTokenFile(values['token-file'], 'push', 'plants:create');
   // Answer lines are at most a message long; the limit only keeps a broken server from growing one line without end.
   const maxAnswerLine = context.config().limits.bodyBytes + 1024;
 
-  const answer = await request(url, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': NDJSON },
-    body: input(file),
-    // The answer streams as lines commit, for as long as the file takes: no whole-answer timeout, only silence.
-    bodyTimeout: 0,
-    headersTimeout: 0,
-  });
+  const body = input(file);
+  let answer: Awaited<ReturnType<typeof request>>;
+  try {
+    answer = await request(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': NDJSON },
+      body,
+      // The answer streams as lines commit, for as long as the file takes: no whole-answer timeout, only silence.
+      bodyTimeout: 0,
+      headersTimeout: 0,
+    });
+  } catch (error) {
+    body.destroy();
+    throw unreachable(url, error);
+  }
   if (answer.statusCode !== 200) {
     const text = await answer.body.text();
     let message = text;

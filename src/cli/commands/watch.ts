@@ -1,9 +1,12 @@
-import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
+import { readTokenFile } from '../arguments.js';
 import type { CommandContext } from '../command.js';
 import { UsageError } from '../errors.js';
+
+/** watch talks to a server, not to a database: its --help says so instead of naming DATABASE_URL. */
+export const readsDatabase = false;
 
 export const usage = `  watch --url URL --token-file TOKEN_FILE [--after N]
                               follow a running server's change feed (GET /plants/events): one JSON line per
@@ -79,8 +82,7 @@ export async function run(args: string[], context: CommandContext): Promise<void
   } catch {
     throw new UsageError(`--url ${JSON.stringify(values.url)} is not a URL`);
   }
-  const token = fs.readFileSync(values['token-file'], 'utf8').trim();
-  if (token === '') throw new UsageError(`--token-file ${values['token-file']} is empty`);
+  const token = readTokenFile(values['token-file'], 'watch', 'plants:read');
   void context;
 
   let cursor = values.after;
