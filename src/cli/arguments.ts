@@ -47,6 +47,27 @@ export function openForReading(file: string, label: string, fix: string): number
 }
 
 /**
+ * The endpoint `PATH` of the server in `COMMAND --url URL` and the token in its `--token-file` (with `scope`), both
+ * required: what a command that talks to a running server (push, watch) needs before anything else.
+ */
+export function serverEndpoint(
+  values: { readonly url?: string | undefined; readonly 'token-file'?: string | undefined },
+  command: string,
+  endpoint: string,
+  scope: string,
+): { readonly url: URL; readonly token: string } {
+  if (values.url === undefined) throw new UsageError(`${command} needs --url, the server (e.g. http://127.0.0.1:8080)`);
+  if (values['token-file'] === undefined) throw new UsageError(`${command} needs --token-file, a file holding a token with the ${scope} scope`);
+  let url: URL;
+  try {
+    url = new URL(endpoint, values.url);
+  } catch {
+    throw new UsageError(`--url ${JSON.stringify(values.url)} is not a URL`);
+  }
+  return { url, token: readTokenFile(values['token-file'], command, scope) };
+}
+
+/**
  * The token in `COMMAND --token-file FILE`, refused by name, with how to make one, when the file cannot be read or is
  * empty.
  */

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { NDJSON } from '../../http/ndjson.js';
 import { readLines } from '../../transfer/lines.js';
-import { openForReading, readTokenFile } from '../arguments.js';
+import { openForReading, serverEndpoint } from '../arguments.js';
 import type { CommandContext } from '../command.js';
 import { UnusableArgumentError, UsageError } from '../errors.js';
 import { ProgressLine } from '../output.js';
@@ -89,15 +89,7 @@ export async function run(args: string[], context: CommandContext): Promise<void
   });
   const [file] = positionals;
   if (file === undefined || positionals.length !== 1) throw new UsageError('push needs exactly one FILE (- for standard input)');
-  if (values.url === undefined) throw new UsageError('push needs --url, the server to send to (e.g. http://127.0.0.1:8080)');
-  if (values['token-file'] === undefined) throw new UsageError('push needs --token-file, a file holding a token with the plants:create scope');
-  let url: URL;
-  try {
-    url = new URL('/plants', values.url);
-  } catch {
-    throw new UsageError(`--url ${JSON.stringify(values.url)} is not a URL`);
-  }
-  const token = readTokenFile(values['token-file'], 'push', 'plants:create');
+  const { url, token } = serverEndpoint(values, 'push', '/plants', 'plants:create');
   // Answer lines are at most a message long; the limit only keeps a broken server from growing one line without end.
   const maxAnswerLine = context.config().limits.bodyBytes + 1024;
 

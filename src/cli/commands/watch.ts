@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
-import { readTokenFile } from '../arguments.js';
+import { serverEndpoint } from '../arguments.js';
 import type { CommandContext } from '../command.js';
 import { UsageError } from '../errors.js';
 
@@ -73,16 +73,8 @@ export async function run(args: string[], context: CommandContext): Promise<void
     strict: true,
   });
   if (positionals.length > 0) throw new UsageError(`watch takes no FILE, got ${JSON.stringify(positionals[0])}`);
-  if (values.url === undefined) throw new UsageError('watch needs --url, the server to follow (e.g. http://127.0.0.1:8080)');
-  if (values['token-file'] === undefined) throw new UsageError('watch needs --token-file, a file holding a token with the plants:read scope');
   if (values.after !== undefined && !CURSOR.test(values.after)) throw new UsageError(`--after must be a non-negative integer (a sequence), got ${JSON.stringify(values.after)}`);
-  let url: URL;
-  try {
-    url = new URL('/plants/events', values.url);
-  } catch {
-    throw new UsageError(`--url ${JSON.stringify(values.url)} is not a URL`);
-  }
-  const token = readTokenFile(values['token-file'], 'watch', 'plants:read');
+  const { url, token } = serverEndpoint(values, 'watch', '/plants/events', 'plants:read');
   void context;
 
   let cursor = values.after;
