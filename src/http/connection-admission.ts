@@ -17,7 +17,7 @@ export interface AdmissionLimits {
 }
 
 /** Why a connection was answered 503 instead of being served. */
-export type Refusal = 'queue full' | 'waited too long' | 'shutting down' | 'address overran';
+export type Refusal = 'queue full' | 'waited too long' | 'address overran';
 
 export interface AdmissionEvents {
   /** A connection was answered 503 + Retry-After and closed, unread. */
@@ -110,7 +110,6 @@ export class ConnectionAdmission {
   readonly #waiting = new Map<string, Waiting[]>();
   #waitingCount = 0;
   #lingering = 0;
-  #closing = false;
   #sweeper: NodeJS.Timeout | undefined;
 
   /**
@@ -155,14 +154,11 @@ export class ConnectionAdmission {
       this.#requestStarted(request.socket);
       response.once('close', () => this.#requestEnded(request.socket));
     });
-    // Closing the server stops the listener; connections still waiting will not be served by this instance.
-    const close = server.close.bind(server);
-    server.close = ((callback?: (error?: Error) => void) => {
-      this.#closing = true;
-      for (const queue of this.#waiting.values()) for (const waiting of [...queue]) this.#refuseWaiting(waiting, 'shutting down');
-      clearInterval(this.#sweeper);
-      return close(callback);
-    }) as Server['close'];
+    // Closing the server (a SIGTERM's drain) leaves waiting connections waiting: each was accepted before the listener
+    // closed, its request is in flight like any other, and the drain frees slots (every answer says Connection: close,
+    // idle connections are closed after a grace), so each is served in turn, answered, and closed, as on a server
+    // without the queue. The server's 'close' waits for them as for every accepted socket; the queue's timeout and
+    // SHUTDOWN_TIMEOUT_MS still bound the wait.
   }
 
   /**
@@ -181,10 +177,6 @@ export class ConnectionAdmission {
   accept(socket: Socket, serve: () => void): void {
     const address = clientAddress(socket);
     socket.on('error', () => undefined);
-    if (this.#closing) {
-      this.#refuse(socket, address, 'shutting down');
-      return;
-    }
     if (this.#hasRoom(address) || this.#makeRoom(address)) {
       this.#serve(socket, address, serve);
       return;

@@ -157,13 +157,11 @@ export function writeClientError(error: Error & { code?: string }, socket: Socke
  * The whole HTTP answer to a connection refused before it is read (src/http/connection-admission.ts): a 503 Error
  * record with Retry-After, and `Connection: close`, since the request it answers was never read.
  */
-export function refusalAnswer(why: 'queue full' | 'waited too long' | 'shutting down' | 'address overran'): string {
+export function refusalAnswer(why: 'queue full' | 'waited too long' | 'address overran'): string {
   const message =
-    why === 'shutting down'
-      ? 'the server is shutting down; retry on another instance'
-      : why === 'address overran'
-        ? 'another connection from this client address sent more requests than the server holds for it; retry later'
-        : `the server has no connection free for this client (${why === 'queue full' ? 'too many waiting' : 'waited too long'}); retry later`;
+    why === 'address overran'
+      ? 'another connection from this client address sent more requests than the server holds for it; retry later'
+      : `the server has no connection free for this client (${why === 'queue full' ? 'too many waiting' : 'waited too long'}); retry later`;
   const error = new ServiceUnavailableError(message);
   const body = JSON.stringify({ error: error.status, message } satisfies ErrorBody);
   const headers = Object.entries(error.headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
