@@ -38,7 +38,8 @@ async function fullUsage(): Promise<string> {
   const commands = await Promise.all([...COMMANDS].map(async ([name, load]) => ({ name, command: await load() })));
   const lines = commands.map(({ command }) => command.usage).join('\n');
   const withoutDatabase = commands.filter(({ command }) => command.readsDatabase === false).map(({ name }) => name);
-  const database = `Every command but ${withoutDatabase.join(' and ')} reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}).`;
+  const named = withoutDatabase.length > 1 ? `${withoutDatabase.slice(0, -1).join(', ')} and ${withoutDatabase.at(-1)}` : withoutDatabase.join('');
+  const database = `Every command but ${named} reads DATABASE_URL (default ${DEFAULT_DATABASE_URL}).`;
   return `Usage: plantstore <command>\n\nCommands:\n${lines}\n\n${database} ${EVERY_SETTING}\n'plantstore <command> --help' shows one command's usage.\n`;
 }
 

@@ -93,7 +93,7 @@ describe('plantstore <command> --help', () => {
   }
 
   it('plantstore --help says which commands read DATABASE_URL', () => {
-    assert.match(full.stdout, /^Every command but push and version reads DATABASE_URL \(default /m);
+    assert.match(full.stdout, /^Every command but push, watch and version reads DATABASE_URL \(default /m);
   });
 
   it('an action\'s --help is its command\'s usage (plantstore token create --help)', () => {
