@@ -88,7 +88,8 @@ export function httpServer(
 ): Server {
   const limits = {
     connections: shareOf(http.maxConnections, threads),
-    perAddress: shareOf(http.maxConnectionsPerAddress, threads),
+    // Not divided among threads: one address's connections reach them unevenly (all the first while the others start).
+    perAddress: http.maxConnectionsPerAddress,
     queued: shareOf(http.maxQueuedConnections, threads),
     queueTimeoutMs: http.headersTimeoutMs + http.keepAliveTimeoutMs,
   };

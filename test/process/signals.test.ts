@@ -359,9 +359,9 @@ for (const workers of [1, 2]) {
 
     it('answers /readyz 503 at once, serves every connection it accepted, and loses none of 32 busy keep-alive connections', async () => {
       const server = await startServer({ DATABASE_URL: db.url, WORKERS: String(workers) });
+      const load = loopRequests(server.port, 32, '/healthz');
+      const readiness = loopRequests(server.port, 1, '/readyz');
       try {
-        const load = loopRequests(server.port, 32, '/healthz');
-        const readiness = loopRequests(server.port, 1, '/readyz');
         await waitFor('load on every connection', () => load.outcome.answered > 2000 && (readiness.outcome.statuses.get(200) ?? 0) > 0, { timeoutMs: 20_000 });
         const exit = server.stop('SIGTERM', 20_000);
         const signalled = performance.now();
@@ -377,6 +377,9 @@ for (const workers of [1, 2]) {
         assert.equal(load.outcome.closedCleanly, 32, `every busy connection ended after an answer saying Connection: close: ${JSON.stringify(load.outcome)}`);
         assert.deepEqual([...load.outcome.statuses.keys()], [200]);
       } finally {
+        // A failed wait leaves the loops running: stopped here, they no longer reconnect to a server that is gone.
+        load.stop();
+        readiness.stop();
         await server.kill();
       }
     });
