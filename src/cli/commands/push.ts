@@ -7,7 +7,7 @@ import { readLines } from '../../transfer/lines.js';
 import { openForReading, serverEndpoint } from '../arguments.js';
 import type { CommandContext } from '../command.js';
 import { UnusableArgumentError, UsageError } from '../errors.js';
-import { ProgressLine } from '../output.js';
+import { ProgressLine, errorMessage } from '../output.js';
 
 export const usage = `  push FILE --url URL --token-file TOKEN_FILE
                               send the NewPlant JSON lines of FILE (- for standard input) to a running server
@@ -109,13 +109,7 @@ export async function run(args: string[], context: CommandContext): Promise<void
     throw unreachable(url, error);
   }
   if (answer.statusCode !== 200) {
-    const text = await answer.body.text();
-    let message = text;
-    try {
-      message = (JSON.parse(text) as { message?: string }).message ?? text;
-    } catch {
-      // Not an Error record: shown as it came.
-    }
+    const message = errorMessage(await answer.body.text());
     process.stderr.write(`push: the server answered ${answer.statusCode}: ${message}\n`);
     process.exitCode = 1;
     return;

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { serverEndpoint } from '../arguments.js';
 import type { CommandContext } from '../command.js';
+import { errorMessage } from '../output.js';
 import { UsageError } from '../errors.js';
 
 /** watch talks to a server, not to a database: its --help says so instead of naming DATABASE_URL. */
@@ -95,13 +96,7 @@ export async function run(args: string[], context: CommandContext): Promise<void
           headersTimeout: 30_000,
         });
         if (answer.statusCode !== 200) {
-          const text = await answer.body.text();
-          let message = text;
-          try {
-            message = (JSON.parse(text) as { message?: string }).message ?? text;
-          } catch {
-            // Not an Error record: shown as it came.
-          }
+          const message = errorMessage(await answer.body.text());
           if (answer.statusCode >= 400 && answer.statusCode < 500 && answer.statusCode !== 408 && answer.statusCode !== 429) {
             throw new Refused(`the server answered ${answer.statusCode}: ${message}`);
           }
