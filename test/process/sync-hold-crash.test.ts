@@ -32,13 +32,10 @@ interface Watched {
   settled: boolean;
 }
 
-function postCreate(server: ServerProcess, token: string, id: bigint): Watched {
+/** Records `answer`'s status once it has been read whole, and that it settled, whether answered or cut off. */
+function watch(answer: Promise<Response>): Watched {
   const watched: Watched = { status: undefined, settled: false };
-  fetch(`${server.base}/plants`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: `{"id":${id},"name":"held ${id}"}`,
-  })
+  answer
     .then(async (response) => {
       await response.arrayBuffer();
       watched.status = response.status;
@@ -50,18 +47,18 @@ function postCreate(server: ServerProcess, token: string, id: bigint): Watched {
   return watched;
 }
 
+function postCreate(server: ServerProcess, token: string, id: bigint): Watched {
+  return watch(
+    fetch(`${server.base}/plants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: `{"id":${id},"name":"held ${id}"}`,
+    }),
+  );
+}
+
 function getPlant(server: ServerProcess, token: string, id: bigint): Watched {
-  const watched: Watched = { status: undefined, settled: false };
-  fetch(`${server.base}/plants/${id}`, { headers: { authorization: `Bearer ${token}` } })
-    .then(async (response) => {
-      await response.arrayBuffer();
-      watched.status = response.status;
-    })
-    .catch(() => undefined)
-    .finally(() => {
-      watched.settled = true;
-    });
-  return watched;
+  return watch(fetch(`${server.base}/plants/${id}`, { headers: { authorization: `Bearer ${token}` } }));
 }
 
 /** A bulk NDJSON create of `ids`; records every result line answered 200 as it arrives. */
