@@ -173,7 +173,7 @@ describe('documentation links', () => {
     const markdown = [
       '# The contract',
       '[outside](../shared/interface.md) [missing](docs/nowhere.md) [generated](dist/src/cli.js)',
-      '[present](docs/design.md#group-commit) [rooted](/package.json) [anchor](#the-contract) [web](https://example.com/x.md)',
+      '[present](docs/design/write-path.md#group-commit) [rooted](/package.json) [anchor](#the-contract) [web](https://example.com/x.md)',
       '[escaped](docs/design%2Emd) ![image](docs/missing.png) [reference][ref]',
       '[no section](docs/design.md#no-such-section) [not here](#nowhere) [source line](src/cli/plantstore.ts#L1)',
       '`[in code](nowhere-in-code.md)`',
