@@ -1,9 +1,15 @@
 /**
- * The documentation travels with the code: every relative link in the repository's Markdown pages (the *.md at its
- * root and every *.md under docs/, subfolders included) names a file of this repository, so a fresh clone has
- * everything its documents point to (README.md once linked the interface document at ../shared/interface.md,
- * outside the repository); and a link to a section (`page.md#section`, `#section`) names a heading that page has,
- * so moving a section from one page to another cannot leave its old links pointing nowhere.
+ * The documentation travels with the code, and a newcomer can finish it.
+ *
+ * Links: every relative link in the repository's Markdown pages (the *.md at its root and every *.md under docs/,
+ * subfolders included) names a file of this repository, so a fresh clone has everything its documents point to
+ * (README.md once linked the interface document at ../shared/interface.md, outside the repository); and a link to a
+ * section (`page.md#section`, `#section`) names a heading that page has, so moving a section from one page to another
+ * cannot leave its old links pointing nowhere.
+ *
+ * Shape: no page under docs/ is over 15 KB (a deep dive gets a page of its own); docs/design.md shows every folder of
+ * src/ in its diagram and its table of folders; the README's quick start is within its first 40 lines, and its
+ * Documentation section links every page under docs/ and names every command `plantstore --help` lists.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -12,6 +18,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { marked, type Token } from 'marked';
+import type { Command } from '../../src/cli/command.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -195,5 +202,138 @@ describe('documentation links', () => {
     assert.deepEqual(brokenLinks(ROOT, path.join('docs', 'deploy', 'x.md'), '[up](../../README.md#tests) [gone](../../README.md#the-contract) [sibling](../design.md)'), [
       `${path.join('docs', 'deploy', 'x.md')}: ../../README.md#the-contract names no heading of ../../README.md`,
     ]);
+  });
+});
+
+/** A page's largest size: one a newcomer reads through; a deep dive past it gets a page of its own. */
+const PAGE_LIMIT_BYTES = 15_000;
+
+/** The lines within which the README's quick start ends: the first screen of the page. */
+const FIRST_SCREEN_LINES = 40;
+
+/** The tokens of a level-2 section (its heading excluded), up to the next heading of level 2 or above. */
+function section(markdown: string, heading: string): Token[] {
+  const tokens = marked.lexer(markdown);
+  const start = tokens.findIndex((token) => token.type === 'heading' && token.depth === 2 && token.text === heading);
+  assert.ok(start >= 0, `a "## ${heading}" section`);
+  const end = tokens.findIndex((token, index) => index > start && token.type === 'heading' && token.depth <= 2);
+  return tokens.slice(start + 1, end === -1 ? undefined : end);
+}
+
+/** Every link target and every code span's text among `tokens`. */
+function linksAndCode(tokens: Token[]): { links: string[]; code: string[] } {
+  const links: string[] = [];
+  const code: string[] = [];
+  marked.walkTokens(tokens, (token) => {
+    if (token.type === 'link') links.push(token.href);
+    if (token.type === 'codespan') code.push(token.text);
+  });
+  return { links, code };
+}
+
+/** The command words of a usage text's lines (`token create`, `plants list`, `version`): what `plantstore --help` lists. */
+function commandsIn(usage: string): string[] {
+  return usage
+    .split('\n')
+    .filter((line) => /^ {2}\S/.test(line))
+    .map((line) => {
+      const words: string[] = [];
+      for (const word of (line.trim().split(/ {2,}/)[0] as string).split(' ')) {
+        if (!/^[a-z][a-z-]*,?$/.test(word)) break;
+        words.push(word.replace(/,$/, ''));
+        if (word.endsWith(',')) break;
+      }
+      return words.join(' ');
+    });
+}
+
+/** Every command of `plantstore --help`, from each command module's usage (dist/src/cli/commands/*.js). */
+async function cliCommands(): Promise<string[]> {
+  const folder = path.join(ROOT, 'dist', 'src', 'cli', 'commands');
+  const modules = fs.readdirSync(folder).filter((name) => name.endsWith('.js'));
+  const usages = await Promise.all(modules.map(async (name) => ((await import(path.join(folder, name))) as Command).usage));
+  return usages.flatMap(commandsIn);
+}
+
+describe('documentation a newcomer finishes', () => {
+  it(`no page under docs/ is over ${PAGE_LIMIT_BYTES} bytes`, () => {
+    const pages = documents(ROOT).filter((page) => page.startsWith(`docs${path.sep}`));
+    assert.ok(pages.length >= 20, `the pages under docs/ were found (${pages.length})`);
+    const over = pages
+      .map((page) => ({ page, bytes: fs.statSync(path.join(ROOT, page)).size }))
+      .filter(({ bytes }) => bytes > PAGE_LIMIT_BYTES)
+      .map(({ page, bytes }) => `${page}: ${bytes} bytes`);
+    assert.deepEqual(over, [], 'split a page over the limit: a deep dive gets a page of its own, linked from where it was');
+  });
+
+  it('docs/design.md shows every folder of src/ in its diagram and its table of folders', () => {
+    const folders = fs
+      .readdirSync(path.join(ROOT, 'src'), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name);
+    assert.ok(folders.includes('storage') && folders.includes('cli'), `the folders of src/ were found (${folders.join(', ')})`);
+    const design = fs.readFileSync(path.join(ROOT, 'docs', 'design.md'), 'utf8');
+    const diagram = /```mermaid\n([\s\S]*?)\n```/.exec(design)?.[1] ?? '';
+    assert.ok(diagram.length > 0, 'docs/design.md has a mermaid diagram');
+    assert.deepEqual(
+      folders.filter((folder) => !diagram.includes(`${folder}/`)),
+      [],
+      'folders of src/ missing from the diagram of docs/design.md',
+    );
+    const rows = linksAndCode(section(design, 'Every folder of `src/`')).code;
+    assert.deepEqual(
+      folders.filter((folder) => !rows.includes(`${folder}/`)),
+      [],
+      'folders of src/ missing from the table of docs/design.md',
+    );
+  });
+
+  it(`the README's quick start ends within its first ${FIRST_SCREEN_LINES} lines`, () => {
+    const lines = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n');
+    const start = lines.indexOf('## Quick start');
+    assert.ok(start >= 0, 'README.md has a "## Quick start" section');
+    const next = lines.findIndex((line, index) => index > start && line.startsWith('## '));
+    assert.ok(next > start + 1, 'the quick start is followed by another section');
+    // `next` is the 0-based index of the next heading, so the quick start's last line is line `next`.
+    assert.ok(next <= FIRST_SCREEN_LINES, `the quick start runs from line ${start + 1} to line ${next}`);
+    const quickStart = lines.slice(start, next).join('\n');
+    for (const step of ['npm install', 'npm start', 'token create', 'curl']) assert.ok(quickStart.includes(step), `the quick start shows ${step}`);
+  });
+
+  it("the README's Documentation section links every page under docs/", () => {
+    const { links } = linksAndCode(section(fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8'), 'Documentation'));
+    const linked = new Set(links.map((link) => path.normalize(link.replace(/#.*$/s, ''))));
+    const pages = documents(ROOT).filter((page) => page.startsWith(`docs${path.sep}`));
+    assert.deepEqual(
+      pages.filter((page) => !linked.has(page)),
+      [],
+      'pages under docs/ that the README does not link',
+    );
+  });
+
+  it("the README's Documentation section names every command plantstore --help lists", async () => {
+    const commands = await cliCommands();
+    for (const command of ['serve', 'push', 'import', 'restore', 'plants list', 'token revoke', 'webhook redeliver', 'version']) {
+      assert.ok(commands.includes(command), `${command} is read from the usage texts (${commands.join(', ')})`);
+    }
+    const { code } = linksAndCode(section(fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8'), 'Documentation'));
+    const named = code.map((text) => text.replace(/^plantstore /, ''));
+    assert.deepEqual(
+      commands.filter((command) => !named.some((text) => text === command || text.startsWith(`${command} `))),
+      [],
+      'commands the README does not name as `plantstore COMMAND`',
+    );
+  });
+
+  it('reads the command words of usage lines, and only those', () => {
+    const usage = [
+      '  token create --name NAME [--scope SCOPE]... [--read-only]',
+      '                              create an API token; prints the token alone on stdout',
+      '  token revoke NAME           revoke a token',
+      '  plants list [--tag T] [--limit N]',
+      '  serve                       run the HTTP service (what npm start runs)',
+      '  version, --version          print plantstore\'s version',
+    ].join('\n');
+    assert.deepEqual(commandsIn(usage), ['token create', 'token revoke', 'plants list', 'serve', 'version']);
   });
 });
