@@ -89,6 +89,20 @@ for (const { file, verifyAs } of [
       assert.equal(result.stderr + result.stdout, '', 'no warning either (an unknown key is only a warning)');
     });
 
+    if (file === 'plantstore.service') {
+      it('has the exposure level systemd-analyze security gives it that docs/deploy/README.md states', { skip: skipWithout(systemdAnalyze()) }, () => {
+        const analyze = located(systemdAnalyze());
+        const result = spawnSync(analyze, ['security', '--offline=yes', unit], { encoding: 'utf8', timeout: 60_000 });
+        assert.ifError(result.error ? new Error(`systemd-analyze cannot run (${result.error.message}): apt-get install -y systemd`) : undefined);
+        const measured = /Overall exposure level for \S+: (\d+\.\d) (\w+)/.exec(result.stdout);
+        assert.ok(measured, `systemd-analyze security printed an overall exposure level: ${result.stdout.slice(-300)}${result.stderr}`);
+        const guide = fs.readFileSync(path.join(DEPLOY, 'README.md'), 'utf8');
+        const stated = /`systemd-analyze security` rates it (\d+\.\d), "(\w+)"/.exec(guide);
+        assert.ok(stated, 'docs/deploy/README.md says `systemd-analyze security` rates it N.N, "LEVEL"');
+        assert.deepEqual([stated[1], stated[2]], [measured[1], measured[2]], `docs/deploy/README.md should say ${measured[1]}, "${measured[2]}"`);
+      });
+    }
+
     it('runs the installed command as a dedicated user, sandboxed, restarted on failure', () => {
       assert.equal(value(unit, 'Service', 'ExecStart'), `${installedCommand} serve`);
       const user = value(unit, 'Service', 'User');
