@@ -1,6 +1,6 @@
 /**
- * Connection fairness, measured on a real `plantstore serve` in its default configuration (docs/reliability.md,
- * "Connections"): what the process tests assert as counts, with the latencies they may not assert.
+ * Connection fairness, measured on a real `plantstore serve` in its default configuration (docs/connections.md):
+ * what the process tests assert as counts, with the latencies they may not assert.
  *
  *   npm run --silent compile && node dist/bench/connection-fairness.js [attacker sockets] [probes]
  *

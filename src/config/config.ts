@@ -153,7 +153,7 @@ export const DEFAULT_MAX_CONNECTIONS = 512;
 /**
  * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with 50
  * connections; 1,000 creates at once from one address were all answered 200), few enough that one address holds an
- * eighth of MAX_CONNECTIONS (docs/reliability.md, "Connections").
+ * eighth of MAX_CONNECTIONS (docs/connections.md).
  */
 export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64;
 

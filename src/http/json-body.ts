@@ -56,7 +56,7 @@ export function checkContentEncoding(header: string | undefined): void {
 }
 
 /**
- * Parses a JSON document exactly (see docs/design.md, "int64 without loss"). `subject` names the text in messages: a
+ * Parses a JSON document exactly (see docs/design/write-path.md, "int64 without loss"). `subject` names the text in messages: a
  * request body here, a line of `plantstore import` there, which is otherwise parsed the very same way.
  */
 export function parseJsonBody(body: Buffer, subject = 'request body'): ParsedJson {

@@ -1,5 +1,5 @@
 /**
- * An instance of WORKERS threads in one process (docs/design.md, "Workers"): the main thread serves HTTP as a single
+ * An instance of WORKERS threads in one process (docs/design/workers.md): the main thread serves HTTP as a single
  * thread does (src/serve/server.ts starts it with what this module adds), and WORKERS − 1 worker threads beside it each run
  * the whole HTTP app on their own event loop. Every thread listens on the one PORT with SO_REUSEPORT, so the kernel
  * spreads connections over them. The main thread also holds what the instance has once:

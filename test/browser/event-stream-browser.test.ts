@@ -7,7 +7,7 @@ import { INT64_MAX, PAST_DOUBLE } from '../helpers/plants.js';
 import { createToken, startServer, type ServerProcess } from '../helpers/process.js';
 
 /**
- * The change feed in a real browser (docs/api.md#watch-changes-the-event-stream): an EventSource, authenticated by
+ * The change feed in a real browser (docs/event-stream.md): an EventSource, authenticated by
  * `access_token` as a page must, receives creates, and after the server stops (SIGTERM) and starts again on the same
  * port it reconnects by itself with Last-Event-ID and misses none. Chromium as api-reference-browser.test.ts finds it.
  */

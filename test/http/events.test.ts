@@ -15,7 +15,7 @@ import { newToken } from '../helpers/tokens.js';
 stopPostgresAfterAll();
 
 /**
- * GET /plants/events (docs/api.md#watch-changes-the-event-stream): refusals as Error records before any stream;
+ * GET /plants/events (docs/event-stream.md): refusals as Error records before any stream;
  * creates and deletes as events with exact ids; resuming after a disconnect with no gap and no duplicate; a reset
  * for a pruned cursor; a stream ended cleanly when the app closes. Streams need a real socket, so the app listens on
  * loopback; the refusals are injected.

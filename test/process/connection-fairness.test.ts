@@ -1,7 +1,7 @@
 /**
  * Overload degrades fairly (issue 37): one client address cannot take the instance's connections from another, and a
  * legitimate client with a connection per request is answered on every one of them, a 200 or a 503 with Retry-After,
- * never reset. Counts are asserted, not times: the latencies are bench/connection-fairness.ts's (docs/reliability.md).
+ * never reset. Counts are asserted, not times: the latencies are bench/connection-fairness.ts's (docs/connections.md).
  * Clients are bound to loopback addresses of their own (127.0.0.2 …).
  */
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 /**
- * The change feed from outside, on real processes (docs/api.md#watch-changes-the-event-stream): a client that
+ * The change feed from outside, on real processes (docs/event-stream.md): a client that
  * resumes with the last id it saw gets exactly the changes after it, no gap and no duplicate, after the server was
  * stopped by SIGTERM or killed by SIGKILL and started again on the same database; two instances on one PostgreSQL
  * database share one sequence, and a stream on one sees the other's creates and deletes in sequence order; with

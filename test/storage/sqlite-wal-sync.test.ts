@@ -1,6 +1,6 @@
 /**
- * The SQLite store's durability off the event loop (src/storage/sqlite/wal-sync.ts, docs/design.md "Durable without
- * stopping the loop"): the write connection commits with synchronous=NORMAL and the WAL is fdatasync'd apart, so
+ * The SQLite store's durability off the event loop (src/storage/sqlite/wal-sync.ts, docs/design/sqlite.md): the
+ * write connection commits with synchronous=NORMAL and the WAL is fdatasync'd apart, so
  * every answer must wait for a sync that began after the commit it depends on. The store is opened with a sync the
  * test holds and lets go (or fails) by hand, so each test sees exactly what waits for which sync:
  *   - a create, a replay, a conflict, a delete and the heartbeat are answered only once a sync covering their commit

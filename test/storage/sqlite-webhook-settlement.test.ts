@@ -1,6 +1,6 @@
 /**
  * The SQLite dispatcher's bookkeeping on the write connection: settlements commit like every other write on it, with
- * synchronous=NORMAL, made durable by the store's WAL sync (docs/design.md, "The dispatcher's records"); they leave
+ * synchronous=NORMAL, made durable by the store's WAL sync (docs/design/webhooks.md, "The dispatcher's records"); they leave
  * the connection's setting alone, also when the commit fails; a round's deliveries add up per subscription.
  */
 import assert from 'node:assert/strict';

@@ -82,6 +82,46 @@ function anchors(markdown: string): Set<string> {
   return found;
 }
 
+/** The text every heading of a page shows. */
+function headings(markdown: string): string[] {
+  const found: string[] = [];
+  marked.walkTokens(marked.lexer(markdown), (token) => {
+    if (token.type === 'heading') found.push(shownText(token.tokens ?? []));
+  });
+  return found;
+}
+
+/** The TypeScript files of a folder of the repository, at any depth, relative to ROOT. */
+function sources(folder: string): string[] {
+  return (fs.readdirSync(path.join(ROOT, folder), { recursive: true }) as string[])
+    .filter((name) => name.endsWith('.ts'))
+    .map((name) => path.join(folder, name));
+}
+
+/**
+ * What is wrong with the pages a source file's comments name: `docs/page.md`, `docs/page.md#anchor`, or
+ * `docs/page.md, "Section"` / `docs/page.md ("Section")`, where a heading of the page starts with the section named.
+ */
+function brokenReferences(root: string, file: string, source: string): string[] {
+  const broken: string[] = [];
+  for (const match of source.matchAll(/\b(docs\/[\w/.-]+?\.md)(?:#([\w-]+))?(?:,? \(?"([^"\n]+)")?/g)) {
+    const page = match[1] as string;
+    const fragment = match[2];
+    const sectionName = match[3];
+    const resolved = path.join(root, page);
+    if (!fs.existsSync(resolved)) {
+      broken.push(`${file}: ${page} names no page`);
+      continue;
+    }
+    const markdown = fs.readFileSync(resolved, 'utf8');
+    if (fragment !== undefined && !anchors(markdown).has(fragment)) broken.push(`${file}: ${page}#${fragment} names no heading`);
+    if (sectionName !== undefined && !headings(markdown).some((heading) => heading.startsWith(sectionName))) {
+      broken.push(`${file}: ${page}, "${sectionName}" names no heading`);
+    }
+  }
+  return broken;
+}
+
 /** A link with a scheme (https:, mailto:) or protocol-relative leaves nothing in the repository to check. */
 function isExternal(target: string): boolean {
   return /^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//');
@@ -152,6 +192,31 @@ describe('documentation links', () => {
     assert.deepEqual(broken, []);
     assert.ok(checked >= 5, `links were found to check (${checked})`);
     assert.ok(sections >= 5, `links to sections were found to check (${sections})`);
+  });
+
+  it('every page a comment in src/, test/ or bench/ names exists, with the heading it names', () => {
+    const files = [...sources('src'), ...sources('test'), ...sources('bench')].filter((file) => file !== path.join('test', 'unit', 'docs.test.ts'));
+    let named = 0;
+    const broken: string[] = [];
+    for (const file of files) {
+      const source = fs.readFileSync(path.join(ROOT, file), 'utf8');
+      named += [...source.matchAll(/\bdocs\/[\w/.-]+?\.md/g)].length;
+      broken.push(...brokenReferences(ROOT, file, source));
+    }
+    assert.ok(named >= 10, `pages named in comments were found (${named})`);
+    assert.deepEqual(broken, [], 'a page or section moved: name where it lives now');
+  });
+
+  it('the check of comments finds missing pages, anchors and sections, and only those', () => {
+    const source = [
+      '// docs/design.md, docs/nowhere.md, docs/api.md#errors, docs/api.md#nowhere',
+      '// (docs/api.md, "Errors") (docs/api.md, "Nowhere") docs/design/write-path.md ("int64 without loss")',
+    ].join('\n');
+    assert.deepEqual(brokenReferences(ROOT, 'x.ts', source), [
+      'x.ts: docs/nowhere.md names no page',
+      'x.ts: docs/api.md#nowhere names no heading',
+      'x.ts: docs/api.md, "Nowhere" names no heading',
+    ]);
   });
 
   it('README.md links the interface document 1.0.0, kept in the repository', () => {

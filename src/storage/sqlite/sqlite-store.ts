@@ -20,7 +20,7 @@ import { WalSync, type SyncFile } from './wal-sync.js';
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
  * past the end of the database in SQLite's page cache, and the next commit then scans the cache's whole hash
  * table to drop it: a cost per commit that grows with the cache, more than the extra page reads a smaller cache
- * causes (they come from the OS page cache). The sizes measured are in docs/benchmarks/notes.md ("Random ids at 5 million rows").
+ * causes (they come from the OS page cache). The sizes measured are in docs/benchmarks/storage.md ("Random ids at 5 million rows").
  */
 const WRITER_CACHE_MIB = 16;
 const READER_CACHE_MIB = 16;
@@ -35,7 +35,7 @@ const HEARTBEAT_LOCK_WAIT_MS = 1000;
  * thread pool, one sync at a time, and every answer waits for a sync that began after the commit it depends on, while
  * the loop parses the next batch, which commits when that sync returns (`commitPacing`, the write queue's). Every read
  * waits too, for the sync covering every commit it could have seen: nothing is shown before it is durable
- * (docs/design.md, "Durable without stopping the loop"). A lock held by another process must not block the loop, so
+ * (docs/design/sqlite.md). A lock held by another process must not block the loop, so
  * the write connection never waits for a lock itself (busy timeout 0): a write that finds the lock taken is retried
  * on a timer, up to the busy timeout. Reads use a second connection, which WAL does not make wait for a writer; in the
  * rare cases where a read meets a lock (another connection rebuilding the WAL index after a process crashed
@@ -178,7 +178,7 @@ export class SqliteStore implements Store {
 
   /**
    * The write queue's pacing: while a sync is in flight, the next batch waits in the queue and commits when it
-   * returns, so each sync covers one batch gathered meanwhile rather than many small ones (docs/design.md).
+   * returns, so each sync covers one batch gathered meanwhile rather than many small ones (docs/design/sqlite.md).
    */
   get commitPacing(): WalSync {
     return this.#wal;

@@ -51,7 +51,7 @@ export interface WalSyncOptions {
 
 /**
  * Makes the commits of the SQLite write connection durable without the event loop waiting for the disk: the group
- * commit of the SQLite store (docs/design.md, "Durable without stopping the loop").
+ * commit of the SQLite store (docs/design/sqlite.md).
  *
  * The write connection commits with synchronous=NORMAL: its WAL frames are written into the OS page cache (which a
  * killed process cannot lose) but not synced. Each commit takes a number (`begin`, called before it), and this class

@@ -29,7 +29,7 @@ interface ActiveWebhookRow {
  * settles and prunes.
  * Reads use the read connection; writes the one write connection, each taking the write lock at once or throwing
  * SQLITE_BUSY having changed nothing (which the runners retry). `settleAndClaim`, the dispatcher's own bookkeeping,
- * is answered once durable, as every write is (docs/design.md, "The dispatcher's records").
+ * is answered once durable, as every write is (docs/design/webhooks.md, "The dispatcher's records").
  */
 export class SqliteWebhookOutbox implements WebhookOutbox {
   readonly #read: ReadRunner;
