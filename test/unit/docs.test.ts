@@ -353,6 +353,18 @@ describe('documentation a newcomer finishes', () => {
     );
   });
 
+  it("docs/design.md links every deep dive of docs/design/ from its Deep dives section", () => {
+    const deepDives = fs.readdirSync(path.join(ROOT, 'docs', 'design')).filter((name) => name.endsWith('.md'));
+    assert.ok(deepDives.length >= 5, `the deep dives were found (${deepDives.join(', ')})`);
+    const { links } = linksAndCode(section(fs.readFileSync(path.join(ROOT, 'docs', 'design.md'), 'utf8'), 'Deep dives'));
+    const linked = new Set(links.map((link) => link.replace(/#.*$/s, '')));
+    assert.deepEqual(
+      deepDives.filter((name) => !linked.has(`design/${name}`)),
+      [],
+      'deep dives that docs/design.md does not link',
+    );
+  });
+
   it(`the README's quick start ends within its first ${FIRST_SCREEN_LINES} lines`, () => {
     const lines = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n');
     const start = lines.indexOf('## Quick start');
