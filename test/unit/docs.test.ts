@@ -5,11 +5,13 @@
  * subfolders included) names a file of this repository, so a fresh clone has everything its documents point to
  * (README.md once linked the interface document at ../shared/interface.md, outside the repository); and a link to a
  * section (`page.md#section`, `#section`) names a heading that page has, so moving a section from one page to another
- * cannot leave its old links pointing nowhere.
+ * cannot leave its old links pointing nowhere. A page a comment in src/, test/ or bench/ names (`docs/page.md`, with an
+ * anchor or a quoted section) exists and has that heading, for the same reason.
  *
  * Shape: no page under docs/ is over 15 KB (a deep dive gets a page of its own); docs/design.md shows every folder of
- * src/ in its diagram and its table of folders; the README's quick start is within its first 40 lines, and its
- * Documentation section links every page under docs/ and names every command `plantstore --help` lists.
+ * src/ in its diagram and its table of folders, and links every deep dive of docs/design/; the README's quick start
+ * is within its first 40 lines, and its Documentation section links every page under docs/ and names every command
+ * `plantstore --help` lists.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
