@@ -11,7 +11,8 @@ import { openStore, type OpenOptions } from '../storage/open.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
 import type { Store } from '../storage/store.js';
 import { closeThread } from '../workers/close-thread.js';
-import { ALONE, decideTopology, instanceAppOptions, instanceWrites, listenOptions, type ThreadsBeside } from '../workers/topology.js';
+import type { ThreadsBeside } from '../workers/instance.js';
+import { decideTopology, instanceAppOptions, instanceWrites, listenOptions } from '../workers/topology.js';
 import type { WorkerPool } from '../workers/worker-pool.js';
 
 export interface RunningServer {
@@ -36,6 +37,16 @@ export interface StartOptions extends ProcessOptions {
   /** The main thread's logger; by default one made from the config (worker threads log to stdout). */
   readonly log?: Logger;
 }
+
+/** A thread alone in its process (WORKERS=1): nothing beside it. */
+const ALONE: ThreadsBeside = {
+  processOptions: {},
+  pool: undefined,
+  start: async () => undefined,
+  listening: () => undefined,
+  useCertificate: async () => undefined,
+  drain: undefined,
+};
 
 /**
  * Opens storage (as `open` says), starts the services on it, builds the app on them and listens: the order a process
@@ -77,7 +88,7 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
     beside.listening(url, log);
     const served = app;
     const others = beside;
-    const thread = { app, services, besideApp: beside.drain, store };
+    const thread = { app, services, besideApp: others.drain, store };
     let closing: Promise<void> | undefined;
     return {
       app,

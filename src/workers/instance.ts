@@ -25,9 +25,28 @@ import { SqliteStore } from '../storage/sqlite/sqlite-store.js';
 import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics.js';
 import type { MainOperations } from './protocol.js';
 import type { Handlers } from './rpc.js';
-import type { MainTopology, ThreadsBeside } from './topology.js';
+import type { MainTopology } from './topology.js';
 import { packOutcomes, unpackPlants, unpackTraceparents } from './wire.js';
 import { WorkerPool } from './worker-pool.js';
+
+/**
+ * What the thread the entry runs in serves beside itself: nothing when alone (src/serve/server.ts ALONE), its worker
+ * threads as an instance's main thread (InstanceMain, loaded only then).
+ */
+export interface ThreadsBeside {
+  /** What the process's services take from it: GET /metrics answering the instance's. */
+  readonly processOptions: Pick<ProcessOptions, 'renderMetrics'>;
+  /** The worker threads; undefined alone. */
+  readonly pool: WorkerPool | undefined;
+  /** Starts them on the thread's services (while it builds its app); resolves once every one listens. */
+  start(services: MainServices, log: Logger, tls: TlsCredentials | undefined): Promise<void>;
+  /** The thread listens too, at `url`. */
+  listening(url: string, log: Logger): void;
+  /** SIGHUP's reload: every one serves new connections with `credentials`. */
+  useCertificate(credentials: TlsCredentials): Promise<void>;
+  /** Drains each one started so far, beside the thread's app (./close-thread.ts); undefined alone. */
+  readonly drain: (() => Promise<void>) | undefined;
+}
 
 /** What the main thread of an instance adds to a single thread: its worker threads and what it holds for them. */
 export class InstanceMain implements ThreadsBeside {
@@ -63,8 +82,7 @@ export class InstanceMain implements ThreadsBeside {
     this.#services = services;
     const pool = new WorkerPool({
       config: this.#config,
-      port: this.#topology.instance.port,
-      memory: this.#topology.instance.memory,
+      instance: this.#topology.instance,
       durableMark: store.durableMark,
       log,
       tls,

@@ -11,11 +11,8 @@ import type { FastifyListenOptions } from 'fastify';
 import type { AppOptions } from '../app.js';
 import type { Config } from '../config/config.js';
 import { listenBacklog } from '../http/http-server.js';
-import type { TlsCredentials } from '../http/tls.js';
-import type { InstanceWrites, MainServices, ProcessOptions } from '../services.js';
+import type { InstanceWrites } from '../services.js';
 import type { Store } from '../storage/store.js';
-import type { Logger } from 'pino';
-import type { WorkerPool } from './worker-pool.js';
 import { MAIN_SLOT, SharedBucketCells, SharedWrites, createInstanceMemory, sharedClock, writesComing, type InstanceMemory } from './shared-memory.js';
 
 /** What every thread of an instance has alike. */
@@ -34,35 +31,8 @@ export type Topology =
   | { readonly kind: 'worker'; readonly instance: Instance; readonly slot: number };
 
 export type MainTopology = Extract<Topology, { kind: 'main' }>;
-
-/**
- * What the thread the entry runs in serves beside itself: nothing when alone (ALONE), its worker threads as an
- * instance's main thread (./instance.ts InstanceMain, loaded only then).
- */
-export interface ThreadsBeside {
-  /** What the process's services take from it: GET /metrics answering the instance's. */
-  readonly processOptions: Pick<ProcessOptions, 'renderMetrics'>;
-  /** The worker threads; undefined alone. */
-  readonly pool: WorkerPool | undefined;
-  /** Starts them on the thread's services (while it builds its app); resolves once every one listens. */
-  start(services: MainServices, log: Logger, tls: TlsCredentials | undefined): Promise<void>;
-  /** The thread listens too, at `url`. */
-  listening(url: string, log: Logger): void;
-  /** SIGHUP's reload: every one serves new connections with `credentials`. */
-  useCertificate(credentials: TlsCredentials): Promise<void>;
-  /** Drains each one started so far, beside the thread's app (./close-thread.ts); undefined alone. */
-  readonly drain: (() => Promise<void>) | undefined;
-}
-
-/** A thread alone in its process: nothing beside it. */
-export const ALONE: ThreadsBeside = {
-  processOptions: {},
-  pool: undefined,
-  start: async () => undefined,
-  listening: () => undefined,
-  useCertificate: async () => undefined,
-  drain: undefined,
-};
+/** What the main thread hands each worker thread it starts (its workerData): the instance, and the worker's slot. */
+export type WorkerTopology = Extract<Topology, { kind: 'worker' }>;
 
 /**
  * The longest the writer holds a commit for a batch another thread is about to hand over (WriteQueue's Gathering):

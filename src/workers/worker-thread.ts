@@ -21,14 +21,14 @@ import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, describeMessage, isMain
 import type { MainOperations, WorkerNotice, WorkerOperations } from './protocol.js';
 import { Endpoint, MalformedMessageError } from './rpc.js';
 import { closeThread } from './close-thread.js';
-import { instanceAppOptions, instanceWrites, listenOptions, type Topology } from './topology.js';
+import { instanceAppOptions, instanceWrites, listenOptions } from './topology.js';
 import { packPlants, unpackOutcomes } from './wire.js';
 
 if (parentPort === null) throw new Error('worker-thread.js runs as a worker thread of an instance (src/workers/instance.ts)');
 const port = parentPort;
-const { config, slot, memory, durableMark, port: listenPort, tls: given } = readWorkerData(workerData);
-/** The main thread's topology, seen from this worker's slot. */
-const topology: Topology = { kind: 'worker', instance: { threads: config.workers, port: listenPort, memory }, slot };
+/** The topology is the main thread's decision (./topology.ts): its instance, and this worker's slot in it. */
+const { config, topology, durableMark, tls: given } = readWorkerData(workerData);
+const { slot } = topology;
 // Structured clone turned the Buffers into Uint8Arrays.
 const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
 /** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
