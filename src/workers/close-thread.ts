@@ -11,15 +11,16 @@
  * Every step runs even when one before it failed: storage is closed, so whatever was committed is left
  * checkpointable and every connection released. The first failure is what the close rejects with.
  */
-import type { FastifyInstance } from 'fastify';
+import type { Server } from 'node:http';
 import { stopAccepting } from '../http/graceful-close.js';
 import type { Services } from '../services.js';
 import { stopTracing } from '../tracing/tracing.js';
 
-/** What a thread has started, each part undefined until it has. */
+/** What a thread has started, each part undefined until it has: of each, what closing it takes. */
 export interface ClosingThread {
-  readonly app: FastifyInstance | undefined;
-  readonly services: Pick<Services, 'readiness' | 'close'> | undefined;
+  /** The app (Fastify's): its listener, and its close, which answers every request in flight. */
+  readonly app: { readonly server: Server; close(): Promise<unknown> } | undefined;
+  readonly services: { readonly readiness: Pick<Services['readiness'], 'startDraining'>; close(): Promise<void> } | undefined;
   /** On an instance's main thread: drains every worker thread started so far. */
   readonly besideApp?: () => Promise<void>;
   readonly store: { close(): Promise<void> } | undefined;
@@ -29,7 +30,7 @@ export interface ClosingThread {
 export async function closeThread(thread: ClosingThread, progress: (pending: string) => void = () => undefined): Promise<void> {
   const { app, services, besideApp, store } = thread;
   const failures: unknown[] = [];
-  const step = (closing: Promise<void> | undefined) => closing?.catch((error: unknown) => void failures.push(error));
+  const step = (closing: Promise<unknown> | undefined) => closing?.catch((error: unknown) => void failures.push(error));
   services?.readiness.startDraining();
   if (app) stopAccepting(app.server);
   progress('the HTTP server: connections still open, requests in flight' + (besideApp ? ', in every thread' : ''));
