@@ -149,8 +149,6 @@ export interface ProcessOptions {
   readonly webhookResolver?: Resolver;
   readonly webhookPollIntervalMs?: number;
   readonly webhookPruneIntervalMs?: number;
-  /** What GET /metrics answers instead of this thread's metrics: an instance's, summed over its threads. */
-  readonly renderMetrics?: () => Promise<string>;
 }
 
 /** What a process has once, on the store it opened. */
@@ -165,7 +163,12 @@ export interface ProcessServices {
   close(): Promise<void>;
 }
 
-export async function startProcessServices(config: Config, store: Store, log: Logger, options: ProcessOptions = {}): Promise<ProcessServices> {
+export async function startProcessServices(
+  config: Config,
+  store: Store,
+  log: Logger,
+  options: ProcessOptions & Pick<MainLoopOptions, 'renderMetrics'> = {},
+): Promise<ProcessServices> {
   const metrics = createMetrics(config, options.renderMetrics);
   const tracing = activeTracing();
   const stopHearingStorage = logIncidents(store, log);
@@ -211,8 +214,14 @@ export interface MainServices extends Services {
   readonly webhooks: WebhookDispatcher;
 }
 
-/** What the main thread's event loop adds: as EventLoopOptions, less what startServices decides. */
-export type MainLoopOptions = Partial<Pick<EventLoopOptions, 'instanceWrites' | 'wallClock'>>;
+/**
+ * What the main thread's event loop adds: as EventLoopOptions, less what startServices decides, and as an instance's
+ * main thread (src/workers/), the instance's GET /metrics.
+ */
+export interface MainLoopOptions extends Partial<Pick<EventLoopOptions, 'instanceWrites' | 'wallClock'>> {
+  /** What GET /metrics answers instead of this thread's metrics: an instance's, summed over its threads. */
+  readonly renderMetrics?: () => Promise<string>;
+}
 
 /**
  * The process's services and its main thread's event loop on the store it opened: all of a single thread's, and an

@@ -40,7 +40,7 @@ export interface StartOptions extends ProcessOptions {
 
 /** A thread alone in its process (WORKERS=1): nothing beside it. */
 const ALONE: ThreadsBeside = {
-  processOptions: {},
+  loopOptions: {},
   pool: undefined,
   start: async () => undefined,
   listening: () => undefined,
@@ -74,7 +74,7 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
     const topology = await decideTopology(config);
     // Loaded only for an instance of several threads: WORKERS=1 is the single-threaded server, nothing more.
     if (topology.kind === 'main') beside = await import('../workers/instance.js').then(({ InstanceMain }) => new InstanceMain(config, topology, store));
-    services = await startServices(config, store, log, { ...options, ...beside.processOptions, instanceWrites: instanceWrites(topology, config, store.kind) });
+    services = await startServices(config, store, log, { ...options, ...beside.loopOptions, instanceWrites: instanceWrites(topology, config, store.kind) });
     // The worker threads start while the main thread builds its app (each loads the whole app, the longest part of
     // a start), and the main thread listens once they all do: connections a client opens at once (a proxy's pool, a
     // load generator's) are spread over every thread, not all taken by the first to listen.

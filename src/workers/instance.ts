@@ -19,7 +19,7 @@ import type { Logger } from 'pino';
 import { renderAtMostEvery } from '../observability/metrics.js';
 import type { Config } from '../config/config.js';
 import type { TlsCredentials } from '../http/tls.js';
-import type { MainServices, ProcessOptions } from '../services.js';
+import type { MainLoopOptions, MainServices } from '../services.js';
 import type { Store } from '../storage/store.js';
 import { SqliteStore } from '../storage/sqlite/sqlite-store.js';
 import { aggregateInstanceMetrics, type ThreadMetrics } from './instance-metrics.js';
@@ -34,8 +34,8 @@ import { WorkerPool } from './worker-pool.js';
  * threads as an instance's main thread (InstanceMain, loaded only then).
  */
 export interface ThreadsBeside {
-  /** What the process's services take from it: GET /metrics answering the instance's. */
-  readonly processOptions: Pick<ProcessOptions, 'renderMetrics'>;
+  /** What the main thread's services take from it: GET /metrics answering the instance's. */
+  readonly loopOptions: Pick<MainLoopOptions, 'renderMetrics'>;
   /** The worker threads; undefined alone. */
   readonly pool: WorkerPool | undefined;
   /** Starts them on the thread's services (while it builds its app); resolves once every one listens. */
@@ -65,7 +65,7 @@ export class InstanceMain implements ThreadsBeside {
   }
 
   /** GET /metrics in the main thread answers the instance's. */
-  get processOptions(): Pick<ProcessOptions, 'renderMetrics'> {
+  get loopOptions(): Pick<MainLoopOptions, 'renderMetrics'> {
     return { renderMetrics: () => this.#renderMetrics() };
   }
 
