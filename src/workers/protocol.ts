@@ -44,7 +44,10 @@ export type MainNotice = { readonly kind: 'changes'; readonly durableThrough: bi
 /** A worker's workerData. */
 export interface WorkerData {
   readonly config: Config;
-  /** The main thread's instance (its port and shared memory) and this worker's slot, 1 to WORKERS − 1; a replacement takes the slot of the worker it replaces. */
+  /**
+   * The main thread's instance (its port and shared memory) and this worker's slot, 1 to WORKERS − 1; a replacement
+   * takes the slot of the worker it replaces.
+   */
   readonly topology: WorkerTopology;
   /** On SQLite, the writer's durable mark: nothing this worker reads is answered before it is durable. */
   readonly durableMark: SharedArrayBuffer | undefined;

@@ -1,7 +1,8 @@
 /**
  * The worker threads of an instance (./instance.ts starts it), one per slot: each started with the config, its
- * topology (the instance's port and shared memory, its slot) and the certificate, answered through the main thread's handlers for its slot, drained on stop,
- * and replaced, with a growing delay if it keeps dying young, when it ends unexpectedly.
+ * topology (./topology.ts: the instance's port and shared memory, and its slot) and the certificate, answered
+ * through the main thread's handlers for its slot, drained on stop, and replaced, with a growing delay if it keeps
+ * dying young, when it ends unexpectedly.
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
