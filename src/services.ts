@@ -5,7 +5,7 @@ import type { Config } from './config/config.js';
 import { Readiness } from './health/readiness.js';
 import { Metrics } from './observability/metrics.js';
 import { PlantService } from './plants/service.js';
-import { WriteQueue, type Gathering, type SharedWriteState, type WriteQueueObserver } from './plants/write-queue.js';
+import { WriteQueue, type WriteQueueObserver, type WriteQueueOptions } from './plants/write-queue.js';
 import type { ServingStore, Store } from './storage/store.js';
 import type { Resolver } from './webhooks/address-policy.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
@@ -59,13 +59,17 @@ export interface EventLoopOptions {
   readonly metrics: Metrics | null;
   /** Called after a batch that created plants has committed: the webhook dispatcher, wherever it runs, looks for their events. */
   readonly onCreated: () => void;
-  /** The instance's write bound and refusal memory, when this loop is one of several threads' (src/workers/). */
-  readonly sharedWrites?: SharedWriteState;
-  /** Set on the instance's writer: its commits wait briefly for the batches other threads are about to hand over. */
-  readonly gathering?: Gathering;
+  /** When this loop is one of an instance's threads (src/workers/topology.ts): what its write queue shares with theirs. */
+  readonly instanceWrites?: InstanceWrites;
   /** The wall clock (Date.now) that token expiry is compared with; tests pass one they move by hand. */
   readonly wallClock?: () => number;
 }
+
+/**
+ * What the write queue of one thread of an instance shares with the other threads': the instance's write bound and
+ * latest refusal and, on the instance's writer, the gathering of the batches other threads are about to hand over.
+ */
+export type InstanceWrites = Pick<WriteQueueOptions, 'shared' | 'gathering'>;
 
 /** Changes read per query by the feed and by each stream's backlog: bounded, so a stream's first page is too. */
 const FEED_BATCH_SIZE = 500;
@@ -95,8 +99,7 @@ export async function startEventLoopServices(config: Config, store: ServingStore
     ...(store.commitPacing ? { pacing: store.commitPacing, postSyncHoldMs: config.writes.syncHoldMs } : {}),
     ...(tracing ? { observer: tracedQueue(metrics, tracing) } : metrics ? { observer: metrics } : {}),
     onCreated: options.onCreated,
-    ...(options.sharedWrites ? { shared: options.sharedWrites } : {}),
-    ...(options.gathering ? { gathering: options.gathering } : {}),
+    ...options.instanceWrites,
   });
   metrics?.watchWriteQueue(writes);
   const tokens = new TokenAuthenticator(store.tokens, { refreshMs: config.tokenCacheMs, log, observer: metrics ?? undefined, now: options.wallClock });
@@ -146,8 +149,6 @@ export interface ProcessOptions {
   readonly webhookResolver?: Resolver;
   readonly webhookPollIntervalMs?: number;
   readonly webhookPruneIntervalMs?: number;
-  /** What GET /metrics answers instead of this thread's metrics: an instance's, summed over its threads. */
-  readonly renderMetrics?: () => Promise<string>;
 }
 
 /** What a process has once, on the store it opened. */
@@ -162,7 +163,12 @@ export interface ProcessServices {
   close(): Promise<void>;
 }
 
-export async function startProcessServices(config: Config, store: Store, log: Logger, options: ProcessOptions = {}): Promise<ProcessServices> {
+export async function startProcessServices(
+  config: Config,
+  store: Store,
+  log: Logger,
+  options: ProcessOptions & Pick<MainLoopOptions, 'renderMetrics'> = {},
+): Promise<ProcessServices> {
   const metrics = createMetrics(config, options.renderMetrics);
   const tracing = activeTracing();
   const stopHearingStorage = logIncidents(store, log);
@@ -208,8 +214,14 @@ export interface MainServices extends Services {
   readonly webhooks: WebhookDispatcher;
 }
 
-/** What the main thread's event loop adds: as EventLoopOptions, less what startServices decides. */
-export type MainLoopOptions = Partial<Pick<EventLoopOptions, 'sharedWrites' | 'gathering' | 'wallClock'>>;
+/**
+ * What the main thread's event loop adds: as EventLoopOptions, less what startServices decides, and as an instance's
+ * main thread (src/workers/), the instance's GET /metrics.
+ */
+export interface MainLoopOptions extends Partial<Pick<EventLoopOptions, 'instanceWrites' | 'wallClock'>> {
+  /** What GET /metrics answers instead of this thread's metrics: an instance's, summed over its threads. */
+  readonly renderMetrics?: () => Promise<string>;
+}
 
 /**
  * The process's services and its main thread's event loop on the store it opened: all of a single thread's, and an
@@ -222,8 +234,7 @@ export async function startServices(config: Config, store: Store, log: Logger, o
     loop = await startEventLoopServices(config, store, log, {
       metrics: shared.metrics,
       onCreated: () => shared.webhooks.wake(),
-      ...(options.sharedWrites ? { sharedWrites: options.sharedWrites } : {}),
-      ...(options.gathering ? { gathering: options.gathering } : {}),
+      ...(options.instanceWrites ? { instanceWrites: options.instanceWrites } : {}),
       ...(options.wallClock ? { wallClock: options.wallClock } : {}),
     });
   } catch (error) {

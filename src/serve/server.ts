@@ -1,10 +1,8 @@
-import type { FastifyInstance, FastifyListenOptions } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from '../app.js';
 import type { Config } from '../config/config.js';
 import { certificateReloader, logTransportSecurity, readTlsCredentials, serveCertificate } from '../http/tls.js';
-import { stopAccepting } from '../http/graceful-close.js';
-import { listenBacklog } from '../http/http-server.js';
 import { createLogger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { onServeSignal, startShutdownWatchdog, type ShutdownWatchdog } from './signals.js';
@@ -12,7 +10,9 @@ import { startServices, type MainServices, type ProcessOptions } from '../servic
 import { openStore, type OpenOptions } from '../storage/open.js';
 import { startTracing, stopTracing } from '../tracing/tracing.js';
 import type { Store } from '../storage/store.js';
-import type { InstanceMain } from '../workers/instance.js';
+import { closeThread } from '../workers/close-thread.js';
+import type { ThreadsBeside } from '../workers/instance.js';
+import { decideTopology, instanceAppOptions, instanceWrites, listenOptions } from '../workers/topology.js';
 import type { WorkerPool } from '../workers/worker-pool.js';
 
 export interface RunningServer {
@@ -38,10 +38,21 @@ export interface StartOptions extends ProcessOptions {
   readonly log?: Logger;
 }
 
+/** A thread alone in its process (WORKERS=1): nothing beside it. */
+const ALONE: ThreadsBeside = {
+  loopOptions: {},
+  pool: undefined,
+  start: async () => undefined,
+  listening: () => undefined,
+  useCertificate: async () => undefined,
+  drain: undefined,
+};
+
 /**
  * Opens storage (as `open` says), starts the services on it, builds the app on them and listens: the order a process
- * comes up in. With WORKERS > 1 the main thread does the same on the instance's shared memory and port, and starts
- * WORKERS − 1 worker threads beside it (src/workers/instance.ts), each serving on the same port.
+ * comes up in. Its topology (src/workers/topology.ts) is decided here, once: with WORKERS > 1 the main thread does
+ * the same on the instance's shared memory and port, and starts WORKERS − 1 worker threads beside it
+ * (src/workers/instance.ts), each serving on the same port.
  */
 export async function startServer(config: Config, open: OpenOptions = {}, options: StartOptions = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config);
@@ -58,86 +69,48 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
   }
   let services: MainServices | undefined;
   let app: FastifyInstance | undefined;
-  let workers: WorkerPool | undefined;
-  let instance: InstanceMain | undefined;
+  let beside: ThreadsBeside = ALONE;
   try {
+    const topology = await decideTopology(config);
     // Loaded only for an instance of several threads: WORKERS=1 is the single-threaded server, nothing more.
-    instance = config.workers > 1 ? await import('../workers/instance.js').then(({ InstanceMain }) => InstanceMain.claim(config)) : undefined;
-    services = await startServices(config, store, log, { ...options, ...instance?.loopOptions(store.kind) });
+    if (topology.kind === 'main') beside = await import('../workers/instance.js').then(({ InstanceMain }) => new InstanceMain(config, topology, store));
+    services = await startServices(config, store, log, { ...options, ...beside.loopOptions, instanceWrites: instanceWrites(topology, config, store.kind) });
     // The worker threads start while the main thread builds its app (each loads the whole app, the longest part of
     // a start), and the main thread listens once they all do: connections a client opens at once (a proxy's pool, a
     // load generator's) are spread over every thread, not all taken by the first to listen.
-    const starting = instance?.startWorkers(store, services, log, tls);
+    const starting = beside.start(services, log, tls);
     // Awaited below; a failure of either part fails the start, and the catch stops what started.
-    starting?.catch(() => undefined);
-    app = await buildApp(services, { tls, ...instance?.appOptions() });
-    workers = await starting;
-    // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
-    // loadConfig); Fastify's types do not list it.
-    const backlog = listenBacklog(config.http, config.workers);
-    const listening = instance
-      ? { host: config.host, port: instance.port, reusePort: true, backlog }
-      : { host: config.host, port: config.port, backlog };
-    const url = await app.listen(listening as FastifyListenOptions);
+    starting.catch(() => undefined);
+    app = await buildApp(services, { tls, ...instanceAppOptions(topology) });
+    await starting;
+    const url = await app.listen(listenOptions(topology, config));
     logTransportSecurity(app, tls);
-    if (instance) log.info({ workers: config.workers, url }, 'every worker thread listens');
+    beside.listening(url, log);
     const served = app;
-    const pool = workers;
+    const others = beside;
+    const thread = { app, services, besideApp: others.drain, store };
+    let closing: Promise<void> | undefined;
     return {
       app,
       url,
       log,
       metrics: services.metrics,
-      workers,
+      workers: beside.pool,
       reloadCertificate: certificateReloader(log, config.tls, async (credentials) => {
         serveCertificate(served, credentials);
-        await pool?.useCertificate(credentials);
+        await others.useCertificate(credentials);
       }),
-      close: closer(app, workers, services, store),
+      // Once, however often it is called.
+      close: (progress) => (closing ??= closeThread(thread, progress)),
     };
   } catch (error) {
     // A server that cannot start must not linger: what was opened (SQLite's checkpointer thread, PostgreSQL's
     // pooled connections, the token cache's timer, worker threads) would keep the process alive serving nothing,
     // and a supervisor would see a live process. The start failure is what the caller reports; closing cannot add
     // to it.
-    await app?.close().catch(() => undefined);
-    await instance?.stopWorkers().catch(() => undefined);
-    await services?.close().catch(() => undefined);
-    await store.close().catch(() => undefined);
-    await stopTracing();
+    await closeThread({ app, services, besideApp: beside.drain, store }).catch(() => undefined);
     throw error;
   }
-}
-
-/**
- * Stops accepting, answers every request in flight (every thread's: a worker's writes still reach the main thread,
- * which outlives every worker), drains the services (every accepted write answered, the last token uses written),
- * then closes storage; once, however often it is called. /readyz answers 503 from the first instruction, so a load
- * balancer stops sending before the listener closes. `progress` is told each step as it starts.
- */
-function closer(app: FastifyInstance, workers: WorkerPool | undefined, services: MainServices, store: Store): RunningServer['close'] {
-  let closing: Promise<void> | undefined;
-  return (progress = () => undefined) =>
-    (closing ??= (async () => {
-      services.readiness.startDraining();
-      stopAccepting(app.server);
-      // Storage is closed even when closing the app fails, so whatever was committed is left checkpointable and
-      // every connection released; the app's failure is still reported.
-      let appFailure: { error: unknown } | undefined;
-      progress('the HTTP server: connections still open, requests in flight' + (workers ? ', in every thread' : ''));
-      await Promise.all([
-        app.close().catch((error: unknown) => {
-          appFailure = { error };
-        }),
-        workers?.stop(),
-      ]);
-      progress('the services: creates queued for storage, the webhook dispatcher, token uses to record');
-      await services.close();
-      progress('closing storage');
-      await store.close();
-      await stopTracing();
-      if (appFailure) throw appFailure.error;
-    })());
 }
 
 /** How long after SHUTDOWN_TIMEOUT_MS the watchdog kills a server that has not managed to exit by itself. */

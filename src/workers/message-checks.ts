@@ -65,7 +65,7 @@ export function isMainNotice(value: unknown): value is MainNotice {
   return isObject(value) && value.kind === 'changes' && typeof value.durableThrough === 'bigint';
 }
 
-function isInstanceMemory(value: unknown): value is WorkerData['memory'] {
+function isInstanceMemory(value: unknown): value is WorkerData['topology']['instance']['memory'] {
   return (
     isObject(value) &&
     value.writeDepths instanceof SharedArrayBuffer &&
@@ -96,9 +96,13 @@ export function readWorkerData(value: unknown): WorkerData {
 
 function workerDataProblem(value: unknown): string | undefined {
   if (!isObject(value)) return 'not an object';
-  const { config, slot, port, memory, durableMark, tls } = value;
+  const { config, topology, durableMark, tls } = value;
   if (!isObject(config) || !isObject(config.database) || (config.database.kind !== 'sqlite' && config.database.kind !== 'postgres')) return 'config has no database';
   if (typeof config.workers !== 'number' || !isObject(config.writes) || typeof config.writes.queueLimit !== 'number') return 'config has no workers or write bound';
+  if (!isObject(topology) || topology.kind !== 'worker' || !isObject(topology.instance)) return 'topology is not a worker thread\'s';
+  const { slot, instance } = topology;
+  const { threads, port, memory } = instance;
+  if (threads !== config.workers) return `topology has ${String(threads)} threads, config.workers ${String(config.workers)}`;
   if (typeof slot !== 'number' || !Number.isInteger(slot) || slot < 1 || slot >= config.workers) return `slot ${String(slot)} is not one of 1 to WORKERS - 1`;
   if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535) return `port ${String(port)} is not a TCP port`;
   if (!isInstanceMemory(memory)) return 'memory is not the instance memory';

@@ -2,7 +2,7 @@
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { Config } from '../config/config.js';
 import type { ServedPair, TlsCredentials } from '../http/tls.js';
-import type { InstanceMemory } from './shared-memory.js';
+import type { WorkerTopology } from './topology.js';
 import type { PackedOutcomes, PackedPlants } from './wire.js';
 
 export type MetricsSnapshot = Array<MetricObjectWithValues<MetricValue<string>>>;
@@ -44,11 +44,11 @@ export type MainNotice = { readonly kind: 'changes'; readonly durableThrough: bi
 /** A worker's workerData. */
 export interface WorkerData {
   readonly config: Config;
-  /** 1 to WORKERS; a replacement takes the slot of the worker it replaces. */
-  readonly slot: number;
-  /** The port every worker listens on (PORT, or the one chosen for PORT=0). */
-  readonly port: number;
-  readonly memory: InstanceMemory;
+  /**
+   * The main thread's instance (its port and shared memory) and this worker's slot, 1 to WORKERS − 1; a replacement
+   * takes the slot of the worker it replaces.
+   */
+  readonly topology: WorkerTopology;
   /** On SQLite, the writer's durable mark: nothing this worker reads is answered before it is durable. */
   readonly durableMark: SharedArrayBuffer | undefined;
   /** With TLS, the certificate and key to serve (read and checked by the main thread); a Buffer arrives as a Uint8Array. */

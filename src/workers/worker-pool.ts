@@ -1,7 +1,8 @@
 /**
- * The worker threads of an instance (./instance.ts starts it), one per slot: each started with the config, its slot,
- * the shared memory and the certificate, answered through the main thread's handlers for its slot, drained on stop,
- * and replaced, with a growing delay if it keeps dying young, when it ends unexpectedly.
+ * The worker threads of an instance (./instance.ts starts it), one per slot: each started with the config, its
+ * topology (./topology.ts: the instance's port and shared memory, and its slot) and the certificate, answered
+ * through the main thread's handlers for its slot, drained on stop, and replaced, with a growing delay if it keeps
+ * dying young, when it ends unexpectedly.
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -10,7 +11,8 @@ import type { TlsCredentials } from '../http/tls.js';
 import type { MainNotice, MainOperations, MetricsSnapshot, WorkerData, WorkerNotice, WorkerOperations } from './protocol.js';
 import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, describeMessage, isWorkerNotice } from './message-checks.js';
 import { Endpoint, MalformedMessageError, type Handlers } from './rpc.js';
-import { forgetWorker, type InstanceMemory } from './shared-memory.js';
+import { forgetWorker } from './shared-memory.js';
+import type { Instance } from './topology.js';
 
 const WORKER_SCRIPT = new URL('./worker-thread.js', import.meta.url);
 
@@ -26,8 +28,8 @@ const WORKER_METRICS_WAIT_MS = 2000;
 
 export interface PoolOptions {
   readonly config: Config;
-  readonly port: number;
-  readonly memory: InstanceMemory;
+  /** The instance the workers are threads of: its port and shared memory. */
+  readonly instance: Instance;
   /** On SQLite, the writer's durable mark (src/storage/sqlite/durable-mark.ts): a worker's reads wait on it. */
   readonly durableMark: SharedArrayBuffer | undefined;
   readonly log: Logger;
@@ -153,9 +155,9 @@ export class WorkerPool {
 
   /** Starts a worker in `slot`; resolves with its address once it listens, rejects if it ends before that. */
   #spawn(slot: Slot): Promise<string> {
-    const { config, port, memory, durableMark } = this.#options;
+    const { config, instance, durableMark } = this.#options;
     const tls = this.#tls && { cert: this.#tls.cert, key: this.#tls.key, policy: this.#tls.policy, certificate: this.#tls.certificate };
-    const worker = new Worker(WORKER_SCRIPT, { workerData: { config, slot: slot.slot, port, memory, durableMark, tls } satisfies WorkerData });
+    const worker = new Worker(WORKER_SCRIPT, { workerData: { config, topology: { kind: 'worker', instance, slot: slot.slot }, durableMark, tls } satisfies WorkerData });
     const endpoint = new Endpoint<WorkerOperations, MainOperations>((message) => worker.postMessage(message), this.#options.handlers(this, slot.slot), {
       outgoing: WORKER_OPERATION_CHECKS,
       incoming: MAIN_OPERATION_CHECKS,
@@ -196,7 +198,7 @@ export class WorkerPool {
             slot.endpoint = undefined;
             slot.listeningSince = undefined;
           }
-          forgetWorker(memory, slot.slot);
+          forgetWorker(instance.memory, slot.slot);
           exited();
           if (wasListening === undefined) reject(failure ?? new Error(`worker thread ${slot.slot} exited with code ${code} before listening`));
           else if (!this.#stopping) this.#replace(slot, code, failure, performance.now() - wasListening);

@@ -8,13 +8,11 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
-import type { FastifyInstance, FastifyListenOptions } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../app.js';
-import { stopAccepting } from '../http/graceful-close.js';
-import { listenBacklog } from '../http/http-server.js';
 import { serveCertificate, type ServedPair, type TlsCredentials } from '../http/tls.js';
 import { createLogger } from '../observability/log.js';
-import { startTracing, stopTracing } from '../tracing/tracing.js';
+import { startTracing } from '../tracing/tracing.js';
 import { createMetrics, logIncidents, startEventLoopServices, type Services } from '../services.js';
 import { openServingStore } from '../storage/open.js';
 import { DelegatingSqliteStore } from '../storage/sqlite/delegating-store.js';
@@ -22,12 +20,15 @@ import type { DelegatedWrites, ServingStore } from '../storage/store.js';
 import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, describeMessage, isMainNotice, readWorkerData } from './message-checks.js';
 import type { MainOperations, WorkerNotice, WorkerOperations } from './protocol.js';
 import { Endpoint, MalformedMessageError } from './rpc.js';
-import { SharedBucketCells, SharedWrites, sharedClock } from './shared-memory.js';
+import { closeThread } from './close-thread.js';
+import { instanceAppOptions, instanceWrites, listenOptions } from './topology.js';
 import { packPlants, unpackOutcomes } from './wire.js';
 
 if (parentPort === null) throw new Error('worker-thread.js runs as a worker thread of an instance (src/workers/instance.ts)');
 const port = parentPort;
-const { config, slot, memory, durableMark, port: listenPort, tls: given } = readWorkerData(workerData);
+/** The topology is the main thread's decision (./topology.ts): its instance, and this worker's slot in it. */
+const { config, topology, durableMark, tls: given } = readWorkerData(workerData);
+const { slot } = topology;
 // Structured clone turned the Buffers into Uint8Arrays.
 const credentials: TlsCredentials | undefined = given && { ...given, cert: Buffer.from(given.cert), key: Buffer.from(given.key) };
 /** The pair new connections get: the one started with until the main thread hands over a reloaded one. */
@@ -43,22 +44,17 @@ let store: ServingStore | undefined;
 let stopHearingStorage: (() => void) | undefined;
 let draining: Promise<void> | undefined;
 
-const drain = () =>
-  (draining ??= (async () => {
-    // As the single-threaded server closes (src/serve/server.ts): stop accepting and answer what is in flight, drain the
-    // services (their writes still reach the main thread, which outlives every worker), then close storage.
-    services?.readiness.startDraining();
-    if (app) stopAccepting(app.server);
-    let appFailure: { error: unknown } | undefined;
-    await app?.close().catch((error: unknown) => {
-      appFailure = { error };
-    });
-    await services?.close();
-    stopHearingStorage?.();
-    await store?.close();
-    await stopTracing();
-    if (appFailure) throw appFailure.error;
-  })());
+/** As every thread closes (./close-thread.ts): its writes still reach the main thread, which outlives every worker. */
+const drain = () => {
+  const opened = store;
+  const closingStore = opened && {
+    close: () => {
+      stopHearingStorage?.();
+      return opened.close();
+    },
+  };
+  return (draining ??= closeThread({ app, services, store: closingStore }));
+};
 
 const main = new Endpoint<MainOperations, WorkerOperations>(
   (message) => port.postMessage(message),
@@ -117,16 +113,13 @@ try {
     metrics: createMetrics(config, () => main.call('metrics', undefined)),
     // On SQLite the main thread commits every create and wakes its dispatcher itself.
     onCreated: config.database.kind === 'postgres' ? wakeWebhooks : () => undefined,
-    sharedWrites: new SharedWrites(memory, slot, config.writes.queueLimit),
+    instanceWrites: instanceWrites(topology, config, config.database.kind),
   });
-  app = await buildApp(services, { tls: credentials, now: sharedClock(memory), rateLimitCells: new SharedBucketCells(memory) });
+  app = await buildApp(services, { tls: credentials, ...instanceAppOptions(topology) });
   // A reload handed over while the app was being built.
   if (servedPair !== credentials && servedPair) serveCertificate(app, servedPair);
-  // Fastify hands its listen options to Node's server.listen, which takes reusePort (Node 22.12+, checked by
-  // loadConfig); Fastify's types do not list it.
-  const listening = { host: config.host, port: listenPort, reusePort: true, backlog: listenBacklog(config.http, config.workers) };
   // What the instance serves (HTTPS, or plain HTTP beyond loopback) the main thread has logged, once.
-  const url = await app.listen(listening as FastifyListenOptions);
+  const url = await app.listen(listenOptions(topology, config));
   notify({ kind: 'listening', url });
 } catch (error) {
   await drain().catch(() => undefined);

@@ -124,12 +124,16 @@ describe('notices and workerData', () => {
 
   it('read workerData as the pool sends it, and refuse one without its memory, slot or port', () => {
     const config = loadConfig({ DATABASE_URL: 'sqlite:///tmp/plantstore-worker-messages.db', WORKERS: '3' });
-    const data = { config, slot: 2, port: 8080, memory: createInstanceMemory(3), tls: undefined };
-    assert.equal(readWorkerData(posted(data)).slot, 2);
-    assert.throws(() => readWorkerData(posted({ ...data, memory: {} })), (error: Error) => malformed(error) && /memory/.test(error.message));
-    assert.throws(() => readWorkerData(posted({ ...data, slot: 0 })), (error: Error) => malformed(error) && /slot 0/.test(error.message));
-    assert.throws(() => readWorkerData(posted({ ...data, slot: 3 })), malformed);
-    assert.throws(() => readWorkerData(posted({ ...data, port: 'x' })), malformed);
+    const instance = { threads: 3, port: 8080, memory: createInstanceMemory(3) };
+    const data = { config, topology: { kind: 'worker', instance, slot: 2 }, tls: undefined };
+    const withTopology = (topology: Record<string, unknown>) => ({ ...data, topology: { ...data.topology, ...topology } });
+    assert.equal(readWorkerData(posted(data)).topology.slot, 2);
+    assert.throws(() => readWorkerData(posted(withTopology({ instance: { ...instance, memory: {} } }))), (error: Error) => malformed(error) && /memory/.test(error.message));
+    assert.throws(() => readWorkerData(posted(withTopology({ slot: 0 }))), (error: Error) => malformed(error) && /slot 0/.test(error.message));
+    assert.throws(() => readWorkerData(posted(withTopology({ slot: 3 }))), malformed);
+    assert.throws(() => readWorkerData(posted(withTopology({ instance: { ...instance, port: 'x' } }))), malformed);
+    assert.throws(() => readWorkerData(posted(withTopology({ instance: { ...instance, threads: 2 } }))), (error: Error) => malformed(error) && /threads/.test(error.message));
+    assert.throws(() => readWorkerData(posted(withTopology({ kind: 'main' }))), (error: Error) => malformed(error) && /topology/.test(error.message));
     assert.throws(() => readWorkerData(posted({ ...data, config: {} })), malformed);
     assert.throws(() => readWorkerData(undefined), malformed);
   });
