@@ -1,5 +1,5 @@
 /**
- * How a thread serves HTTP, decided once as it starts (docs/design.md, "Workers"): alone in its process
+ * How a thread serves HTTP, decided once as it starts (docs/design/workers.md): alone in its process
  * (WORKERS=1), as the main thread of an instance of WORKERS threads, or as the worker thread in one of its slots.
  * What differs by it is read here and nowhere else: each layer is handed what it takes (the write queue the
  * instance's bound, the app the shared clock and token buckets, the listener its port), never the topology, so no
