@@ -128,7 +128,7 @@ export interface Config {
   readonly webhooks: WebhookConfig;
   /** The change feed, GET /plants/events (src/feed/, src/http/event-stream.ts). */
   readonly feed: FeedConfig;
-  /** Threads serving HTTP on the one PORT (WORKERS); 1 is the single-threaded server, more an instance of src/workers/. */
+  /** Threads serving HTTP on the one PORT (WORKERS): 1 serves on the main thread alone; more add worker threads (src/workers/). */
   readonly workers: number;
   /** OpenTelemetry traces (the standard OTEL_* variables); null, the default, when no OTLP endpoint is set. */
   readonly tracing: TracingConfig | null;

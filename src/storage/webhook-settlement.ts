@@ -54,7 +54,7 @@ export interface SettlementPlan {
   readonly released: readonly bigint[];
   /** In the order of the results. */
   readonly attempts: readonly SettledAttempt[];
-  /** One per subscription attempted, in ascending id order (so instances settling at once lock rows in one order). */
+  /** One per subscription attempted, in ascending id order (so replicas settling at once lock rows in one order). */
   readonly tallies: readonly SubscriptionTally[];
   /** At most one per subscription, in ascending id order; to apply after the tallies, whose successes they count. */
   readonly disables: readonly SubscriptionDisable[];

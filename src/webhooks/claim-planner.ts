@@ -17,7 +17,7 @@ const LEASE_MARGIN_MS = 5000;
 export interface ClaimLease {
   /**
    * How long a claim lasts. An event queued longer than its lease allows (the attempt's time limit plus a margin must
-   * remain) is released instead of attempted, so a live instance never sends an event another may have claimed.
+   * remain) is released instead of attempted, so a live replica never sends an event another may have claimed.
    */
   readonly leaseMs: number;
   /** An attempt may start this long after its claim at most. */

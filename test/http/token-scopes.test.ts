@@ -201,27 +201,27 @@ for (const database of DATABASES) {
   });
 }
 
-describe('token scopes and expiry across two instances on one PostgreSQL', () => {
+describe('token scopes and expiry across two replicas on one PostgreSQL', () => {
   const clock = new FakeClock(Date.now());
   const first = useTestApp(postgresDatabase, { TOKEN_CACHE_MS: '60000' }, { wallClock: clock.now });
 
   it('a token made after both started has its scopes on both, and expires on both at its expiry', async (context) => {
     const second = await buildTestApp(context, first.databaseUrl, { TOKEN_CACHE_MS: '60000' }, { wallClock: clock.now });
-    const instances = [first, second];
+    const replicas = [first, second];
     const token = generateToken();
-    // Made through the first instance's store, as the CLI anywhere would: the second learns of it from the database.
+    // Made through the first replica's store, as the CLI anywhere would: the second learns of it from the database.
     await first.store.tokens.add(newToken(`shared-${randomUUID()}`, hashToken(token), { scopes: ['plants:read', 'plants:delete'], expiresAt: new Date(clock.now() + 3_600_000) }));
     assert.equal((await first.app.inject({ method: 'POST', url: '/plants', headers: first.headers, payload: '{"id":77,"name":"shared"}' })).statusCode, 200);
-    for (const instance of instances) {
+    for (const replica of replicas) {
       const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-      assert.equal((await instance.app.inject({ method: 'GET', url: '/plants/77', headers })).statusCode, 200);
-      const refused = await instance.app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id":78,"name":"x"}' });
+      assert.equal((await replica.app.inject({ method: 'GET', url: '/plants/77', headers })).statusCode, 200);
+      const refused = await replica.app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id":78,"name":"x"}' });
       assertErrorRecord(refused, 403, lacking('plants:create'));
       assert.equal(refused.headers['www-authenticate'], insufficient('plants:create'));
     }
     clock.advance(3_600_000);
-    for (const instance of instances) {
-      const response = await instance.app.inject({ method: 'DELETE', url: '/plants/77', headers: { authorization: `Bearer ${token}` } });
+    for (const replica of replicas) {
+      const response = await replica.app.inject({ method: 'DELETE', url: '/plants/77', headers: { authorization: `Bearer ${token}` } });
       assertErrorRecord(response, 401, 'the token has expired');
       assert.equal(response.headers['www-authenticate'], EXPIRED_CHALLENGE);
     }

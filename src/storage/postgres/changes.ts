@@ -14,7 +14,7 @@ const RELISTEN_DELAY_MS = 1000;
 /**
  * The change log of PostgreSQL: rows written by the plant sub-store's statements (./plants.ts), read through the
  * pool, and commits heard through one LISTEN connection of this store's own, opened on the first listener: a commit
- * made by any instance on the database is heard by every instance, once, when it commits.
+ * made by any replica on the database is heard by every replica, once, when it commits.
  */
 export class PostgresChanges implements ChangeLog, ChangeRetention {
   readonly #query: Query;
