@@ -151,7 +151,7 @@ export interface ProcessOptions {
 }
 
 /** What a process has once, on the store it opened. */
-export interface ProcessServices {
+interface ProcessServices {
   /** The metrics of the thread that opened the store (the dispatcher's and the store's counts are in it); null when METRICS=off. */
   readonly metrics: Metrics | null;
   /** The one webhook dispatcher: woken after creates, its counts for metrics and tests. */
@@ -162,7 +162,7 @@ export interface ProcessServices {
   close(): Promise<void>;
 }
 
-export async function startProcessServices(config: Config, store: Store, log: Logger, options: ProcessOptions = {}): Promise<ProcessServices> {
+async function startProcessServices(config: Config, store: Store, log: Logger, options: ProcessOptions = {}): Promise<ProcessServices> {
   const metrics = createMetrics(config, options.renderMetrics);
   const tracing = activeTracing();
   const stopHearingStorage = logIncidents(store, log);

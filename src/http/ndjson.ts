@@ -22,11 +22,6 @@ export class LineStreamBody {
   constructor(readonly source: NodeJS.ReadableStream & { destroy(error?: Error): void }) {}
 }
 
-/** One line of the answer: the outcome of the request line `line` (numbered from 1), as the single create would answer it. */
-export type BulkResultLine =
-  | { readonly line: number; readonly status: 200; readonly plant: PlantBody; readonly created: boolean }
-  | ({ readonly line: number; readonly status: number } & ErrorBody);
-
 export interface BulkCreateOptions {
   /** The longest line (BODY_LIMIT_BYTES, the single create's body limit); a longer one is answered 413 alone. */
   readonly maxLineBytes: number;

@@ -35,7 +35,7 @@ export type WebhookImportOutcome =
   | { readonly kind: 'conflict' };
 
 /** Moving webhook subscriptions between databases (`plantstore copy`); their events and deliveries stay behind. */
-export interface WebhookTransfer {
+interface WebhookTransfer {
   /** Every subscription with its secrets and state, in ascending byte order of name. Made by hand, so they are few. */
   exportAll(): Promise<WebhookRecord[]>;
   /**
@@ -169,7 +169,7 @@ export interface SettledAndClaimed {
 export type RedeliverResult = 'scheduled' | 'scheduled-disabled' | 'not-found';
 
 /** What the operator manages (`plantstore webhook …`). */
-export interface WebhookSubscriptions {
+interface WebhookSubscriptions {
   /** Rejects with DuplicateWebhookNameError when the name is taken. */
   add(subscription: NewWebhookSubscription): Promise<void>;
   list(): Promise<WebhookSubscriptionInfo[]>;

@@ -3,7 +3,7 @@ import { pruneThrough, toChange, type ChangeLog, type ChangeRetention, type Chan
 import { connectionConfig, type PostgresConfig, type PostgresTimeouts, type Query } from './connection.js';
 
 /** The channel the change log's trigger notifies on each commit that wrote changes (migration 6). */
-export const CHANGES_CHANNEL = 'plantstore_changes';
+const CHANGES_CHANNEL = 'plantstore_changes';
 
 /** Rows deleted per pruning statement. */
 const PRUNE_CHUNK = 5000;
