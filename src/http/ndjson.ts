@@ -19,7 +19,7 @@ export const NDJSON = 'application/x-ndjson';
  * as it is, so that the route reads it line by line, as fast as lines commit, instead of a whole body held in memory.
  */
 export class LineStreamBody {
-  constructor(readonly source: NodeJS.ReadableStream & { destroy(error?: Error): void }) {}
+  constructor(readonly source: Readable) {}
 }
 
 export interface BulkCreateOptions {
@@ -178,7 +178,7 @@ export class BulkCreateAnswer extends Readable {
   async #readAll(): Promise<void> {
     const { maxLineBytes, maxLines, readPlant, idleTimeoutMs, lane } = this.#options;
     // Not destroyed when reading stops early (a limit, a timeout): that would close the socket under the answer.
-    const chunks = (this.#source as unknown as Readable).iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
+    const chunks = this.#source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
     // Blank lines get no answer: a run of them is read as one, a place in the window, whatever its length.
     const lines = readLines(chunks, maxLineBytes, { blankRuns: true })[Symbol.asyncIterator]();
     let lastLine = 0;

@@ -29,14 +29,17 @@ type PlantCall = 'create' | 'get' | 'list' | 'delete';
 
 function countPlantCalls(store: Store): Record<PlantCall, number> {
   const counts: Record<PlantCall, number> = { create: 0, get: 0, list: 0, delete: 0 };
-  const methods = store.plants as unknown as Record<PlantCall, (...args: unknown[]) => Promise<unknown>>;
-  for (const name of Object.keys(counts) as PlantCall[]) {
-    const original = methods[name].bind(store.plants);
-    methods[name] = (...args: unknown[]) => {
+  const counting =
+    <A extends unknown[], R>(name: PlantCall, original: (...args: A) => R) =>
+    (...args: A): R => {
       counts[name] += 1;
       return original(...args);
     };
-  }
+  const { plants } = store;
+  plants.create = counting('create', plants.create.bind(plants));
+  plants.get = counting('get', plants.get.bind(plants));
+  plants.list = counting('list', plants.list.bind(plants));
+  plants.delete = counting('delete', plants.delete.bind(plants));
   return counts;
 }
 
