@@ -34,8 +34,18 @@ export interface TestApp {
  */
 export type TestAppDatabase = string | (() => Promise<TestDatabase>);
 
-/** How the app (its clock), the services (the webhook resolver, the poll intervals) and its log start. */
-export type TestAppOptions = AppOptions & ProcessOptions & MainLoopOptions & { readonly log?: Logger };
+/**
+ * How the app (its clock), the services (the webhook resolver, the poll intervals) and its log start; `openStore`, a
+ * store opened otherwise than the configuration says (a SQLite store with other checkpointer settings); `beforeReady`,
+ * what the test adds to the app before it is ready (a hook that observes each request).
+ */
+export type TestAppOptions = AppOptions &
+  ProcessOptions &
+  MainLoopOptions & {
+    readonly log?: Logger;
+    readonly openStore?: (config: Config) => Store | Promise<Store>;
+    readonly beforeReady?: (app: FastifyInstance) => void;
+  };
 
 /**
  * The app, in-process, on `database`, with one token; `env` overrides configuration variables. The caller closes it;
@@ -45,12 +55,13 @@ export async function startTestApp(database: TestAppDatabase, env: Record<string
   const db = typeof database === 'string' ? { url: database, cleanup: async () => {} } : await database();
   try {
     const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: db.url, ...env });
-    const store = await openStore(config.database);
+    const store = await (options.openStore ?? ((opened) => openStore(opened.database)))(config);
     const token = generateToken();
     const tokenName = `test-${randomUUID()}`;
     await store.tokens.add(newToken(tokenName, hashToken(token)));
     const services = await startServices(config, store, options.log ?? createLogger(config), options);
     const app = await buildApp(services, options);
+    options.beforeReady?.(app);
     await app.ready();
     return {
       app,

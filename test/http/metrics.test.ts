@@ -5,18 +5,14 @@ import { before, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
-import { buildApp } from '../../src/app.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
-import { loadConfig } from '../../src/config/config.js';
-import { createLogger } from '../../src/observability/log.js';
-import { startServices } from '../../src/services.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { PostgresStore } from '../../src/storage/postgres/postgres-store.js';
 import type { CreateOutcome } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plants/plant.js';
 import { buildTestApp, startTestApp, useTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-import { DATABASES, sqliteDatabase } from '../helpers/databases.js';
+import { DATABASES, postgresDatabase, sqliteDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { parsePrometheusText, type Exposition } from '../helpers/prometheus.js';
 import { newToken } from '../helpers/tokens.js';
@@ -257,36 +253,30 @@ describe('plantstore_storage_errors_total', () => {
     }
   });
 
-  it('counts a PostgreSQL statement cut off by its timeout as kind="timeout"', async () => {
-    const db = await DATABASES[1].create();
-    const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: db.url, METRICS_CACHE_MS: '0' });
-    assert.equal(config.database.kind, 'postgres');
-    // The real timeouts, shortened: a lock held elsewhere makes the heartbeat's statement time out.
-    const store = await PostgresStore.open(config.database as Extract<typeof config.database, { kind: 'postgres' }>, { connectMs: 2000, queryMs: 300 });
-    // The scraper's token, stored before the services start, so that their first load has it: a token looked up
+  it('counts a PostgreSQL statement cut off by its timeout as kind="timeout"', async (context) => {
+    // The real timeouts, shortened: a lock held elsewhere makes the heartbeat's statement time out. The scraper's
+    // token is the test app's, stored before the services start, so that their first load has it: a token looked up
     // later would be one more statement under the shortened timeout.
-    const token = generateToken();
-    await store.tokens.add(newToken(`metrics-${randomUUID()}`, hashToken(token)));
-    const services = await startServices(config, store, createLogger(config));
-    const app = await buildApp(services);
-    scrapers.set(app, { authorization: `Bearer ${token}` });
-    const holder = new pg.Client({ connectionString: db.url });
+    const t = await buildTestApp(context, postgresDatabase, { METRICS_CACHE_MS: '0' }, {
+      openStore: ({ database }) => {
+        if (database.kind !== 'postgres') throw new Error('a PostgreSQL statement timeout needs PostgreSQL');
+        return PostgresStore.open(database, { connectMs: 2000, queryMs: 300 });
+      },
+    });
+    scrapers.set(t.app, { authorization: `Bearer ${t.token}` });
+    const holder = new pg.Client({ connectionString: t.databaseUrl });
     await holder.connect();
     try {
-      const before = await scrape(app);
+      const before = await scrape(t.app);
       await holder.query('BEGIN');
       await holder.query('LOCK TABLE plantstore_heartbeat IN ACCESS EXCLUSIVE MODE');
-      assertErrorRecord(await app.inject({ method: 'GET', url: '/readyz' }), 503);
+      assertErrorRecord(await t.app.inject({ method: 'GET', url: '/readyz' }), 503);
       await holder.query('ROLLBACK');
-      const after = await scrape(app);
+      const after = await scrape(t.app);
       assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'timeout' }), 1);
       assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'other' }), 0);
     } finally {
       await holder.end();
-      await app.close();
-      await services.close();
-      await store.close();
-      await db.cleanup();
     }
   });
 });
