@@ -80,7 +80,8 @@ export async function startTestApp(database: TestAppDatabase, env: Record<string
       },
     };
   } catch (error) {
-    await db.cleanup();
+    // The start's own failure is the one to report, not a removal it may have left impossible (a store still open).
+    await db.cleanup().catch(() => undefined);
     throw error;
   }
 }
