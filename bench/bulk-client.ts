@@ -4,7 +4,7 @@
  * for `seconds` (or `lines` lines in all, for the memory run), as fast as the server takes them. Prints one JSON line:
  * result lines answered 200, answered otherwise, and the seconds from the first byte sent to the last result read.
  */
-import http from 'node:http';
+import { openBulkCreate } from '../test/helpers/bulk.js';
 
 interface BulkSpec {
   readonly url: string;
@@ -29,15 +29,7 @@ function line(id: number): string {
 
 function stream(spec: BulkSpec, index: number, deadline: number): Promise<{ ok: number; other: number; lines: number }> {
   return new Promise((resolve, reject) => {
-    const url = new URL('/plants', spec.url);
-    const request = http.request({
-      host: url.hostname,
-      port: url.port,
-      method: 'POST',
-      path: '/plants',
-      agent: false,
-      headers: { authorization: `Bearer ${spec.token}`, 'content-type': 'application/x-ndjson', 'transfer-encoding': 'chunked' },
-    });
+    const request = openBulkCreate(spec.url, spec.token);
     let sent = 0;
     let id = spec.firstId + index;
     const more = () => {

@@ -13,11 +13,11 @@
  * The client runs in this process, unpinned: on a shared machine the figures are noisy. Prints one line per figure.
  */
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../src/config/config.js';
 import { openStore } from '../src/storage/open.js';
+import { openBulkCreate } from '../test/helpers/bulk.js';
 import { sqliteDatabase } from '../test/helpers/databases.js';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
 import { procStatusKb } from './metrics.js';
@@ -40,15 +40,7 @@ interface StreamResult {
 /** Writes `lines` lines (from `text(index)`) as one NDJSON request, as fast as the server reads them. */
 function stream(base: string, token: string, lines: number, text: (index: number) => string, options: { keepOkLines?: boolean; onResponse?: () => void } = {}): Promise<StreamResult> {
   return new Promise((resolve, reject) => {
-    const url = new URL('/plants', base);
-    const request = http.request({
-      host: url.hostname,
-      port: url.port,
-      method: 'POST',
-      path: '/plants',
-      agent: false,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson', 'transfer-encoding': 'chunked' },
-    });
+    const request = openBulkCreate(base, token);
     let sent = 0;
     const more = () => {
       while (sent < lines) {

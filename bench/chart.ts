@@ -3,7 +3,7 @@
  * the bench next to a result's JSON (report.ts), so BENCHMARKS.md can show the pairs rather than only list them.
  */
 
-export interface ChartBar {
+interface ChartBar {
   readonly series: string;
   readonly value: number;
 }

@@ -9,7 +9,7 @@
  */
 export type IdMode = 'sequential' | 'random';
 
-export const RANDOM_HI_BITS = 24;
+const RANDOM_HI_BITS = 24;
 export const RANDOM_HI_SPACE = 2 ** RANDOM_HI_BITS;
 export const RANDOM_LO_SPACE = 2 ** 25;
 

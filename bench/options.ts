@@ -52,7 +52,7 @@ export interface BenchOptions {
   readonly dbDir: string;
 }
 
-export const WORKERS_WORKLOADS = ['creates', 'reads', 'mixed'] as const;
+const WORKERS_WORKLOADS = ['creates', 'reads', 'mixed'] as const;
 export type WorkersWorkload = (typeof WORKERS_WORKLOADS)[number];
 
 /** Plants stored before a --workers run: what reads by id are spread over (the creates add to them). */

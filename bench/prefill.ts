@@ -31,7 +31,7 @@ function* randomHis(count: number): Generator<number> {
   }
 }
 
-export function prefilledIds(mode: IdMode, count: number): Iterable<number> {
+function prefilledIds(mode: IdMode, count: number): Iterable<number> {
   if (mode === 'random') {
     if (count > RANDOM_HI_SPACE) throw new RangeError(`--prefill with random ids is limited to ${RANDOM_HI_SPACE} rows`);
     return (function* () {

@@ -120,7 +120,7 @@ export function progressLine(label: string, measured: MeasuredRow): string {
 }
 
 /** One result: the JSON file's content, whole. */
-export interface BenchResult {
+interface BenchResult {
   readonly meta: RunMeta;
   readonly summary: object;
   readonly runs: readonly object[];

@@ -152,7 +152,7 @@ export interface ProcessOptions {
 }
 
 /** What a process has once, on the store it opened. */
-export interface ProcessServices {
+interface ProcessServices {
   /** The metrics of the thread that opened the store (the dispatcher's and the store's counts are in it); null when METRICS=off. */
   readonly metrics: Metrics | null;
   /** The one webhook dispatcher: woken after creates, its counts for metrics and tests. */
@@ -163,7 +163,7 @@ export interface ProcessServices {
   close(): Promise<void>;
 }
 
-export async function startProcessServices(
+async function startProcessServices(
   config: Config,
   store: Store,
   log: Logger,

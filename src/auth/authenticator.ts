@@ -39,7 +39,7 @@ export interface TokenAuthenticatorOptions {
 
 /**
  * Checks tokens against the store through a cache of every stored token's hash, scopes and expiry, reloaded every
- * `refreshMs`: the hot path is one hash, one map lookup and two comparisons, and a revocation (by any instance or the
+ * `refreshMs`: the hot path is one hash, one map lookup and two comparisons, and a revocation (by any replica or the
  * CLI) takes effect within one refresh. Expiry is compared with the clock on every request, so an expired token is
  * refused from its expiry on, whenever the map was last reloaded. Last use is recorded in memory and written with the
  * periodic refresh, never on the request path.

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { DEFAULT_DATABASE_URL, type DatabaseConfig } from '../config/config.js';
 
 /** Placeholder for a password left out of a PostgreSQL URL: the hint is printed where logs go, and secrets never are. */
-export const PASSWORD_PLACEHOLDER = 'PASSWORD';
+const PASSWORD_PLACEHOLDER = 'PASSWORD';
 
 /**
  * The lines `serve` prints on stderr when no token exists. `invokedAs` is the script the process runs

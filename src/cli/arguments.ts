@@ -12,7 +12,7 @@ export function oneFile(args: string[], command: string): string {
 }
 
 /** What went wrong with a file, in words (Node's own message says `ENOENT: no such file or directory, open '…'`). */
-export function fileProblem(error: unknown): string {
+function fileProblem(error: unknown): string {
   switch ((error as NodeJS.ErrnoException | null)?.code) {
     case 'ENOENT':
       return 'there is no such file';
@@ -71,7 +71,7 @@ export function serverEndpoint(
  * The token in `COMMAND --token-file FILE`, refused by name, with how to make one, when the file cannot be read or is
  * empty.
  */
-export function readTokenFile(file: string, command: string, scope: string): string {
+function readTokenFile(file: string, command: string, scope: string): string {
   const fix = `give a file holding a token with the ${scope} scope (plantstore token create --name NAME --scope ${scope} > FILE)`;
   const fd = openForReading(file, `${command} --token-file`, fix);
   try {

@@ -11,7 +11,7 @@ import { ConfigError, boolean, duration, integer, onOff, parseDuration, read, MA
 import { tracingConfig, type TracingConfig } from './tracing.js';
 
 // The TLS section lives in ./tls.ts; its types are part of Config, so they are named here too.
-export { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsMinVersion, type TlsPolicy } from './tls.js';
+export { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsPolicy } from './tls.js';
 
 export type DatabaseConfig =
   | { readonly kind: 'sqlite'; readonly path: string }
@@ -42,7 +42,7 @@ export interface WebhookConfig {
   readonly secretGraceMs: number;
 }
 
-export interface FeedConfig {
+interface FeedConfig {
   /** Changes older than this are pruned (FEED_RETENTION). */
   readonly retentionMs: number;
   /** At most this many changes are kept (FEED_RETENTION_COUNT). */
@@ -128,7 +128,7 @@ export interface Config {
   readonly webhooks: WebhookConfig;
   /** The change feed, GET /plants/events (src/feed/, src/http/event-stream.ts). */
   readonly feed: FeedConfig;
-  /** Threads serving HTTP on the one PORT (WORKERS); 1 is the single-threaded server, more an instance of src/workers/. */
+  /** Threads serving HTTP on the one PORT (WORKERS): 1 serves on the main thread alone; more add worker threads (src/workers/). */
   readonly workers: number;
   /** OpenTelemetry traces (the standard OTEL_* variables); null, the default, when no OTLP endpoint is set. */
   readonly tracing: TracingConfig | null;
@@ -148,7 +148,7 @@ const BULK_WINDOW = 1024;
  * and 512 of those from many addresses at once grew the server by some 305 MiB, what a 512 MiB container leaves over
  * its own. Past it, connections wait (MAX_QUEUED_CONNECTIONS) instead of being closed.
  */
-export const DEFAULT_MAX_CONNECTIONS = 512;
+const DEFAULT_MAX_CONNECTIONS = 512;
 
 /**
  * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with 50
@@ -161,7 +161,7 @@ export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64;
  * MAX_QUEUED_CONNECTIONS' default: a waiting connection is not read, so it costs a socket object (some 5.5 KiB) and
  * not its request: 4,096 cost about 22 MiB (docs/memory.md, "The whole instance").
  */
-export const DEFAULT_MAX_QUEUED_CONNECTIONS = 4096;
+const DEFAULT_MAX_QUEUED_CONNECTIONS = 4096;
 
 /**
  * MAX_PENDING_REQUESTS' default: requests parsed and not answered, over the whole instance. Each costs its request
@@ -169,7 +169,7 @@ export const DEFAULT_MAX_QUEUED_CONNECTIONS = 4096;
  * before a probe's turn comes: at 8,192, /healthz timed out under the 400-connection flood; at this many it answered
  * in milliseconds. Two connections pipelining 512 requests each, or 128 pipelining 8, fit.
  */
-export const DEFAULT_MAX_PENDING_REQUESTS = 1024;
+const DEFAULT_MAX_PENDING_REQUESTS = 1024;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -177,7 +177,7 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db';
 
 /** Standard Webhooks' schedule, with 10 h steps until about three days have passed. */
-export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h,10h,10h,10h,10h';
+const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h,10h,10h,10h,10h';
 
 function retrySchedule(env: Env): number[] {
   const raw = read(env, 'WEBHOOK_RETRY_SCHEDULE')?.trim() || DEFAULT_WEBHOOK_RETRY_SCHEDULE;
@@ -259,7 +259,7 @@ export interface HostFacts {
   readonly nodeVersion: string;
 }
 
-export function currentHost(): HostFacts {
+function currentHost(): HostFacts {
   const constrained = process.constrainedMemory();
   const total = os.totalmem();
   return {

@@ -13,7 +13,7 @@ export interface TlsPolicy {
   readonly ciphers: string;
 }
 
-export type TlsMinVersion = 'TLSv1.2' | 'TLSv1.3';
+type TlsMinVersion = 'TLSv1.2' | 'TLSv1.3';
 
 /**
  * The TLS 1.2 suites served by default: ECDHE key exchange (forward secrecy) with an AEAD cipher, as Mozilla's

@@ -5,9 +5,9 @@
  */
 import { ConfigError, boolean, read, type Env } from './variables.js';
 
-export type OtlpProtocol = 'http/protobuf' | 'http/json';
+type OtlpProtocol = 'http/protobuf' | 'http/json';
 
-export type SamplerName =
+type SamplerName =
   | 'always_on'
   | 'always_off'
   | 'traceidratio'
@@ -38,7 +38,7 @@ export interface TracingConfig {
 }
 
 /** `key=value,key2=value2`, values percent-encoded (the W3C Baggage form both variables use). */
-export function parseKeyValues(raw: string, variable: 'OTEL_EXPORTER_OTLP_HEADERS' | 'OTEL_RESOURCE_ATTRIBUTES'): Record<string, string> {
+function parseKeyValues(raw: string, variable: 'OTEL_EXPORTER_OTLP_HEADERS' | 'OTEL_RESOURCE_ATTRIBUTES'): Record<string, string> {
   const pairs: Record<string, string> = {};
   for (const item of raw.split(',')) {
     if (item.trim() === '') continue;

@@ -7,7 +7,7 @@ import type { Server } from 'node:http';
  * `Connection: close` (Fastify adds it while closing), and ends cleanly after it; what is still idle after it is a
  * connection no one is using.
  */
-export const IDLE_CLOSE_GRACE_MS = 500;
+const IDLE_CLOSE_GRACE_MS = 500;
 
 /**
  * Makes closing `server` leave idle keep-alive connections alone for IDLE_CLOSE_GRACE_MS, then close those still

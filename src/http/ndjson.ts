@@ -19,13 +19,8 @@ export const NDJSON = 'application/x-ndjson';
  * as it is, so that the route reads it line by line, as fast as lines commit, instead of a whole body held in memory.
  */
 export class LineStreamBody {
-  constructor(readonly source: NodeJS.ReadableStream & { destroy(error?: Error): void }) {}
+  constructor(readonly source: Readable) {}
 }
-
-/** One line of the answer: the outcome of the request line `line` (numbered from 1), as the single create would answer it. */
-export type BulkResultLine =
-  | { readonly line: number; readonly status: 200; readonly plant: PlantBody; readonly created: boolean }
-  | ({ readonly line: number; readonly status: number } & ErrorBody);
 
 export interface BulkCreateOptions {
   /** The longest line (BODY_LIMIT_BYTES, the single create's body limit); a longer one is answered 413 alone. */
@@ -183,7 +178,7 @@ export class BulkCreateAnswer extends Readable {
   async #readAll(): Promise<void> {
     const { maxLineBytes, maxLines, readPlant, idleTimeoutMs, lane } = this.#options;
     // Not destroyed when reading stops early (a limit, a timeout): that would close the socket under the answer.
-    const chunks = (this.#source as unknown as Readable).iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
+    const chunks = this.#source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
     // Blank lines get no answer: a run of them is read as one, a place in the window, whatever its length.
     const lines = readLines(chunks, maxLineBytes, { blankRuns: true })[Symbol.asyncIterator]();
     let lastLine = 0;

@@ -9,7 +9,7 @@ const SUCCESS_DESCRIPTIONS: Readonly<Record<number, string>> = {
 };
 
 /** Documentation outside the document that it links to: OpenAPI's `externalDocs`. */
-export interface ExternalDocs {
+interface ExternalDocs {
   readonly description: string;
   /** A URI reference; relative ones resolve against the document's own URL (OpenAPI 3.1, "Relative References"). */
   readonly url: string;

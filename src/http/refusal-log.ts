@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 
 /** Refusals are reported at most this often, counted: an overload is a line per interval, not a line per refusal. */
-export const REFUSAL_LOG_INTERVAL_MS = 10_000;
+const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
 /**
  * The log of writes refused because the write queue was full (503, WriteQueueFullError): an expected answer to

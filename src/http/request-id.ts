@@ -10,7 +10,7 @@ const ACCEPTED_REQUEST_ID = /^[\x20-\x7e]{1,128}$/;
 /**
  * The request's id (Fastify's genReqId): the incoming X-Request-Id when it is printable ASCII of at most 128
  * characters, so a caller's or a proxy's log lines and ours can be joined; otherwise a new random UUID, unique across
- * instances and restarts. Fastify's own requestIdHeader option takes any value as it came, control characters and
+ * replicas and restarts. Fastify's own requestIdHeader option takes any value as it came, control characters and
  * all, into every log line of the request and back out in the response.
  */
 export function requestIdOf(request: IncomingMessage): string {

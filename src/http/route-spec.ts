@@ -28,7 +28,7 @@ type Validated<Schemas extends RouteSchemas, Part extends 'body' | 'querystring'
  * the body, query string and path parameters against them before the handler runs. A line-stream route's body is the
  * stream itself when the request is of that media type.
  */
-export interface RouteInput<Schemas extends RouteSchemas, Stream extends LineStream | undefined> {
+interface RouteInput<Schemas extends RouteSchemas, Stream extends LineStream | undefined> {
   Body: Validated<Schemas, 'body'> | (Stream extends LineStream ? LineStreamBody : never);
   Querystring: Validated<Schemas, 'querystring'>;
   Params: Validated<Schemas, 'params'>;

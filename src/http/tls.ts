@@ -48,7 +48,7 @@ export const TLS_FILE_MAX_BYTES = 1024 * 1024;
  * How long reading both files may take. A file on a network mount that stops answering would otherwise keep the
  * start, or a reload and every reload after it, waiting for ever.
  */
-export const TLS_READ_TIMEOUT_MS = 5000;
+const TLS_READ_TIMEOUT_MS = 5000;
 
 /**
  * What the SSL options of every TLS context served are: TLS_MIN_VERSION and TLS_CIPHERS, the server's order of

@@ -12,7 +12,7 @@ import type { FeedObserver, StreamEnd } from '../feed/change-feed.js';
  * Seconds, from a tenth of a millisecond to ten: prom-client's default buckets start at 5 ms, below which a create
  * answered from an idle store and one that waited for a busy commit would be counted alike.
  */
-export const DURATION_BUCKETS: readonly number[] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const DURATION_BUCKETS: readonly number[] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** Rows per committed batch; the configured WRITE_BATCH_LIMIT is added as a bucket of its own, so full batches show. */
 const BATCH_ROW_BUCKETS: readonly number[] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000];
@@ -26,7 +26,7 @@ export const UNMATCHED_ROUTE = '(unmatched)';
  * The `method` label of a request whose method no route of the app takes (PUT, PROPFIND, any of the thirty-odd
  * methods Node parses): one value, so that sending every method to every path adds a handful of series, not hundreds.
  */
-export const OTHER_METHOD = 'other';
+const OTHER_METHOD = 'other';
 
 /** Durations of one route's requests. Called once per request, so the label children are made once and kept. */
 export interface RouteDurations {

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
-export const REDACTED = '[redacted]';
+const REDACTED = '[redacted]';
 
 /**
  * Header names that carry credentials: the standard ones (Authorization, Proxy-Authorization, Cookie, Set-Cookie)
@@ -12,7 +12,7 @@ export const REDACTED = '[redacted]';
 const CREDENTIAL_NAME = /auth|cookie|token|secret|passw|pwd|credential|session|apikey|jwt|(?:^|[-_])(?:key|signature)(?:[-_]|$)/i;
 
 /** Whether a header of this name may carry a credential, and so must never reach a log. */
-export function isCredentialHeader(name: string): boolean {
+function isCredentialHeader(name: string): boolean {
   return CREDENTIAL_NAME.test(name);
 }
 

@@ -62,7 +62,7 @@ export interface WriteQueueOptions {
  * writer is idle, until every thread that has creates admitted and not yet handed over has handed them over, or for
  * maxWaitMs at most.
  */
-export interface Gathering {
+interface Gathering {
   /** Whether some thread whose source is not in `present` has creates admitted that it has not handed over yet. */
   coming(present: ReadonlySet<number>): boolean;
   /** The longest a commit is held after its first batch arrived. */

@@ -14,12 +14,12 @@ import {
 import type { Plant } from '../plants/plant.js';
 
 /** The API's Plant: `tag` only when the plant has one, and never the id. */
-export function toPlantBody(plant: Plant): PlantBody {
+function toPlantBody(plant: Plant): PlantBody {
   return plant.tag === null ? { name: plant.name } : { name: plant.name, tag: plant.tag };
 }
 
 /** A plant as the read operations answer it; the bigint id is written with all its digits by the serializer. */
-export function toStoredPlantBody(plant: Plant): StoredPlantBody {
+function toStoredPlantBody(plant: Plant): StoredPlantBody {
   return plant.tag === null ? { id: plant.id, name: plant.name } : { id: plant.id, name: plant.name, tag: plant.tag };
 }
 
@@ -27,7 +27,7 @@ export function toStoredPlantBody(plant: Plant): StoredPlantBody {
  * RFC 8288 link to the next keyset page. It is a URI reference relative to this server (resolved against the
  * request URI), so it stays right behind proxies that rewrite scheme or host; the tag is percent-encoded.
  */
-export function nextPageLink(limit: number, after: bigint, tag: string | undefined): string {
+function nextPageLink(limit: number, after: bigint, tag: string | undefined): string {
   const tagPart = tag === undefined ? '' : `&tag=${encodeURIComponent(tag)}`;
   return `</plants?limit=${limit}&after=${after}${tagPart}>; rel="next"`;
 }

@@ -51,7 +51,7 @@ export type TokenImportOutcome =
   | { readonly kind: 'conflict'; readonly stored: TokenRecord };
 
 /** What the operator manages (`plantstore token …`). */
-export interface TokenManagement {
+interface TokenManagement {
   /** Rejects with DuplicateTokenNameError when the name is taken. */
   add(token: NewToken): Promise<void>;
   /** Every token, expired ones included, by name. */
@@ -70,7 +70,7 @@ export interface TokenLookup {
 }
 
 /** Moving tokens between databases (`plantstore copy`): clients keep working with the tokens they have. */
-export interface TokenTransfer {
+interface TokenTransfer {
   /** Every token with its hash, scopes and times, in ascending byte order of name. Tokens are made by hand, so they are few. */
   exportAll(): Promise<TokenRecord[]>;
   /**

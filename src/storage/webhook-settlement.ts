@@ -7,7 +7,7 @@ import type { WebhookAttemptResult } from './webhook-store.js';
  */
 
 /** One attempt made: its line in the attempt log, and what becomes of its event. */
-export interface SettledAttempt {
+interface SettledAttempt {
   readonly eventId: bigint;
   readonly subscriptionId: bigint;
   /** 1 for the event's first attempt. */
@@ -22,7 +22,7 @@ export interface SettledAttempt {
 }
 
 /** What a round adds to one subscription's totals, and its latest success and latest failure in that round. */
-export interface SubscriptionTally {
+interface SubscriptionTally {
   readonly subscriptionId: bigint;
   readonly delivered: number;
   readonly retried: number;
@@ -38,7 +38,7 @@ export interface SubscriptionTally {
 }
 
 /** A subscription to disable; a store leaves one already disabled as it is. */
-export interface SubscriptionDisable {
+interface SubscriptionDisable {
   readonly subscriptionId: bigint;
   readonly at: Date;
   readonly reason: string;
@@ -54,7 +54,7 @@ export interface SettlementPlan {
   readonly released: readonly bigint[];
   /** In the order of the results. */
   readonly attempts: readonly SettledAttempt[];
-  /** One per subscription attempted, in ascending id order (so instances settling at once lock rows in one order). */
+  /** One per subscription attempted, in ascending id order (so replicas settling at once lock rows in one order). */
   readonly tallies: readonly SubscriptionTally[];
   /** At most one per subscription, in ascending id order; to apply after the tallies, whose successes they count. */
   readonly disables: readonly SubscriptionDisable[];

@@ -35,7 +35,7 @@ export type WebhookImportOutcome =
   | { readonly kind: 'conflict' };
 
 /** Moving webhook subscriptions between databases (`plantstore copy`); their events and deliveries stay behind. */
-export interface WebhookTransfer {
+interface WebhookTransfer {
   /** Every subscription with its secrets and state, in ascending byte order of name. Made by hand, so they are few. */
   exportAll(): Promise<WebhookRecord[]>;
   /**
@@ -169,7 +169,7 @@ export interface SettledAndClaimed {
 export type RedeliverResult = 'scheduled' | 'scheduled-disabled' | 'not-found';
 
 /** What the operator manages (`plantstore webhook …`). */
-export interface WebhookSubscriptions {
+interface WebhookSubscriptions {
   /** Rejects with DuplicateWebhookNameError when the name is taken. */
   add(subscription: NewWebhookSubscription): Promise<void>;
   list(): Promise<WebhookSubscriptionInfo[]>;
@@ -194,7 +194,7 @@ export interface WebhookOutbox {
   /**
    * Records what became of finished attempts (as ./webhook-settlement.ts plans it), then claims due events for the
    * given subscriptions, in one transaction. A claim is a lease for `leaseMs`: no other caller gets the event until it
-   * is settled or the lease runs out (a crashed instance's events are sent again after that). The subscriptions
+   * is settled or the lease runs out (a crashed server's events are sent again after that). The subscriptions
    * disabled come back with their reasons so that the dispatcher can log them.
    */
   settleAndClaim(
@@ -204,7 +204,7 @@ export interface WebhookOutbox {
   ): Promise<SettledAndClaimed>;
   /**
    * Releases every lease: for a store only one process dispatches from (SQLite), whose leases a restart makes void.
-   * PostgreSQL leaves them to expire, since another instance may hold them.
+   * PostgreSQL leaves them to expire, since another replica may hold them.
    */
   releaseLeases(): Promise<void>;
   /** Events waiting, over all active subscriptions. */

@@ -48,7 +48,7 @@ import { SpanExport } from './span-export.js';
 const SHUTDOWN_FLUSH_MS = 2000;
 
 /** The server span's name for a request no route matched: one name, never its path. */
-export const UNMATCHED_SPAN_NAME = 'unmatched route';
+const UNMATCHED_SPAN_NAME = 'unmatched route';
 
 const TRACER_NAME = 'plantstore';
 

@@ -18,7 +18,7 @@ import type { TracingConfig } from '../config/tracing.js';
  * The bounds of the export path. At most QUEUE spans wait (a span with its attributes is well under 1 KiB, so about
  * 2 MiB), plus at most IN_FLIGHT requests of BATCH spans each being sent; everything beyond is dropped and counted.
  */
-export const EXPORT_LIMITS = {
+const EXPORT_LIMITS = {
   /** Spans waiting for export at most (the processor's maxQueueSize). */
   queue: 2048,
   /** Spans per export request. */

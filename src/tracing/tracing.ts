@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 import type { TracingConfig } from '../config/tracing.js';
 import type { Tracing } from './types.js';
 
-export type { DeliverySpan, OpenSpan, QueuedWrites, TraceIds, Tracing } from './types.js';
+export type { Tracing } from './types.js';
 
 let active: Tracing | undefined;
 

@@ -28,7 +28,7 @@ interface Section {
   digest(store: Store): Promise<SetDigest>;
 }
 
-export interface SectionReport {
+interface SectionReport {
   readonly name: string;
   readonly created: number;
   readonly source: SetDigest;

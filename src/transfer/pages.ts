@@ -2,7 +2,7 @@ import type { PlantStore } from '../storage/plant-store.js';
 import type { Plant } from '../plants/plant.js';
 
 /** Plants read per keyset query: memory holds a page or two, whatever the table's size. */
-export const READ_PAGE_SIZE = 1000;
+const READ_PAGE_SIZE = 1000;
 
 /**
  * Every plant of `store` in ascending id order, one keyset page at a time (`id > last id of the previous page`), only

@@ -6,7 +6,7 @@ import type { WebhookClaim } from '../storage/webhook-store.js';
  * per round trip (64 per 20 ms: 3,200 a second by default), below what one subscriber on a fast network takes, so the
  * amount adapts (nextHoldTarget) up to MAX_HELD_EVENTS.
  */
-export const PREFETCH = 4;
+const PREFETCH = 4;
 /** Events held in memory (in flight and queued), over all subscriptions, at most; more if the in-flight bounds ask. */
 const MAX_HELD_EVENTS = 4096;
 
@@ -17,7 +17,7 @@ const LEASE_MARGIN_MS = 5000;
 export interface ClaimLease {
   /**
    * How long a claim lasts. An event queued longer than its lease allows (the attempt's time limit plus a margin must
-   * remain) is released instead of attempted, so a live instance never sends an event another may have claimed.
+   * remain) is released instead of attempted, so a live replica never sends an event another may have claimed.
    */
   readonly leaseMs: number;
   /** An attempt may start this long after its claim at most. */

@@ -8,7 +8,7 @@ import { sendEvent, type DeliveryTracer } from './send-event.js';
 import { SoonestTimer } from './soonest-timer.js';
 import { SubscriptionQueues, type SubscriptionState } from './subscription-queues.js';
 
-/** Counts of this instance's dispatcher since it started (waiting: over all instances, as of the last look). */
+/** Counts of this instance's dispatcher since it started (waiting: over all replicas, as of the last look). */
 export interface WebhookStatsSnapshot {
   /** Events waiting for an attempt, of active subscriptions, in the whole database; read every second or so. */
   readonly waiting: number;
@@ -43,7 +43,7 @@ export interface DispatcherOptions {
   readonly resolve?: Resolver;
   /** In [0, 1): the jitter of retry delays. */
   readonly random?: () => number;
-  /** How often subscriptions are re-read (changes by the CLI or another instance) and due events looked for. */
+  /** How often subscriptions are re-read (changes by the CLI or another replica) and due events looked for. */
   readonly pollIntervalMs?: number;
   readonly pruneIntervalMs?: number;
   /** Tracing (src/tracing/), when on: each attempt a span in the trace of the create that wrote its event. */
@@ -67,7 +67,7 @@ const STORE_RETRY_MS = 1000;
 
 /**
  * Delivers the outbox: claims due events, sends each as a signed POST, and settles what became of it, retrying on the
- * schedule. One per server process; on PostgreSQL several instances share the work through leased claims.
+ * schedule. One per server process; on PostgreSQL several replicas share the work through leased claims.
  *
  * The create path never waits for it: creates only write events (in their own transaction) and wake it. Everything
  * it sends is bounded: attempts in flight per subscription and in all, one time limit per attempt, events claimed
@@ -152,7 +152,7 @@ export class WebhookDispatcher implements WebhookStats {
 
   /**
    * Stops claiming, lets attempts in flight finish for up to stopGraceMs, cuts the rest short, releases every event
-   * claimed and not attempted (the next start, or another instance, sends them), and records what happened.
+   * claimed and not attempted (the next start, or another replica, sends them), and records what happened.
    */
   async stop(): Promise<void> {
     if (this.#stopped) return;
@@ -293,7 +293,7 @@ export class WebhookDispatcher implements WebhookStats {
     }
   }
 
-  /** Gives a claimed event back unattempted: the next claim (here or on another instance) finds it due. */
+  /** Gives a claimed event back unattempted: the next claim (here or on another replica) finds it due. */
   #release(event: ClaimedWebhookEvent): void {
     this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
   }

@@ -3,7 +3,7 @@ import { Agent, type Dispatcher } from 'undici';
 import { guardedConnector, type Resolver } from './address-policy.js';
 
 /** What the subscriber's answer may cost: this much of its body is read (and thrown away), then the connection is dropped. */
-export const ANSWER_BODY_LIMIT_BYTES = 4096;
+const ANSWER_BODY_LIMIT_BYTES = 4096;
 /** How long an idle keep-alive connection to a subscriber is kept for the next event. */
 const KEEP_ALIVE_MS = 30_000;
 

@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 
 /** Standard Webhooks' prefix of a signing secret; the rest is the key, base64. */
-export const SECRET_PREFIX = 'whsec_';
+const SECRET_PREFIX = 'whsec_';
 /** 32 random bytes: above Standard Webhooks' minimum of 24, and a SHA-256 block's worth of key for HMAC. */
 const SECRET_BYTES = 32;
 

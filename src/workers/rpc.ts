@@ -16,7 +16,7 @@ export class MalformedMessageError extends Error {
   override readonly name = 'MalformedMessageError';
 }
 
-export type Check<T> = (value: unknown) => value is T;
+type Check<T> = (value: unknown) => value is T;
 
 /** Per operation, the check of its argument (where the call is served) and of its answer (where the reply arrives). */
 export type OperationChecks<Ops extends Operations> = {

@@ -18,6 +18,8 @@ export interface TestApp {
   readonly config: Config;
   /** What the app is built on (the write queue, the plant service, the token cache, readiness) and the webhook dispatcher. */
   readonly services: MainServices;
+  /** The URL of the database it runs on, for another app or a store of the test's own on the same data. */
+  readonly databaseUrl: string;
   /** A valid token, and its name (unique, so several apps can share one database). */
   readonly token: string;
   readonly tokenName: string;
@@ -27,78 +29,92 @@ export interface TestApp {
 }
 
 /**
- * The app, in-process, on the given database, with one token; `env` overrides configuration variables, `options` how
- * the app (its clock) and services (the webhook resolver) start. The caller closes it; a test that needs it for its
- * own length only takes buildTestApp instead.
+ * The database a test app runs on: the URL of one the test owns (several apps may share it), or how to make a fresh
+ * one (sqliteDatabase, a DATABASES entry's create), removed when the app closes.
  */
-export async function startTestApp(
-  databaseUrl: string,
-  env: Record<string, string> = {},
-  options: AppOptions & ProcessOptions & MainLoopOptions & { readonly log?: Logger } = {},
-): Promise<TestApp> {
-  const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, ...env });
-  const store = await openStore(config.database);
-  const token = generateToken();
-  const tokenName = `test-${randomUUID()}`;
-  await store.tokens.add(newToken(tokenName, hashToken(token)));
-  const services = await startServices(config, store, options.log ?? createLogger(config), options);
-  const app = await buildApp(services, options);
-  await app.ready();
-  return {
-    app,
-    store,
-    config,
-    services,
-    token,
-    tokenName,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    close: async () => {
-      await app.close();
-      await services.close();
-      await store.close();
-    },
+export type TestAppDatabase = string | (() => Promise<TestDatabase>);
+
+/**
+ * How the app (its clock), the services (the webhook resolver, the poll intervals) and its log start; `openStore`, a
+ * store opened otherwise than the configuration says (a SQLite store with other checkpointer settings); `beforeReady`,
+ * what the test adds to the app before it is ready (a hook that observes each request).
+ */
+export type TestAppOptions = AppOptions &
+  ProcessOptions &
+  MainLoopOptions & {
+    readonly log?: Logger;
+    readonly openStore?: (config: Config) => Store | Promise<Store>;
+    readonly beforeReady?: (app: FastifyInstance) => void;
   };
+
+/**
+ * The app, in-process, on `database`, with one token; `env` overrides configuration variables. The caller closes it;
+ * a test or a suite that needs it for its own length takes buildTestApp or useTestApp instead.
+ */
+export async function startTestApp(database: TestAppDatabase, env: Record<string, string> = {}, options: TestAppOptions = {}): Promise<TestApp> {
+  const db = typeof database === 'string' ? { url: database, cleanup: async () => {} } : await database();
+  try {
+    const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: db.url, ...env });
+    const store = await (options.openStore ?? ((opened) => openStore(opened.database)))(config);
+    const token = generateToken();
+    const tokenName = `test-${randomUUID()}`;
+    await store.tokens.add(newToken(tokenName, hashToken(token)));
+    const services = await startServices(config, store, options.log ?? createLogger(config), options);
+    const app = await buildApp(services, options);
+    options.beforeReady?.(app);
+    await app.ready();
+    return {
+      app,
+      store,
+      config,
+      services,
+      databaseUrl: db.url,
+      token,
+      tokenName,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      close: async () => {
+        await app.close();
+        await services.close();
+        await store.close();
+        await db.cleanup();
+      },
+    };
+  } catch (error) {
+    // The start's own failure is the one to report, not a removal it may have left impossible (a store still open).
+    await db.cleanup().catch(() => undefined);
+    throw error;
+  }
 }
 
 /**
  * startTestApp for one test, closed by the test itself once it is done, passed or failed (as fastify/demo's
- * `build(t)`): `const t = await buildTestApp(context, db.url)` in `it('...', async (context) => ...)`.
+ * `build(t)`): `const t = await buildTestApp(context, sqliteDatabase)` in `it('...', async (context) => ...)`.
  */
 export async function buildTestApp(
   context: Pick<TestContext, 'after'>,
-  databaseUrl: string,
+  database: TestAppDatabase,
   env: Record<string, string> = {},
-  options: AppOptions & ProcessOptions & MainLoopOptions = {},
+  options: TestAppOptions = {},
 ): Promise<TestApp> {
-  const t = await startTestApp(databaseUrl, env, options);
+  const t = await startTestApp(database, env, options);
   context.after(() => t.close());
   return t;
 }
 
 /**
- * The before/after block of a suite that runs its tests on one app: a fresh database from `database`
- * (sqliteDatabase, or a DATABASES entry's create) and startTestApp on it before the suite's first test, both closed
- * and removed after its last. Call it in the describe() body, where `let t: TestApp` and its before/after hooks were:
- * `const t = useTestApp(sqliteDatabase)`. Its fields are the started app's (and `database`, the database it runs on),
- * readable from the suite's tests and later hooks on.
+ * startTestApp for a suite: started before its first test and closed after its last (with the database, when made
+ * here). Call it in the describe() body: `const t = useTestApp(sqliteDatabase, env)`; its fields are the started
+ * app's, readable from the suite's tests and later hooks on. node:test runs after() hooks in the order they were
+ * added, so the app is closed before the suite's own: a connection of the test's own to its database ends in the test.
  */
-export function useTestApp(
-  database: () => Promise<TestDatabase>,
-  env: Record<string, string> = {},
-  options: AppOptions & ProcessOptions & MainLoopOptions & { readonly log?: Logger } = {},
-): TestApp & { readonly database: TestDatabase } {
-  let db: TestDatabase | undefined;
+export function useTestApp(database: TestAppDatabase, env: Record<string, string> = {}, options: TestAppOptions = {}): TestApp {
   let started: TestApp | undefined;
   before(async () => {
-    db = await database();
-    started = await startTestApp(db.url, env, options);
+    started = await startTestApp(database, env, options);
   });
-  after(async () => {
-    await started?.close();
-    await db?.cleanup();
-  });
+  after(() => started?.close());
   const app = (): TestApp => {
-    if (!started) throw new Error('useTestApp: the app starts in the suite\'s before hook; use it from the tests and later hooks');
+    if (!started) throw new Error("useTestApp: the app starts in the suite's before hook; use it from the tests and later hooks");
     return started;
   };
   return {
@@ -114,6 +130,9 @@ export function useTestApp(
     get services() {
       return app().services;
     },
+    get databaseUrl() {
+      return app().databaseUrl;
+    },
     get token() {
       return app().token;
     },
@@ -122,10 +141,6 @@ export function useTestApp(
     },
     get headers() {
       return app().headers;
-    },
-    get database() {
-      if (!db) throw new Error('useTestApp: the database is made in the suite\'s before hook');
-      return db;
     },
     close: () => app().close(),
   };

@@ -20,7 +20,10 @@ interface AnyValue {
   readonly doubleValue?: number;
 }
 
-function attributes(list: ReadonlyArray<{ key: string; value: AnyValue }> | undefined): Record<string, string | number | boolean> {
+/** OTLP's attribute list, as http/json sends it. */
+type KeyValues = ReadonlyArray<{ key: string; value: AnyValue }>;
+
+function attributes(list: KeyValues | undefined): Record<string, string | number | boolean> {
   const out: Record<string, string | number | boolean> = {};
   for (const { key, value } of list ?? []) {
     out[key] = value.stringValue ?? (value.intValue !== undefined ? Number(value.intValue) : undefined) ?? value.boolValue ?? value.doubleValue ?? '';
@@ -49,13 +52,13 @@ export class OtlpReceiver {
     for (const request of this.receiver.received) {
       if (request.headers['content-type'] !== 'application/json') continue;
       const body = JSON.parse(request.body) as {
-        resourceSpans?: Array<{ resource?: { attributes?: Array<{ key: string; value: AnyValue }> }; scopeSpans?: Array<{ spans?: Array<Record<string, unknown>> }> }>;
+        resourceSpans?: Array<{ resource?: { attributes?: KeyValues }; scopeSpans?: Array<{ spans?: Array<Omit<ExportedSpan, 'attributes' | 'resource'> & { attributes?: KeyValues }> }> }>;
       };
       for (const resourceSpans of body.resourceSpans ?? []) {
         const resource = attributes(resourceSpans.resource?.attributes);
         for (const scope of resourceSpans.scopeSpans ?? []) {
           for (const span of scope.spans ?? []) {
-            spans.push({ ...(span as unknown as ExportedSpan), attributes: attributes(span.attributes as Array<{ key: string; value: AnyValue }>), resource });
+            spans.push({ ...span, attributes: attributes(span.attributes), resource });
           }
         }
       }

@@ -4,22 +4,15 @@
  * (200 means durable) is held by test/storage/durability.test.ts and test/process/crash.test.ts.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import { buildApp } from '../../src/app.js';
 import { createLogger } from '../../src/observability/log.js';
-import { startServices } from '../../src/services.js';
-import { generateToken, hashToken } from '../../src/auth/tokens.js';
-import { loadConfig } from '../../src/config/config.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { READY_REUSE_MS } from '../../src/health/readiness.js';
-import { openStore } from '../../src/storage/open.js';
-import { buildTestApp, startTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, useTestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { DATABASES } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
-import { newToken } from '../helpers/tokens.js';
 
 stopPostgresAfterAll();
 
@@ -28,21 +21,11 @@ const INT64_MIN = '-9223372036854775808';
 
 for (const database of DATABASES) {
   describe(`HTTP contract on ${database.kind}`, () => {
-    let db: TestDatabase;
-    let t: TestApp;
+    const t = useTestApp(database.create);
     let nextId = 1000;
     const freshId = () => String(nextId++);
     const post = (payload: string | Buffer, headers: Record<string, string> = t.headers) =>
       t.app.inject({ method: 'POST', url: '/plants', headers, payload });
-
-    before(async () => {
-      db = await database.create();
-      t = await startTestApp(db.url);
-    });
-    after(async () => {
-      await t?.close();
-      await db?.cleanup();
-    });
 
     describe('rule 1: a valid create answers exactly the Plant', () => {
       it('answers 200 with name and tag, never id', async () => {
@@ -107,7 +90,7 @@ for (const database of DATABASES) {
       });
 
       it('takes the length limits from NAME_MAX_LENGTH and TAG_MAX_LENGTH', async (context) => {
-        const strict = await buildTestApp(context, db.url, { NAME_MAX_LENGTH: '5', TAG_MAX_LENGTH: '3' });
+        const strict = await buildTestApp(context, t.databaseUrl, { NAME_MAX_LENGTH: '5', TAG_MAX_LENGTH: '3' });
         const create = (body: object) =>
           strict.app.inject({ method: 'POST', url: '/plants', headers: strict.headers, payload: JSON.stringify({ id: Number(freshId()), ...body }) });
         assert.equal((await create({ name: 'Ficus', tag: 'fig' })).statusCode, 200);
@@ -230,7 +213,7 @@ for (const database of DATABASES) {
       });
 
       it('answers 401 invalid_token for a revoked token, within the cache period', async (context) => {
-        const local = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '100' });
+        const local = await buildTestApp(context, t.databaseUrl, { TOKEN_CACHE_MS: '100' });
         const headers = local.headers;
         assert.equal((await local.app.inject({ method: 'POST', url: '/plants', headers, payload: payload() })).statusCode, 200);
         assert.equal(await local.store.tokens.revoke(local.tokenName), true);
@@ -415,36 +398,24 @@ for (const database of DATABASES) {
         assertErrorRecord(response, 414, /^a path parameter is too long$/);
       });
 
-      it('answers an internal failure with 500 and no detail, and logs the detail with the request id', async () => {
+      it('answers an internal failure with 500 and no detail, and logs the detail with the request id', async (context) => {
         const lines: Array<Record<string, unknown>> = [];
-        const config = loadConfig({ DATABASE_URL: db.url });
-        const store = await openStore(config.database);
-        const token = generateToken();
-        await store.tokens.add(newToken(`broken-${randomUUID()}`, hashToken(token)));
         const log = createLogger({ logLevel: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
-        const services = await startServices(config, store, log);
-        const app = await buildApp(services);
-        try {
-          // The store failing in a way it never should: the client learns nothing of it.
-          store.plants.create = async () => {
-            throw new Error('secret internal detail');
-          };
-          const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-          const response = await app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id":1,"name":"a"}' });
-          assertErrorRecord(response, 500, /^internal server error$/);
-          assert.doesNotMatch(response.body, /secret/);
-          // The operator gets what the client does not, on a line that can be tied to the request.
-          const logged = lines.filter((line) => line.msg === 'unhandled error');
-          assert.equal(logged.length, 1, JSON.stringify(lines));
-          assert.equal(logged[0]?.level, 50);
-          assert.equal((logged[0]?.err as { message?: string } | undefined)?.message, 'secret internal detail');
-          assert.equal(typeof logged[0]?.reqId, 'string');
-          assert.ok((logged[0]?.reqId as string).length > 0);
-        } finally {
-          await app.close();
-          await services.close();
-          await store.close();
-        }
+        const broken = await buildTestApp(context, t.databaseUrl, {}, { log });
+        // The store failing in a way it never should: the client learns nothing of it.
+        broken.store.plants.create = async () => {
+          throw new Error('secret internal detail');
+        };
+        const response = await broken.app.inject({ method: 'POST', url: '/plants', headers: broken.headers, payload: '{"id":1,"name":"a"}' });
+        assertErrorRecord(response, 500, /^internal server error$/);
+        assert.doesNotMatch(response.body, /secret/);
+        // The operator gets what the client does not, on a line that can be tied to the request.
+        const logged = lines.filter((line) => line.msg === 'unhandled error');
+        assert.equal(logged.length, 1, JSON.stringify(lines));
+        assert.equal(logged[0]?.level, 50);
+        assert.equal((logged[0]?.err as { message?: string } | undefined)?.message, 'secret internal detail');
+        assert.equal(typeof logged[0]?.reqId, 'string');
+        assert.ok((logged[0]?.reqId as string).length > 0);
       });
     });
 
@@ -455,7 +426,7 @@ for (const database of DATABASES) {
       });
 
       it('answers /readyz 503 when the heartbeat write fails, and 200 once it succeeds', async (context) => {
-        const probed = await buildTestApp(context, db.url);
+        const probed = await buildTestApp(context, t.databaseUrl);
         const checkWritable = probed.store.checkWritable.bind(probed.store);
         probed.store.checkWritable = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));
         const unready = await probed.app.inject({ method: 'GET', url: '/readyz' });
@@ -466,7 +437,7 @@ for (const database of DATABASES) {
       });
 
       it('answers a flood of /readyz probes with one heartbeat write per interval', async (context) => {
-        const probed = await buildTestApp(context, db.url);
+        const probed = await buildTestApp(context, t.databaseUrl);
         let heartbeats = 0;
         const checkWritable = probed.store.checkWritable.bind(probed.store);
         probed.store.checkWritable = () => {
@@ -488,7 +459,7 @@ for (const database of DATABASES) {
       });
 
       it('answers /readyz 503 while storage refused the latest batch of creates, even if the heartbeat succeeds', async (context) => {
-        const refusing = await buildTestApp(context, db.url);
+        const refusing = await buildTestApp(context, t.databaseUrl);
         const createPlants = refusing.store.plants.create.bind(refusing.store.plants);
         // A full disk can refuse a batch while a one-row heartbeat still fits in space already allocated.
         refusing.store.plants.create = () => Promise.reject(new StorageUnavailableError('storage is unavailable; retry shortly'));

@@ -6,13 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { AuthFailureThrottle } from '../../src/http/rate-limit.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, useTestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
 import { FakeClock } from '../helpers/clock.js';
-import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 import { parsePrometheusText } from '../helpers/prometheus.js';
 import { newToken } from '../helpers/tokens.js';
 
@@ -20,21 +20,11 @@ const LIMIT = 5;
 const UNKNOWN = { authorization: 'Bearer plst_not-a-token-of-this-database' };
 
 describe(`AUTH_FAILURE_LIMIT=${LIMIT}`, () => {
-  let db: TestDatabase;
-  let t: TestApp;
   const clock = new FakeClock(1_000_000);
-  let readOnly: string;
+  const t = useTestApp(sqliteDatabase, { AUTH_FAILURE_LIMIT: String(LIMIT), TRUST_PROXY: '10.0.0.1', METRICS_CACHE_MS: '0' }, { now: clock.now });
+  const readOnly = generateToken();
 
-  before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url, { AUTH_FAILURE_LIMIT: String(LIMIT), TRUST_PROXY: '10.0.0.1', METRICS_CACHE_MS: '0' }, { now: clock.now });
-    readOnly = generateToken();
-    await t.store.tokens.add(newToken(`read-only-${randomUUID()}`, hashToken(readOnly), { scopes: ['plants:read'] }));
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
-  });
+  before(() => t.store.tokens.add(newToken(`read-only-${randomUUID()}`, hashToken(readOnly), { scopes: ['plants:read'] })));
 
   const list = (remoteAddress: string, headers: Record<string, string> = UNKNOWN) => t.app.inject({ method: 'GET', url: '/plants', remoteAddress, headers });
 
@@ -100,12 +90,7 @@ describe(`AUTH_FAILURE_LIMIT=${LIMIT}`, () => {
 
 describe('AUTH_FAILURE_LIMIT=0', () => {
   it('turns throttling off: every failure is a 401', async (context) => {
-    const db = await sqliteDatabase();
-    const t = await startTestApp(db.url, { AUTH_FAILURE_LIMIT: '0' });
-    context.after(async () => {
-      await t.close();
-      await db.cleanup();
-    });
+    const t = await buildTestApp(context, sqliteDatabase, { AUTH_FAILURE_LIMIT: '0' });
     // Without a token at all, so that no token reload (spaced 100 ms apart) slows the loop.
     for (let attempt = 0; attempt < 100; attempt += 1) {
       assertErrorRecord(await t.app.inject({ method: 'GET', url: '/plants', remoteAddress: '192.0.2.1' }), 401);

@@ -4,10 +4,10 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect } from 'node:net';
-import { after, before, describe, it } from 'node:test';
-import { buildTestApp, startTestApp, type TestApp } from '../helpers/app.js';
+import { before, describe, it } from 'node:test';
+import { buildTestApp, useTestApp } from '../helpers/app.js';
 import { assertErrorRecord, assertRawErrorRecord } from '../helpers/assertions.js';
-import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 import { parseResponse, rawRequest, type RawResponse } from '../helpers/process.js';
 
 const INT64_RANGE = 'id must be an integer from -9223372036854775808 to 9223372036854775807 (int64)';
@@ -39,23 +39,16 @@ async function allResponses(port: number, bytes: string): Promise<RawResponse[]>
 }
 
 describe('bad input', () => {
-  let db: TestDatabase;
-  let t: TestApp;
+  // Room for 100k levels of nesting (200 KB); a short request timeout for the truncated-body case.
+  const t = useTestApp(sqliteDatabase, { BODY_LIMIT_BYTES: String(1024 * 1024), REQUEST_TIMEOUT_MS: '1000' });
   let port: number;
   const post = (payload: string | Buffer) => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload });
   const head = (extra: string) =>
     `POST /plants HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${t.token}\r\nContent-Type: application/json\r\n${extra}\r\n`;
 
   before(async () => {
-    db = await sqliteDatabase();
-    // Room for 100k levels of nesting (200 KB); a short request timeout for the truncated-body case.
-    t = await startTestApp(db.url, { BODY_LIMIT_BYTES: String(1024 * 1024), REQUEST_TIMEOUT_MS: '1000' });
     await t.app.listen({ host: '127.0.0.1', port: 0 });
     port = (t.app.server.address() as { port: number }).port;
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
   });
 
   describe('deeply nested JSON', () => {
@@ -73,7 +66,7 @@ describe('bad input', () => {
       assertErrorRecord(await post(body), 400, 'request body is nested too deeply');
     });
     it('is refused at the default body limit long before parsing', async (context) => {
-      const small = await buildTestApp(context, db.url);
+      const small = await buildTestApp(context, t.databaseUrl);
       const response = await small.app.inject({ method: 'POST', url: '/plants', headers: small.headers, payload: '['.repeat(DEPTH) });
       assertErrorRecord(response, 413, 'request body is larger than the limit of 16384 bytes');
     });

@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../../src/webhooks/signature.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
-import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { startTestApp, useTestApp } from '../helpers/app.js';
+import { DATABASES } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { Receiver } from '../helpers/receiver.js';
 import { FakeClock } from '../helpers/clock.js';
@@ -35,21 +35,14 @@ function resultLines(body: string): Array<{ line: number; status: number; text: 
 
 for (const database of DATABASES) {
   describe(`streamed bulk create on ${database.kind}`, () => {
-    let db: TestDatabase;
-    let t: TestApp;
+    const t = useTestApp(database.create, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '30ms,30ms' }, { webhookPollIntervalMs: 50 });
     let port: number;
     const bulk = (payload: string, headers: Record<string, string> = { ...t.headers, 'content-type': NDJSON }) =>
       t.app.inject({ method: 'POST', url: '/plants', headers, payload });
 
     before(async () => {
-      db = await database.create();
-      t = await startTestApp(db.url, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '30ms,30ms' }, { webhookPollIntervalMs: 50 });
       await t.app.listen({ host: '127.0.0.1', port: 0 });
       port = (t.app.server.address() as AddressInfo).port;
-    });
-    after(async () => {
-      await t?.close();
-      await db?.cleanup();
     });
 
     it('answers good, bad, replayed and conflicting lines line by line, in order, with exact int64 ids stored', async () => {
@@ -105,7 +98,7 @@ for (const database of DATABASES) {
     });
 
     it('ends with a 413 line after BULK_MAX_LINES lines, the rest unread', async () => {
-      const local = await startTestApp(db.url, { BULK_MAX_LINES: '2' });
+      const local = await startTestApp(t.databaseUrl, { BULK_MAX_LINES: '2' });
       try {
         const response = await local.app.inject({
           method: 'POST',
@@ -249,7 +242,7 @@ for (const database of DATABASES) {
     it('takes one rate-limit token per line, waiting for the next token instead of refusing', async () => {
       const clock = new FakeClock();
       // 1 token per 1000 ms, 3 at once: the request takes one, lines 1 and 2 the others, line 3 waits for the clock.
-      const limited = await startTestApp(db.url, { RATE_LIMIT_MAX: '1', RATE_LIMIT_WINDOW_MS: '1000', RATE_LIMIT_BURST: '3' }, { now: clock.now });
+      const limited = await startTestApp(t.databaseUrl, { RATE_LIMIT_MAX: '1', RATE_LIMIT_WINDOW_MS: '1000', RATE_LIMIT_BURST: '3' }, { now: clock.now });
       try {
         await limited.app.listen({ host: '127.0.0.1', port: 0 });
         const request = http.request({
@@ -288,7 +281,7 @@ for (const database of DATABASES) {
     });
 
     it('outlasts REQUEST_TIMEOUT_MS while lines keep coming, and ends with a 408 line once they stop for that long', async () => {
-      const timed = await startTestApp(db.url, { REQUEST_TIMEOUT_MS: '700' });
+      const timed = await startTestApp(t.databaseUrl, { REQUEST_TIMEOUT_MS: '700' });
       try {
         await timed.app.listen({ host: '127.0.0.1', port: 0 });
         const request = http.request({
@@ -363,7 +356,7 @@ for (const database of DATABASES) {
       const STREAMS = 20;
       const LINES = 300;
       const first = 7_000_000;
-      const small = await startTestApp(db.url, { WRITE_QUEUE_LIMIT: '64' });
+      const small = await startTestApp(t.databaseUrl, { WRITE_QUEUE_LIMIT: '64' });
       try {
         await small.app.listen({ host: '127.0.0.1', port: 0 });
         const smallPort = (small.app.server.address() as AddressInfo).port;
@@ -390,7 +383,7 @@ for (const database of DATABASES) {
     it('at close, stops reading a stream, answers every line it read, and ends it with a 503 line', async () => {
       const first = 8_000_000;
       const count = 1_000_000;
-      const closing = await startTestApp(db.url);
+      const closing = await startTestApp(t.databaseUrl);
       try {
         await closing.app.listen({ host: '127.0.0.1', port: 0 });
         const { request, response } = sendLines((closing.app.server.address() as AddressInfo).port, closing.headers.authorization as string, first, count, 'closing');

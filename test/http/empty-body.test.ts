@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import type { InjectOptions } from 'fastify';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 import { assertErrorRecord, assertRawErrorRecord } from '../helpers/assertions.js';
-import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 import { parseResponse } from '../helpers/process.js';
 
 const REQUIRED = 'request body is required';
@@ -63,19 +63,12 @@ function answers(socket: Socket) {
 }
 
 describe('an operation that takes a body, sent none', () => {
-  let db: TestDatabase;
-  let t: TestApp;
+  const t = useTestApp(sqliteDatabase);
   let operations: BodyOperation[];
 
   before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url);
     operations = bodyOperations((await t.app.inject({ method: 'GET', url: '/openapi.json' })).json());
     await t.app.listen({ host: '127.0.0.1', port: 0 });
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
   });
 
   it('the document lists the operations that take one, and says what their 400 is', async () => {

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import net, { type AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { waitFor } from '../helpers/wait.js';
 import { hashToken, generateToken } from '../../src/auth/tokens.js';
 import { RESET_MESSAGE } from '../../src/feed/events.js';
 import { DATABASES } from '../helpers/databases.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, startTestApp, type TestApp } from '../helpers/app.js';
 import { EventStreamClient, type ReceivedEvent } from '../helpers/event-stream.js';
 import { INT64_MAX, INT64_MIN, PAST_DOUBLE, plantJson } from '../helpers/plants.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
@@ -41,11 +41,8 @@ const ids = (events: readonly ReceivedEvent[]) => events.map((event) => BigInt(e
 
 for (const database of DATABASES) {
   describe(`GET /plants/events on ${database.kind}`, () => {
-    async function app(context: Parameters<typeof buildTestApp>[0], env: Record<string, string> = {}) {
-      const db = await database.create();
-      context.after(() => db.cleanup());
-      return buildTestApp(context, db.url, { FEED_HEARTBEAT_MS: '50', ...env });
-    }
+    // Each test on a database of its own: they count change sequences and ids from the first.
+    const app = (context: TestContext, env: Record<string, string> = {}) => buildTestApp(context, database.create, { FEED_HEARTBEAT_MS: '50', ...env });
 
     it('refuses before any stream: 401 without a token, 403 without plants:read, 406 for another Accept, 400 for a bad cursor', async (context) => {
       const t = await app(context);
@@ -196,10 +193,7 @@ for (const database of DATABASES) {
     });
 
     it('ends every stream cleanly when the app closes', async (context) => {
-      const db = await database.create();
-      context.after(() => db.cleanup());
-      const { startTestApp } = await import('../helpers/app.js');
-      const t = await startTestApp(db.url, { FEED_HEARTBEAT_MS: '50' });
+      const t = await startTestApp(database.create, { FEED_HEARTBEAT_MS: '50' });
       let closed = false;
       context.after(async () => {
         if (!closed) await t.close();

@@ -9,8 +9,8 @@ import { METHODS } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
-import { DATABASES, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { useTestApp } from '../helpers/app.js';
+import { DATABASES, sqliteDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { errorRecordProblem, rawRequest } from '../helpers/process.js';
 
@@ -116,19 +116,12 @@ const plantLike = fc
   });
 
 describe('fuzzing the app (fast-check)', { timeout: 120_000 }, () => {
-  let db: TestDatabase;
-  let t: TestApp;
+  const t = useTestApp(sqliteDatabase, { REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' });
   let port: number;
 
   before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url, { REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' });
     await t.app.listen({ host: '127.0.0.1', port: 0 });
     port = (t.app.server.address() as { port: number }).port;
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
   });
 
   const inject = async (payload: string | Buffer, headers: Record<string, string> = t.headers): Promise<Answer> => {
@@ -407,21 +400,10 @@ describe('fuzzing the app (fast-check)', { timeout: 120_000 }, () => {
 
 for (const { kind, create } of DATABASES) {
   describe(`int64 ids on ${kind} (fast-check)`, { timeout: 120_000 }, () => {
-    let db: TestDatabase | undefined;
-    let t: TestApp | undefined;
-
-    before(async () => {
-      // A store that cannot start fails the suite: nothing is skipped.
-      db = await create();
-      t = await startTestApp(db.url);
-    });
-    after(async () => {
-      await t?.close();
-      await db?.cleanup();
-    });
+    // A store that cannot start fails the suite: nothing is skipped.
+    const app = useTestApp(create);
 
     it('creates any int64 given as decimal text, refuses a replay with another name with 409, and stores the id exactly', async (context) => {
-      const app = t as TestApp;
       const used = new Set<bigint>();
       let created = 0;
       await fc.assert(

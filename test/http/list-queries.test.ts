@@ -4,14 +4,14 @@
  * this, the plans checked could be of queries the app no longer runs.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
 import { INT64_MIN } from '../../src/json/int64.js';
 import { prepare } from '../../src/storage/sqlite/connection.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { useTestApp, type TestApp } from '../helpers/app.js';
 import { idsOf } from '../helpers/assertions.js';
-import { postgresDatabase, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { postgresDatabase, sqliteDatabase } from '../helpers/databases.js';
 import { fillPostgres, fillSqlite, LIMIT, LIST_SQL as SQL, TAG } from '../helpers/list-rows.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 
@@ -35,20 +35,13 @@ async function assertQueryAnswersLikeTheApp(t: TestApp, direct: (tag: string | u
 }
 
 describe('the list queries on SQLite', () => {
-  let db: TestDatabase;
-  let t: TestApp;
+  // The schema is the product's own: the app migrates the database it opens.
+  const t = useTestApp(sqliteDatabase);
   let file: string;
 
-  before(async () => {
-    db = await sqliteDatabase();
-    file = db.url.slice('sqlite:'.length);
-    // The schema is the product's own: the app migrates the database it opens.
-    t = await startTestApp(db.url);
+  before(() => {
+    file = t.databaseUrl.slice('sqlite:'.length);
     fillSqlite(file);
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
   });
 
   it('GET /plants answers what the list queries answer when run directly', async () => {
@@ -68,31 +61,30 @@ describe('the list queries on SQLite', () => {
 });
 
 describe('the list queries on PostgreSQL', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let client: pg.Client;
-
-  before(async () => {
-    // A PostgreSQL that cannot start fails the suite: nothing is skipped.
-    db = await postgresDatabase();
-    t = await startTestApp(db.url);
-    client = new pg.Client({ connectionString: db.url });
+  // A PostgreSQL that cannot start fails the suite: nothing is skipped.
+  const t = useTestApp(postgresDatabase);
+  /** A connection of the test's own, ended before the app's database is dropped. */
+  async function connected<T>(use: (client: pg.Client) => Promise<T>): Promise<T> {
+    const client = new pg.Client({ connectionString: t.databaseUrl });
     await client.connect();
-    await fillPostgres(client);
-  });
-  after(async () => {
-    await client?.end();
-    await t?.close();
-    await db?.cleanup();
-  });
+    try {
+      return await use(client);
+    } finally {
+      await client.end();
+    }
+  }
+
+  before(() => connected(fillPostgres));
 
   it('GET /plants answers what the list queries answer when run directly', async () => {
-    await assertQueryAnswersLikeTheApp(t, async (tag, from) => {
-      const result =
-        tag === undefined
-          ? await client.query<{ id: string }>(SQL.postgres.listAll, [String(from), LIMIT])
-          : await client.query<{ id: string }>(SQL.postgres.listByTag, [String(from), LIMIT, tag]);
-      return result.rows.map((row) => BigInt(row.id));
-    });
+    await connected((client) =>
+      assertQueryAnswersLikeTheApp(t, async (tag, from) => {
+        const result =
+          tag === undefined
+            ? await client.query<{ id: string }>(SQL.postgres.listAll, [String(from), LIMIT])
+            : await client.query<{ id: string }>(SQL.postgres.listByTag, [String(from), LIMIT, tag]);
+        return result.rows.map((row) => BigInt(row.id));
+      }),
+    );
   });
 });

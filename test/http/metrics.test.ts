@@ -1,22 +1,18 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { METHODS } from 'node:http';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
-import { buildApp } from '../../src/app.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
-import { loadConfig } from '../../src/config/config.js';
-import { createLogger } from '../../src/observability/log.js';
-import { startServices } from '../../src/services.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { PostgresStore } from '../../src/storage/postgres/postgres-store.js';
 import type { CreateOutcome } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plants/plant.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, startTestApp, useTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-import { DATABASES, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { DATABASES, postgresDatabase, sqliteDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { parsePrometheusText, type Exposition } from '../helpers/prometheus.js';
 import { newToken } from '../helpers/tokens.js';
@@ -44,22 +40,15 @@ const creates = (outcome: string) => ['plantstore_creates_total', { outcome }] a
 
 for (const database of DATABASES) {
   describe(`GET /metrics on ${database.kind}`, () => {
-    let db: TestDatabase;
-    let t: TestApp;
+    // No periodic token reload during a test (reloads are counted); one batch commits at a time on PostgreSQL too;
+    // every scrape renders anew, so that two scrapes around a request tell what it changed.
+    const t = useTestApp(database.create, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2', METRICS_CACHE_MS: '0' });
     let nextId = 1;
     const create = (id: number, name: string, app: TestApp = t) =>
       app.app.inject({ method: 'POST', url: '/plants', headers: app.headers, payload: JSON.stringify({ id, name }) });
 
-    before(async () => {
-      db = await database.create();
-      // No periodic token reload during a test (reloads are counted); one batch commits at a time on PostgreSQL too;
-      // every scrape renders anew, so that two scrapes around a request tell what it changed.
-      t = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2', METRICS_CACHE_MS: '0' });
+    before(() => {
       scrapers.set(t.app, { authorization: `Bearer ${t.token}` });
-    });
-    after(async () => {
-      await t?.close();
-      await db?.cleanup();
     });
 
     it('answers a token holding metrics:read, in Prometheus text, with the process and runtime metrics prom-client collects', async () => {
@@ -229,7 +218,7 @@ for (const database of DATABASES) {
     });
 
     it('keeps the metrics of each app apart: another app on the same database counts only its own', async () => {
-      const other = await startTestApp(db.url, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2', METRICS_CACHE_MS: '0' });
+      const other = await startTestApp(t.databaseUrl, { TOKEN_CACHE_MS: '60000', PG_POOL_SIZE: '2', METRICS_CACHE_MS: '0' });
       scrapers.set(other.app, { authorization: `Bearer ${other.token}` });
       try {
         const mine = await scrape(t.app);
@@ -246,11 +235,10 @@ for (const database of DATABASES) {
 }
 
 describe('plantstore_storage_errors_total', () => {
-  it('counts a SQLite write that found the database locked past its wait as kind="locked"', async () => {
-    const db = await sqliteDatabase();
-    const t = await startTestApp(db.url, { METRICS_CACHE_MS: '0' });
+  it('counts a SQLite write that found the database locked past its wait as kind="locked"', async (context) => {
+    const t = await buildTestApp(context, sqliteDatabase, { METRICS_CACHE_MS: '0' });
     scrapers.set(t.app, { authorization: `Bearer ${t.token}` });
-    const holder = new DatabaseSync(db.url.slice('sqlite:'.length));
+    const holder = new DatabaseSync(t.databaseUrl.slice('sqlite:'.length));
     try {
       const before = await scrape(t.app);
       // Another process's write transaction: the readiness heartbeat waits 1 s for it, then gives up.
@@ -262,57 +250,40 @@ describe('plantstore_storage_errors_total', () => {
       assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'other' }), 0);
     } finally {
       holder.close();
-      await t.close();
-      await db.cleanup();
     }
   });
 
-  it('counts a PostgreSQL statement cut off by its timeout as kind="timeout"', async () => {
-    const db = await DATABASES[1].create();
-    const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: db.url, METRICS_CACHE_MS: '0' });
-    assert.equal(config.database.kind, 'postgres');
-    // The real timeouts, shortened: a lock held elsewhere makes the heartbeat's statement time out.
-    const store = await PostgresStore.open(config.database as Extract<typeof config.database, { kind: 'postgres' }>, { connectMs: 2000, queryMs: 300 });
-    // The scraper's token, stored before the services start, so that their first load has it: a token looked up
+  it('counts a PostgreSQL statement cut off by its timeout as kind="timeout"', async (context) => {
+    // The real timeouts, shortened: a lock held elsewhere makes the heartbeat's statement time out. The scraper's
+    // token is the test app's, stored before the services start, so that their first load has it: a token looked up
     // later would be one more statement under the shortened timeout.
-    const token = generateToken();
-    await store.tokens.add(newToken(`metrics-${randomUUID()}`, hashToken(token)));
-    const services = await startServices(config, store, createLogger(config));
-    const app = await buildApp(services);
-    scrapers.set(app, { authorization: `Bearer ${token}` });
-    const holder = new pg.Client({ connectionString: db.url });
+    const t = await buildTestApp(context, postgresDatabase, { METRICS_CACHE_MS: '0' }, {
+      openStore: ({ database }) => {
+        if (database.kind !== 'postgres') throw new Error('a PostgreSQL statement timeout needs PostgreSQL');
+        return PostgresStore.open(database, { connectMs: 2000, queryMs: 300 });
+      },
+    });
+    scrapers.set(t.app, { authorization: `Bearer ${t.token}` });
+    const holder = new pg.Client({ connectionString: t.databaseUrl });
     await holder.connect();
     try {
-      const before = await scrape(app);
+      const before = await scrape(t.app);
       await holder.query('BEGIN');
       await holder.query('LOCK TABLE plantstore_heartbeat IN ACCESS EXCLUSIVE MODE');
-      assertErrorRecord(await app.inject({ method: 'GET', url: '/readyz' }), 503);
+      assertErrorRecord(await t.app.inject({ method: 'GET', url: '/readyz' }), 503);
       await holder.query('ROLLBACK');
-      const after = await scrape(app);
+      const after = await scrape(t.app);
       assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'timeout' }), 1);
       assert.equal(delta(before, after, 'plantstore_storage_errors_total', { kind: 'other' }), 0);
     } finally {
       await holder.end();
-      await app.close();
-      await services.close();
-      await store.close();
-      await db.cleanup();
     }
   });
 });
 
 describe('who may scrape, and how often it renders', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  before(async () => {
-    db = await sqliteDatabase();
-    // A long cache, so that the test sees it; AUTH_FAILURE_LIMIT high enough that refusals here stay 401/403.
-    t = await startTestApp(db.url, { METRICS_CACHE_MS: '60000', AUTH_FAILURE_LIMIT: '1000' });
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
-  });
+  // A long cache, so that the test sees it; AUTH_FAILURE_LIMIT high enough that refusals here stay 401/403.
+  const t = useTestApp(sqliteDatabase, { METRICS_CACHE_MS: '60000', AUTH_FAILURE_LIMIT: '1000' });
 
   it('refuses a scrape without a token (401) and with a token that lacks metrics:read (403)', async () => {
     assertErrorRecord(await t.app.inject({ method: 'GET', url: '/metrics' }), 401);
@@ -343,16 +314,7 @@ describe('who may scrape, and how often it renders', () => {
 });
 
 describe('METRICS=off', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url, { METRICS: 'off' });
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
-  });
+  const t = useTestApp(sqliteDatabase, { METRICS: 'off' });
 
   it('removes the route: GET /metrics is a 404 Error record, and /openapi.json does not describe it', async () => {
     assertErrorRecord(await t.app.inject({ method: 'GET', url: '/metrics' }), 404, /^no route for GET \/metrics$/);

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
-import { startTestApp, type TestApp } from '../helpers/app.js';
-import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { useTestApp } from '../helpers/app.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 
 interface Operation {
   responses: Record<string, { content?: Record<string, { schema?: { $ref?: string } }> }>;
@@ -15,22 +15,15 @@ interface Document {
 }
 
 describe('/openapi.json under Redocly lint', () => {
-  let db: TestDatabase;
-  let t: TestApp;
+  const t = useTestApp(sqliteDatabase);
   let source: string;
   let document: Document;
 
   before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url);
     const response = await t.app.inject({ method: 'GET', url: '/openapi.json' });
     assert.equal(response.statusCode, 200);
     source = response.body;
     document = JSON.parse(source) as Document;
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
   });
 
   it('has no error and no warning under the recommended ruleset', async () => {

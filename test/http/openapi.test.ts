@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { SCOPES } from '../../src/auth/scopes.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
-import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { useTestApp } from '../helpers/app.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 import { newToken } from '../helpers/tokens.js';
 
 interface Operation {
@@ -26,14 +26,11 @@ interface Document {
 }
 
 describe('/openapi.json', () => {
-  let db: TestDatabase;
-  let t: TestApp;
+  const t = useTestApp(sqliteDatabase);
   let document: Document;
   let ajv: Ajv2020;
 
   before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url);
     const response = await t.app.inject({ method: 'GET', url: '/openapi.json' });
     assert.equal(response.statusCode, 200);
     assert.match(String(response.headers['content-type']), /^application\/json/);
@@ -41,10 +38,6 @@ describe('/openapi.json', () => {
     ajv = new Ajv2020({ strict: false });
     addFormats.default(ajv);
     for (const [name, schema] of Object.entries(document.components.schemas)) ajv.addSchema(schema, `#/components/schemas/${name}`);
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
   });
 
   /**
@@ -75,7 +68,7 @@ describe('/openapi.json', () => {
 
   it('is a valid OpenAPI 3.1 document (checked by a real validator)', async () => {
     const validator = new Validator();
-    const result = await validator.validate(structuredClone(document) as unknown as Parameters<Validator["validate"]>[0]);
+    const result = await validator.validate({ ...structuredClone(document) });
     assert.equal(result.valid, true, JSON.stringify(result.errors));
     assert.equal(validator.version, '3.1');
   });

@@ -4,20 +4,20 @@
  * rows committed first must not make the instance look healthy while storage is refusing the rest.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { WriteQueue } from '../../src/plants/write-queue.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plants/plant.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 
 const plant = (id: bigint): Plant => ({ id, name: 'p', tag: null });
 
 /** A plant store answering each batch with `answer`, as PostgreSQL's create answers a batch it was cut short in. */
-function storeAnswering(answer: (plants: readonly Plant[]) => CreateOutcome[] | Promise<CreateOutcome[]>): PlantStore {
-  return { create: async (plants: readonly Plant[]) => answer(plants) } as unknown as PlantStore;
+function storeAnswering(answer: (plants: readonly Plant[]) => CreateOutcome[] | Promise<CreateOutcome[]>): Pick<PlantStore, 'create' | 'delete'> {
+  return { create: async (plants) => answer(plants), delete: () => Promise.reject(new Error('no delete in these tests')) };
 }
 
 const cutShort = (): CreateOutcome => ({ kind: 'failed', error: new StorageUnavailableError('storage is unavailable; retry shortly') });
@@ -67,14 +67,11 @@ describe('WriteQueue: a batch refused in part', () => {
 });
 
 describe('/readyz after a batch storage refused in part', () => {
-  let db: TestDatabase;
-  let t: TestApp;
+  const t = useTestApp(sqliteDatabase);
   /** Ids from this one on are refused after the batch's earlier rows committed, as on a PostgreSQL batch cut short. */
   const FIRST_REFUSED_ID = 100n;
 
   before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url);
     const { store } = t;
     const commit = store.plants.create.bind(store.plants);
     store.plants.create = async (plants) => {
@@ -82,10 +79,6 @@ describe('/readyz after a batch storage refused in part', () => {
       let next = 0;
       return plants.map((candidate) => (candidate.id < FIRST_REFUSED_ID ? (committed[next++] as CreateOutcome) : cutShort()));
     };
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
   });
 
   const create = (id: bigint) =>

@@ -5,25 +5,20 @@
  * test moves time on by hand instead of sleeping through it.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
 import { FakeClock } from '../helpers/clock.js';
-import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 import { newToken } from '../helpers/tokens.js';
 
 describe('per-token rate limiting', () => {
   let nextId = 1;
   const plant = () => `{"id":${nextId++},"name":"Burst","tag":"load"}`;
-  let db: TestDatabase;
-  before(async () => {
-    db = await sqliteDatabase();
-  });
-  after(() => db?.cleanup());
 
   it('answers 429 with Retry-After and an Error record past RATE_LIMIT_MAX, per token, before reading the body', async (context) => {
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' });
+    const t = await buildTestApp(context, sqliteDatabase, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' });
     const other = generateToken();
     await t.store.tokens.add(newToken(`other-${nextId}`, hashToken(other)));
     const post = (headers: Record<string, string>, payload = plant()) =>
@@ -49,7 +44,7 @@ describe('per-token rate limiting', () => {
 
   it('lets the token through again once the window has passed', async (context) => {
     const clock = new FakeClock();
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '300' }, { now: clock.now });
+    const t = await buildTestApp(context, sqliteDatabase, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '300' }, { now: clock.now });
     const post = () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() });
     assert.equal((await post()).statusCode, 200);
     assert.equal((await post()).statusCode, 200);
@@ -59,7 +54,7 @@ describe('per-token rate limiting', () => {
   });
 
   it('is off by default', async (context) => {
-    const t = await buildTestApp(context, db.url);
+    const t = await buildTestApp(context, sqliteDatabase);
     assert.equal(t.config.rateLimit, null);
     const responses = await Promise.all(
       Array.from({ length: 50 }, () => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plant() })),
@@ -70,19 +65,14 @@ describe('per-token rate limiting', () => {
 });
 
 describe('per-token rate limiting as a token bucket', () => {
-  let db: TestDatabase;
   let nextId = 1;
-  before(async () => {
-    db = await sqliteDatabase();
-  });
-  after(() => db?.cleanup());
 
   const create = (t: TestApp) => t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: `{"id":${nextId++},"name":"a"}` });
 
   it('allows a burst of RATE_LIMIT_BURST at once, then one request per token interval, with Retry-After until the next', async (context) => {
     // Sustained 2 per 2 s (a token each second), burst 4: neither a fixed window of 2 nor one of 4 answers this way.
     const clock = new FakeClock();
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '2000', RATE_LIMIT_BURST: '4' }, { now: clock.now });
+    const t = await buildTestApp(context, sqliteDatabase, { RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '2000', RATE_LIMIT_BURST: '4' }, { now: clock.now });
     const burst = await Promise.all(Array.from({ length: 4 }, () => create(t)));
     assert.deepEqual(burst.map((response) => response.statusCode), [200, 200, 200, 200]);
     assert.deepEqual(burst.map((response) => response.headers['x-ratelimit-remaining']).sort(), ['0', '1', '2', '3']);
@@ -102,7 +92,7 @@ describe('per-token rate limiting as a token bucket', () => {
 
   it('refills a drained bucket to the burst, never beyond it', async (context) => {
     const clock = new FakeClock();
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '10', RATE_LIMIT_WINDOW_MS: '100', RATE_LIMIT_BURST: '2' }, { now: clock.now });
+    const t = await buildTestApp(context, sqliteDatabase, { RATE_LIMIT_MAX: '10', RATE_LIMIT_WINDOW_MS: '100', RATE_LIMIT_BURST: '2' }, { now: clock.now });
     // 10 per 100 ms: after 300 ms a bucket without a cap would hold 30 tokens.
     clock.advance(300);
     const responses = await Promise.all(Array.from({ length: 3 }, () => create(t)));
@@ -111,7 +101,7 @@ describe('per-token rate limiting as a token bucket', () => {
 
   it('defaults the burst to RATE_LIMIT_MAX', async (context) => {
     const clock = new FakeClock();
-    const t = await buildTestApp(context, db.url, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' }, { now: clock.now });
+    const t = await buildTestApp(context, sqliteDatabase, { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' }, { now: clock.now });
     assert.equal(t.config.rateLimit?.burst, 3);
     const responses = await Promise.all(Array.from({ length: 4 }, () => create(t)));
     assert.deepEqual(responses.map((response) => response.statusCode).sort(), [200, 200, 200, 429]);

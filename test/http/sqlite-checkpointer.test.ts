@@ -8,22 +8,19 @@
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
 import { createLogger } from '../../src/observability/log.js';
-import { startServices } from '../../src/services.js';
-import { loadConfig } from '../../src/config/config.js';
 import { READY_REUSE_MS } from '../../src/health/readiness.js';
 import { CHECKPOINTER_DEFAULTS } from '../../src/storage/sqlite/checkpointer.js';
 import { prepareValue } from '../../src/storage/sqlite/connection.js';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store.js';
-import type { StorageIncident } from '../../src/storage/store.js';
+import { useTestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
+import { sqliteDatabase } from '../helpers/databases.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -48,41 +45,46 @@ function checkpointedRows(file: string, scratch: string, from: bigint, to: bigin
 }
 
 interface Fixture {
+  /** The database's folder and file. */
   readonly dir: string;
   readonly file: string;
   readonly store: SqliteStore;
   readonly app: FastifyInstance;
   /** The app's log lines, parsed. */
   readonly logLines: Array<{ level: number; msg: string; err?: { message: string } }>;
-  readonly incidents: StorageIncident[];
-  close(): Promise<void>;
 }
 
-async function fixture(restartDelayMs: number): Promise<Fixture> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-checkpointer-'));
-  const file = path.join(dir, 'plants.db');
-  const store = SqliteStore.open(file, { checkpointer: { restartDelayMs } });
-  const incidents: StorageIncident[] = [];
-  store.onIncident((incident) => incidents.push(incident));
+/** The app of a suite on a SQLite store whose checkpointer thread is restarted `restartDelayMs` after it dies. */
+function useFixture(restartDelayMs: number): Fixture {
   const logLines: Fixture['logLines'] = [];
-  const config = loadConfig({ DATABASE_URL: `sqlite:${file}`, LOG_LEVEL: 'info' });
-  const log = createLogger(config, { write: (line: string) => void logLines.push(JSON.parse(line) as Fixture['logLines'][number]) });
-  const services = await startServices(config, store, log);
-  const app = await buildApp(services);
-  await app.ready();
-  return {
-    dir,
-    file,
-    store,
-    app,
-    logLines,
-    incidents,
-    close: async () => {
-      await app.close();
-      await services.close();
-      await store.close();
-      fs.rmSync(dir, { recursive: true, force: true });
+  let store: SqliteStore | undefined;
+  const t = useTestApp(
+    sqliteDatabase,
+    {},
+    {
+      log: createLogger({ logLevel: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line) as Fixture['logLines'][number]) }),
+      openStore: ({ database }) => {
+        if (database.kind !== 'sqlite') throw new Error('the checkpointer is SQLite\'s');
+        store = SqliteStore.open(database.path, { checkpointer: { restartDelayMs } });
+        return store;
+      },
     },
+  );
+  return {
+    get dir() {
+      return path.dirname(this.file);
+    },
+    get file() {
+      return t.databaseUrl.slice('sqlite:'.length);
+    },
+    get store() {
+      assert.ok(store, 'the store opens in the suite\'s before hook');
+      return store;
+    },
+    get app() {
+      return t.app;
+    },
+    logLines,
   };
 }
 
@@ -98,12 +100,7 @@ const INFO = 30;
 describe('the SQLite checkpointer thread', () => {
   // Long enough to probe /readyz while the thread is dead, short enough for a quick test.
   const RESTART_DELAY_MS = 1500;
-  let f: Fixture;
-
-  before(async () => {
-    f = await fixture(RESTART_DELAY_MS);
-  });
-  after(() => f?.close());
+  const f = useFixture(RESTART_DELAY_MS);
 
   it('when it dies: logged, /readyz 503 while it is down, restarted, checkpoints resume, /readyz 200 again', async (t) => {
     assert.equal((await readyz(f.app)).statusCode, 200);

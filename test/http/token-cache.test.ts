@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import type { Store } from '../../src/storage/store.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { DATABASES } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { newToken } from '../helpers/tokens.js';
 
@@ -41,21 +41,14 @@ function countTokenReads(store: Store): { find: number; all: number } {
 
 for (const database of DATABASES) {
   describe(`token cache on ${database.kind}`, () => {
-    let db: TestDatabase;
     let nextId = 1;
     const payload = () => `{"id":${nextId++},"name":"a"}`;
     const post = (t: TestApp, authorization: string) =>
       t.app.inject({ method: 'POST', url: '/plants', headers: { ...t.headers, authorization }, payload: payload() });
 
-    before(async () => {
-      db = await database.create();
-    });
-    after(async () => {
-      await db?.cleanup();
-    });
 
     it('refuses 500 concurrent unknown tokens with 401 invalid_token after a bounded number of store reads', async (context) => {
-      const t = await buildTestApp(context, db.url, NOT_THROTTLED);
+      const t = await buildTestApp(context, database.create, NOT_THROTTLED);
       const reads = countTokenReads(t.store);
       const started = performance.now();
       const [unknown, valid] = await Promise.all([
@@ -77,7 +70,7 @@ for (const database of DATABASES) {
 
     it('accepts a token created after start on its first request, even right after a burst of unknown tokens', async (context) => {
       // A long cache period: only the miss can have found the new token.
-      const t = await buildTestApp(context, db.url, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '60000' });
+      const t = await buildTestApp(context, database.create, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '60000' });
       const reads = countTokenReads(t.store);
       const burst = Promise.all(Array.from({ length: 100 }, () => post(t, `Bearer ${generateToken()}`)));
       const token = generateToken();
@@ -93,7 +86,7 @@ for (const database of DATABASES) {
     });
 
     it('still refuses a revoked token within TOKEN_CACHE_MS while unknown tokens arrive', async (context) => {
-      const t = await buildTestApp(context, db.url, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '200' });
+      const t = await buildTestApp(context, database.create, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '200' });
       assert.equal((await post(t, `Bearer ${t.token}`)).statusCode, 200);
       assert.equal(await t.store.tokens.revoke(t.tokenName), true);
       const flood = Promise.all(Array.from({ length: 50 }, () => post(t, `Bearer ${generateToken()}`)));
@@ -105,7 +98,7 @@ for (const database of DATABASES) {
     });
 
     it('answers 503 to an unknown token while the tokens cannot be read, and keeps accepting cached ones', async (context) => {
-      const t = await buildTestApp(context, db.url, NOT_THROTTLED);
+      const t = await buildTestApp(context, database.create, NOT_THROTTLED);
       const all = t.store.tokens.all.bind(t.store.tokens);
       let reads = 0;
       t.store.tokens.all = () => {
@@ -121,7 +114,7 @@ for (const database of DATABASES) {
     });
 
     it('asks the store on every request when TOKEN_CACHE_MS is 0', async (context) => {
-      const t = await buildTestApp(context, db.url, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '0' });
+      const t = await buildTestApp(context, database.create, { ...NOT_THROTTLED, TOKEN_CACHE_MS: '0' });
       const reads = countTokenReads(t.store);
       for (const response of await Promise.all(Array.from({ length: 10 }, () => post(t, `Bearer ${generateToken()}`)))) {
         assertErrorRecord(response, 401, /invalid or revoked/);

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { SCOPES, SCOPE_ACTIONS, type Scope } from '../../src/auth/scopes.js';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import type { Store } from '../../src/storage/store.js';
-import { buildTestApp, startTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, useTestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
 import { FakeClock } from '../helpers/clock.js';
-import { DATABASES, postgresDatabase, type TestDatabase } from '../helpers/databases.js';
+import { DATABASES, postgresDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { newToken } from '../helpers/tokens.js';
 
@@ -29,14 +29,17 @@ type PlantCall = 'create' | 'get' | 'list' | 'delete';
 
 function countPlantCalls(store: Store): Record<PlantCall, number> {
   const counts: Record<PlantCall, number> = { create: 0, get: 0, list: 0, delete: 0 };
-  const methods = store.plants as unknown as Record<PlantCall, (...args: unknown[]) => Promise<unknown>>;
-  for (const name of Object.keys(counts) as PlantCall[]) {
-    const original = methods[name].bind(store.plants);
-    methods[name] = (...args: unknown[]) => {
+  const counting =
+    <A extends unknown[], R>(name: PlantCall, original: (...args: A) => R) =>
+    (...args: A): R => {
       counts[name] += 1;
       return original(...args);
     };
-  }
+  const { plants } = store;
+  plants.create = counting('create', plants.create.bind(plants));
+  plants.get = counting('get', plants.get.bind(plants));
+  plants.list = counting('list', plants.list.bind(plants));
+  plants.delete = counting('delete', plants.delete.bind(plants));
   return counts;
 }
 
@@ -71,24 +74,17 @@ const GRANTS: Readonly<Record<string, readonly Scope[]>> = {
 
 for (const database of DATABASES) {
   describe(`token scopes and expiry, in-process on ${database.kind}`, () => {
-    let db: TestDatabase;
-    let t: TestApp;
+    const t = useTestApp(database.create);
     /** The token of each grant, by the grant's name. */
     const tokens = new Map<string, string>();
     let nextId = 1n;
 
     before(async () => {
-      db = await database.create();
-      t = await startTestApp(db.url);
       for (const [grant, scopes] of Object.entries(GRANTS)) {
         const token = generateToken();
         await t.store.tokens.add(newToken(`grant-${grant.replaceAll(/[^a-z]+/g, '-')}`, hashToken(token), { scopes }));
         tokens.set(grant, token);
       }
-    });
-    after(async () => {
-      await t?.close();
-      await db?.cleanup();
     });
 
     for (const operation of OPERATIONS) {
@@ -142,7 +138,7 @@ for (const database of DATABASES) {
     it('refuses a token from its expiry on, by the clock of each request, even with a long cache period', async (context) => {
       const clock = new FakeClock(Date.now());
       // A minute-long cache: only a per-request comparison can refuse the token at its expiry.
-      const local = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '60000' }, { wallClock: clock.now });
+      const local = await buildTestApp(context, t.databaseUrl, { TOKEN_CACHE_MS: '60000' }, { wallClock: clock.now });
       const token = generateToken();
       const name = `expiring-${randomUUID()}`;
       const expiresAt = new Date(clock.now() + 90_000);
@@ -174,7 +170,7 @@ for (const database of DATABASES) {
 
     it('refuses an expired token at once when TOKEN_CACHE_MS is 0, and a valid token keeps working meanwhile', async (context) => {
       const clock = new FakeClock(Date.now());
-      const local = await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '0' }, { wallClock: clock.now });
+      const local = await buildTestApp(context, t.databaseUrl, { TOKEN_CACHE_MS: '0' }, { wallClock: clock.now });
       const token = generateToken();
       await local.store.tokens.add(newToken(`uncached-${randomUUID()}`, hashToken(token), { expiresAt: new Date(clock.now() + 60_000) }));
       const post = (bearer: string) =>
@@ -189,7 +185,7 @@ for (const database of DATABASES) {
 
     it('records the last use of a token refused for its scope, but not of an expired one', async (context) => {
       const clock = new FakeClock(Date.parse('2031-01-01T00:00:00.000Z'));
-      const local = await buildTestApp(context, db.url, {}, { wallClock: clock.now });
+      const local = await buildTestApp(context, t.databaseUrl, {}, { wallClock: clock.now });
       const reader = generateToken();
       const expired = generateToken();
       const readerName = `reader-${randomUUID()}`;
@@ -208,36 +204,27 @@ for (const database of DATABASES) {
   });
 }
 
-describe('token scopes and expiry across two instances on one PostgreSQL', () => {
-  let db: TestDatabase;
-  before(async () => {
-    db = await postgresDatabase();
-  });
-  after(async () => {
-    await db?.cleanup();
-  });
+describe('token scopes and expiry across two replicas on one PostgreSQL', () => {
+  const clock = new FakeClock(Date.now());
+  const first = useTestApp(postgresDatabase, { TOKEN_CACHE_MS: '60000' }, { wallClock: clock.now });
 
   it('a token made after both started has its scopes on both, and expires on both at its expiry', async (context) => {
-    const clock = new FakeClock(Date.now());
-    const instances = [
-      await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '60000' }, { wallClock: clock.now }),
-      await buildTestApp(context, db.url, { TOKEN_CACHE_MS: '60000' }, { wallClock: clock.now }),
-    ];
-    const [first, second] = instances as [TestApp, TestApp];
+    const second = await buildTestApp(context, first.databaseUrl, { TOKEN_CACHE_MS: '60000' }, { wallClock: clock.now });
+    const replicas = [first, second];
     const token = generateToken();
-    // Made through the first instance's store, as the CLI anywhere would: the second learns of it from the database.
+    // Made through the first replica's store, as the CLI anywhere would: the second learns of it from the database.
     await first.store.tokens.add(newToken(`shared-${randomUUID()}`, hashToken(token), { scopes: ['plants:read', 'plants:delete'], expiresAt: new Date(clock.now() + 3_600_000) }));
     assert.equal((await first.app.inject({ method: 'POST', url: '/plants', headers: first.headers, payload: '{"id":77,"name":"shared"}' })).statusCode, 200);
-    for (const instance of instances) {
+    for (const replica of replicas) {
       const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-      assert.equal((await instance.app.inject({ method: 'GET', url: '/plants/77', headers })).statusCode, 200);
-      const refused = await instance.app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id":78,"name":"x"}' });
+      assert.equal((await replica.app.inject({ method: 'GET', url: '/plants/77', headers })).statusCode, 200);
+      const refused = await replica.app.inject({ method: 'POST', url: '/plants', headers, payload: '{"id":78,"name":"x"}' });
       assertErrorRecord(refused, 403, lacking('plants:create'));
       assert.equal(refused.headers['www-authenticate'], insufficient('plants:create'));
     }
     clock.advance(3_600_000);
-    for (const instance of instances) {
-      const response = await instance.app.inject({ method: 'DELETE', url: '/plants/77', headers: { authorization: `Bearer ${token}` } });
+    for (const replica of replicas) {
+      const response = await replica.app.inject({ method: 'DELETE', url: '/plants/77', headers: { authorization: `Bearer ${token}` } });
       assertErrorRecord(response, 401, 'the token has expired');
       assert.equal(response.headers['www-authenticate'], EXPIRED_CHALLENGE);
     }

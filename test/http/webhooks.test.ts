@@ -12,8 +12,8 @@ import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import type { WebhookSubscriptionInfo } from '../../src/storage/webhook-store.js';
 import type { Resolver } from '../../src/webhooks/address-policy.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../../src/webhooks/signature.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
-import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { startTestApp, type TestApp, type TestAppOptions } from '../helpers/app.js';
+import { DATABASES } from '../helpers/databases.js';
 import { Receiver, type Received, type Responder } from '../helpers/receiver.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 
@@ -78,17 +78,11 @@ function capturingLogger(): { log: pino.Logger; lines: () => Array<Record<string
 for (const { kind, create: createDatabase } of DATABASES) {
   describe(`new-plant webhooks on ${kind}`, () => {
     const cleanups: Array<() => Promise<void>> = [];
-    let db: TestDatabase;
 
-    /** A fresh database and app for one test, closed after the suite. */
-    async function app(env: Record<string, string> = {}, options: Parameters<typeof startTestApp>[2] = {}): Promise<TestApp> {
-      db = await createDatabase();
-      const t = await startTestApp(db.url, { ...FAST, ...env }, { webhookPollIntervalMs: 50, ...options });
-      const database = db;
-      cleanups.push(async () => {
-        await t.close();
-        await database.cleanup();
-      });
+    /** A fresh database and app for one test, closed (and the database removed) after the suite. */
+    async function app(env: Record<string, string> = {}, options: TestAppOptions = {}): Promise<TestApp> {
+      const t = await startTestApp(createDatabase, { ...FAST, ...env }, { webhookPollIntervalMs: 50, ...options });
+      cleanups.push(() => t.close());
       return t;
     }
 
@@ -367,13 +361,8 @@ for (const { kind, create: createDatabase } of DATABASES) {
     });
 
     it('picks up a subscription added while it runs, within a second or two (the default poll)', async () => {
-      db = await createDatabase();
-      const t = await startTestApp(db.url, FAST);
-      const database = db;
-      cleanups.push(async () => {
-        await t.close();
-        await database.cleanup();
-      });
+      const t = await startTestApp(createDatabase, FAST);
+      cleanups.push(() => t.close());
       const hook = await receiver();
       await subscribe(t, 'late', hook.url());
       assert.equal(await create(t, '{"id":5,"name":"Noticed"}'), 200);

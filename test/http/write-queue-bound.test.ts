@@ -6,12 +6,12 @@
  * test/unit/write-queue-bound.test.ts; a burst against a real process in test/process/write-queue-bound.test.ts.
  */
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
+import { afterEach, before, describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import type { PlantStore } from '../../src/storage/plant-store.js';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
-import { DATABASES, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
+import { DATABASES, sqliteDatabase } from '../helpers/databases.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -34,16 +34,7 @@ function assertQueueFull(response: LightMyRequestResponse): void {
 describe('the bounded write queue', () => {
   let nextId = 1;
   const plant = () => `{"id":${nextId++},"name":"Burst","tag":"load"}`;
-  let db: TestDatabase;
-  let t: TestApp;
-  before(async () => {
-    db = await sqliteDatabase();
-    t = await startTestApp(db.url, { WRITE_QUEUE_LIMIT: '5' });
-  });
-  after(async () => {
-    await t?.close();
-    await db?.cleanup();
-  });
+  const t = useTestApp(sqliteDatabase, { WRITE_QUEUE_LIMIT: '5' });
 
   it('refuses creates past WRITE_QUEUE_LIMIT with 503, Retry-After and an Error record, never 500, and stays healthy', async () => {
     const bodies = Array.from({ length: 300 }, plant);
@@ -78,8 +69,7 @@ describe('the bounded write queue', () => {
 
 for (const database of DATABASES) {
   describe(`deletes under WRITE_QUEUE_LIMIT on ${database.kind}`, () => {
-    let db: TestDatabase;
-    let t: TestApp;
+    const t = useTestApp(database.create, { WRITE_QUEUE_LIMIT: String(LIMIT) });
     let deletePlant: PlantStore['delete'];
     const post = (id: number) =>
       t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: `{"id":${id},"name":"Flood","tag":"del"}` });
@@ -95,18 +85,12 @@ for (const database of DATABASES) {
       return held;
     }
 
-    before(async () => {
-      db = await database.create();
-      t = await startTestApp(db.url, { WRITE_QUEUE_LIMIT: String(LIMIT) });
+    before(() => {
       const original = t.store.plants.delete;
       deletePlant = original.bind(t.store.plants);
     });
     afterEach(() => {
       t.store.plants.delete = deletePlant;
-    });
-    after(async () => {
-      await t?.close();
-      await db?.cleanup();
     });
 
     it('refuses a DELETE flood past the bound with 503 + Retry-After, never 500, and refuses creates meanwhile', async () => {

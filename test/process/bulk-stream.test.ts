@@ -13,6 +13,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
+import { openBulkCreate } from '../helpers/bulk.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { CLI, createToken, startServer } from '../helpers/process.js';
 
@@ -20,14 +21,7 @@ const LINES = 200_000;
 
 /** Streams LINES lines to the server and kills it once `killAfter` lines are answered; resolves with the lines answered 200. */
 async function streamAndKill(base: string, token: string, killAfter: number, kill: () => void): Promise<number[]> {
-  const url = new URL('/plants', base);
-  const request = http.request({
-    host: url.hostname,
-    port: url.port,
-    method: 'POST',
-    path: '/plants',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson', 'transfer-encoding': 'chunked' },
-  });
+  const request = openBulkCreate(base, token);
   request.on('error', () => undefined);
   let sent = 0;
   const writeMore = () => {
@@ -106,14 +100,7 @@ describe('streamed bulk create, as a process', () => {
       const server = await startServer(env);
       cleanups.push(() => server.kill());
       const exited = new Promise<number | null>((resolve) => server.child.once('exit', (code) => resolve(code)));
-      const url = new URL('/plants', server.base);
-      const request = http.request({
-        host: url.hostname,
-        port: url.port,
-        method: 'POST',
-        path: '/plants',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson', 'transfer-encoding': 'chunked' },
-      });
+      const request = openBulkCreate(server.base, token);
       request.on('error', () => undefined);
       // More lines than the stream can take before the signal: it is mid-way when the server shuts down.
       const LINES_SENT = 2_000_000;

@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { afterEach, beforeEach, describe, it } from 'node:test';
+import { useTestApp } from '../helpers/app.js';
 import { idsOf } from '../helpers/assertions.js';
-import { DATABASES, type TestDatabase } from '../helpers/databases.js';
+import { DATABASES } from '../helpers/databases.js';
 import { deleteAllPlants, INT64_MAX, INT64_MIN, PAST_DOUBLE, plantJson, storedIds } from '../helpers/plants.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { CLI } from '../helpers/process.js';
@@ -19,20 +19,11 @@ const run = promisify(execFile);
 
 for (const database of DATABASES) {
   describe(`plantstore plants list on ${database.kind}`, () => {
-    let db: TestDatabase;
-    let t: TestApp;
+    const t = useTestApp(database.create);
 
     const post = (id: string, name: string, tag?: string) =>
       t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, payload: plantJson(id, name, tag) });
 
-    before(async () => {
-      db = await database.create();
-      t = await startTestApp(db.url);
-    });
-    after(async () => {
-      await t?.close();
-      await db?.cleanup();
-    });
     beforeEach(() => deleteAllPlants(t));
 
     describe('plantstore plants list (a child process on the same database)', () => {
@@ -48,7 +39,7 @@ for (const database of DATABASES) {
       });
 
       const cli = (...args: string[]) =>
-        run(process.execPath, [CLI, 'plants', 'list', ...args], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'silent' } });
+        run(process.execPath, [CLI, 'plants', 'list', ...args], { env: { ...process.env, DATABASE_URL: t.databaseUrl, LOG_LEVEL: 'silent' } });
 
       it('prints the plants with tag x as JSON lines, ids exact, in id order', async () => {
         const { stdout } = await cli('--tag', 'x');

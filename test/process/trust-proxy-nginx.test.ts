@@ -13,7 +13,7 @@ import { connect } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Agent } from 'undici';
+import { Agent, fetch } from 'undici';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { concurrentCreates } from '../helpers/fair-share.js';
 import { createToken, freePort, startServer, type ServerProcess } from '../helpers/process.js';
@@ -133,7 +133,7 @@ describe('behind nginx with TRUST_PROXY', { timeout: 120_000 }, () => {
       let status = 0;
       try {
         await waitFor('a connection from 127.0.0.4 to be refused', async () => {
-          const response = await fetch(`${server.base}/healthz`, { dispatcher: agent } as unknown as RequestInit);
+          const response = await fetch(`${server.base}/healthz`, { dispatcher: agent });
           const body = await response.text();
           status = response.status;
           if (status === 503) {
@@ -155,7 +155,7 @@ describe('behind nginx with TRUST_PROXY', { timeout: 120_000 }, () => {
     const fromClient = async (localAddress: string) => {
       const agent = new Agent({ localAddress });
       try {
-        const response = await fetch(`${proxied}/plants/1`, { headers: { authorization: 'Bearer not-a-token' }, dispatcher: agent } as unknown as RequestInit);
+        const response = await fetch(`${proxied}/plants/1`, { headers: { authorization: 'Bearer not-a-token' }, dispatcher: agent });
         await response.arrayBuffer();
         return response.status;
       } finally {

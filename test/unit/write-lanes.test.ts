@@ -21,7 +21,7 @@ function heldStore() {
       return plants.map(() => ({ kind: 'created' }));
     },
     delete: async () => true,
-  } as unknown as PlantStore;
+  } satisfies Pick<PlantStore, 'create' | 'delete'>;
   return {
     store,
     batches,

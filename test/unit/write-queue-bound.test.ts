@@ -31,7 +31,7 @@ describe('WriteQueue counts deletes and queued creates against one bound', () =>
         if (id === 13n) throw new Error('boom');
         return true;
       },
-    } as unknown as PlantStore;
+    } satisfies Pick<PlantStore, 'create' | 'delete'>;
     const writes = new WriteQueue(store, { queueLimit: 3, batchLimit: 100, concurrency: 1 });
     const plant = (id: bigint): Plant => ({ id, name: 'p', tag: null });
     // Two creates queued (nothing flushes before setImmediate) and one delete running: the bound is reached.

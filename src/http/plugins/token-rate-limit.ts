@@ -12,7 +12,7 @@ declare module 'fastify' {
   }
 }
 
-export interface TokenRateLimit {
+interface TokenRateLimit {
   /**
    * A route's onRequest hook (@fastify/rate-limit's, as it types it), after authentication (keyed by the token's
    * name) and before the body is read, so a limited client costs no parsing; 429 is an Error record with Retry-After.

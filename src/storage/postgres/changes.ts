@@ -3,7 +3,7 @@ import { pruneThrough, toChange, type ChangeLog, type ChangeRetention, type Chan
 import { connectionConfig, type PostgresConfig, type PostgresTimeouts, type Query } from './connection.js';
 
 /** The channel the change log's trigger notifies on each commit that wrote changes (migration 6). */
-export const CHANGES_CHANNEL = 'plantstore_changes';
+const CHANGES_CHANNEL = 'plantstore_changes';
 
 /** Rows deleted per pruning statement. */
 const PRUNE_CHUNK = 5000;
@@ -14,7 +14,7 @@ const RELISTEN_DELAY_MS = 1000;
 /**
  * The change log of PostgreSQL: rows written by the plant sub-store's statements (./plants.ts), read through the
  * pool, and commits heard through one LISTEN connection of this store's own, opened on the first listener: a commit
- * made by any instance on the database is heard by every instance, once, when it commits.
+ * made by any replica on the database is heard by every replica, once, when it commits.
  */
 export class PostgresChanges implements ChangeLog, ChangeRetention {
   readonly #query: Query;

@@ -22,9 +22,9 @@ const types = {
  * resources (53; 53100 is a full disk), operator intervention (57P01-57P04 shutdown/restart, 57014 statement
  * timeout), system errors (58), serialization failure and deadlock (40001, 40P01), lock not available (55P03),
  * read-only transaction (25006). Also invalid authorization (class 28, e.g. 28P01 once the role's password is
- * rotated under running instances) and a database that does not exist (3D000, dropped or being restored): no request
+ * rotated under running replicas) and a database that does not exist (3D000, dropped or being restored): no request
  * and no code path of this service causes them, a retry succeeds once the operator has put credentials or database
- * right, and meanwhile the instance should be taken out of rotation (unavailable storage also fails readiness), not
+ * right, and meanwhile the replica should be taken out of rotation (unavailable storage also fails readiness), not
  * counted as a bug. The cause is still logged with every 5xx, and the CLI prints it.
  */
 const UNAVAILABLE_SQLSTATE: ReadonlyArray<readonly [RegExp, StorageErrorKind]> = [

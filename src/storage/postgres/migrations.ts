@@ -15,7 +15,7 @@ const MIGRATIONS: readonly string[] = [
      created_at   TIMESTAMPTZ NOT NULL,
      last_used_at TIMESTAMPTZ
    );`,
-  // One row, rewritten by every readiness check of every instance: a committed write proves the database takes
+  // One row, rewritten by every readiness check of every replica: a committed write proves the database takes
   // writes now (not a standby, not read-only, not out of space).
   `CREATE TABLE plantstore_heartbeat (
      id         INTEGER PRIMARY KEY CHECK (id = 1),
@@ -78,14 +78,14 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE tokens ADD COLUMN expires_at TIMESTAMPTZ;
    UPDATE tokens SET scopes = 'plants:read plants:create plants:delete';`,
   // Tracing (src/tracing/): the W3C traceparent of the request that created the plant, so that each delivery of its
-  // event continues that trace, after a restart or from another instance too. NULL when the create was not traced.
+  // event continues that trace, after a restart or from another replica too. NULL when the create was not traced.
   `ALTER TABLE webhook_events ADD COLUMN traceparent TEXT;`,
   // The change feed (src/feed/, GET /plants/events): every create and delete, written by the statement that makes it.
   // An identity or a sequence is not commit-ordered across concurrent transactions (one may take 11, commit, and be
   // read before another that took 10 commits), and a reader that has passed 11 would never see 10. So the sequence
   // comes from a counter row that the change's statement updates last: its row lock is held until commit, so change
-  // writers commit one after another and numbers are handed out in commit order, without gaps, across every instance.
-  // The statement-level trigger NOTIFYs every listening instance when the transaction commits (src/feed/).
+  // writers commit one after another and numbers are handed out in commit order, without gaps, across every replica.
+  // The statement-level trigger NOTIFYs every listening replica when the transaction commits (src/feed/).
   `CREATE TABLE plant_changes (
      seq        BIGINT PRIMARY KEY,
      kind       TEXT NOT NULL CHECK (kind IN ('created', 'deleted')),
@@ -111,12 +111,12 @@ const MIGRATIONS: readonly string[] = [
 
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
 
-/** Any fixed number: every plantstore instance takes the same lock, so concurrent starts migrate one at a time. */
+/** Any fixed number: every plantstore replica takes the same lock, so concurrent starts migrate one at a time. */
 export const MIGRATION_LOCK = 7_170_731_001;
 
 /**
  * Brings the schema to the current version, or to `target` (tests make databases of an earlier version with it). The
- * session-level advisory lock makes instances that start together wait for each other; the lock goes with the
+ * session-level advisory lock makes replicas that start together wait for each other; the lock goes with the
  * session if this one dies, so a crashed migration never blocks the rest.
  */
 export async function migrate(client: pg.ClientBase, target: number = MIGRATIONS.length): Promise<void> {

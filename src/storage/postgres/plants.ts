@@ -7,7 +7,7 @@ import type { Query } from './connection.js';
 
 /**
  * Inserts what is new in one autocommit statement and returns the ids it inserted. Rows go in ascending id order, so
- * two batches sharing ids (from this instance or another) wait on each other in one direction only and never
+ * two batches sharing ids (from this replica or another) wait on each other in one direction only and never
  * deadlock. It is a named (prepared) statement, parsed and planned once per connection: cheaper per row than an
  * unnamed one, and than a single statement that also read back the rows already there (a CTE joined to plants);
  * the figures are in docs/benchmarks/storage.md ("PostgreSQL: the insert statement").
@@ -86,7 +86,7 @@ function firstCopies(plants: readonly Plant[]): Map<bigint, { readonly index: nu
 
 /**
  * The plant sub-store of PostgreSQL. Uniqueness, replays and conflicts are decided by the database, so they hold
- * across any number of instances; every statement goes through the store's pool and its error translation.
+ * across any number of replicas; every statement goes through the store's pool and its error translation.
  */
 export class PostgresPlants implements PlantStore {
   readonly #query: Query;

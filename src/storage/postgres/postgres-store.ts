@@ -22,7 +22,7 @@ import { PostgresWebhookSubscriptions } from './webhook-subscriptions.js';
 
 /**
  * PostgreSQL through a pg pool. Uniqueness, replays and conflicts are decided by the database, so they hold across
- * any number of instances; a create is answered only after its transaction commits (synchronous_commit on).
+ * any number of replicas (plantstore servers on the one database); a create is answered only after its transaction commits (synchronous_commit on).
  */
 export class PostgresStore implements Store {
   readonly kind = 'postgres';
@@ -57,7 +57,7 @@ export class PostgresStore implements Store {
   /** `timeouts` exist for tests, which cannot wait the real ones out. */
   static async open(config: PostgresConfig, timeouts: PostgresTimeouts = POSTGRES_TIMEOUTS): Promise<PostgresStore> {
     // Migrations run on a connection of their own, outside the pool and its query timeout: a long migration, or a
-    // wait for another instance's migration lock, must run to its end rather than be cancelled after 10 s and
+    // wait for another replica's migration lock, must run to its end rather than be cancelled after 10 s and
     // reported as unavailable. What bounds it instead is the operator (this runs at start, before serving).
     const migrator = new pg.Client(connectionConfig(config, timeouts));
     migrator.on('error', () => undefined);

@@ -13,9 +13,9 @@ const EVENT_COLUMNS = 'e.id, e.subscription_id, e.plant_id, e.name, e.tag, e.cre
 const PRUNE_CHUNK = 1000;
 
 /**
- * Claims due events of one subscription: SKIP LOCKED so that instances claiming at once take different rows without
- * waiting for each other, and a lease (lease_until) so that once committed no other instance takes them until they
- * are settled or the lease runs out. Times are the database's (now()), so instances' clocks need not agree.
+ * Claims due events of one subscription: SKIP LOCKED so that replicas claiming at once take different rows without
+ * waiting for each other, and a lease (lease_until) so that once committed no other replica takes them until they
+ * are settled or the lease runs out. Times are the database's (now()), so replicas' clocks need not agree.
  */
 const CLAIM = `UPDATE webhook_events e SET lease_until = now() + $3 * interval '1 millisecond'
   FROM (
@@ -72,7 +72,7 @@ export class PostgresWebhookOutbox implements WebhookOutbox {
     });
   }
 
-  /** Another instance may hold leases: they are left to run out. */
+  /** Another replica may hold leases: they are left to run out. */
   async releaseLeases(): Promise<void> {}
 
   async countWaiting(): Promise<number> {

@@ -53,7 +53,7 @@ function unusable(label: string, error: unknown): unknown {
  * version is one plantstore has had, and it holds exactly the tables and indexes the migrations create up to that
  * version. Throws UnusableDatabaseFileError naming the first problem.
  */
-export function verifyDatabase(db: Connection, label: string): DatabaseFileSummary {
+function verifyDatabase(db: Connection, label: string): DatabaseFileSummary {
   try {
     const problems = pragmaValues(db, 'integrity_check').map(String);
     if (problems.length !== 1 || problems[0] !== 'ok') {

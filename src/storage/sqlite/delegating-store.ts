@@ -13,7 +13,7 @@ import type { DelegatedWrites, ServingStore } from '../store.js';
 import type { TokenLookup } from '../token-store.js';
 import { openConnection, translateSqliteError, type Connection, type ReadRunner } from './connection.js';
 import { DurableMarkReader } from './durable-mark.js';
-import { LockRetry } from './lock-retry.js';
+import { StatementRunner } from './statement-runner.js';
 import { SqliteChangeReads } from './changes.js';
 import { SqlitePlantReads } from './plants.js';
 import { SqliteTokenReads } from './tokens.js';
@@ -60,12 +60,12 @@ export class DelegatingSqliteStore implements ServingStore {
   /** The writer's: a heartbeat committed on the connection that writes proves what readiness asks. */
   readonly checkWritable: DelegatedWrites['checkWritable'];
   readonly #reader: Connection;
-  readonly #locks = new LockRetry();
+  readonly #runner = new StatementRunner();
 
   private constructor(reader: Connection, writes: DelegatedWrites, mark: DurableMarkReader) {
     this.#reader = reader;
     const read: ReadRunner = async (work) => {
-      const result = await this.#locks.run(work);
+      const result = await this.#runner.run(work);
       await mark.durable();
       return result;
     };
@@ -90,12 +90,12 @@ export class DelegatingSqliteStore implements ServingStore {
   }
 
   observe(observer: StorageObserver): void {
-    this.#locks.observer = observer;
+    this.#runner.observer = observer;
   }
 
   async close(): Promise<void> {
-    if (this.#locks.closed) return;
-    this.#locks.closed = true;
+    if (this.#runner.closed) return;
+    this.#runner.closed = true;
     if (this.#reader.isOpen) this.#reader.close();
   }
 }

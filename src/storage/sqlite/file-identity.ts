@@ -3,7 +3,7 @@ import { StorageUnavailableError } from '../errors.js';
 import type { StorageIncident } from '../store.js';
 
 /** How often the path is looked at when nothing is written, so /readyz and the log tell within about this long. */
-export const FILE_IDENTITY_CHECK_MS = 1000;
+const FILE_IDENTITY_CHECK_MS = 1000;
 
 /**
  * The database file this process has open, by device and inode, against the file now at its path. SQLite keeps

@@ -1,8 +1,8 @@
 import { prepareWrite, type Connection } from './connection.js';
 
 /**
- * The SQLite store's own write, the heartbeat, on the one connection that writes (plants.ts, tokens.ts and
- * webhooks.ts write theirs on the same connection): one durable commit that either takes the write lock at once or
+ * The SQLite store's own write, the heartbeat, on the one connection that writes (plants.ts, tokens.ts,
+ * webhook-subscriptions.ts and webhook-outbox.ts write theirs on the same connection): one durable commit that either takes the write lock at once or
  * throws SQLITE_BUSY having changed nothing (the connection's busy timeout is 0), so the store can retry it later
  * without blocking the event loop.
  */

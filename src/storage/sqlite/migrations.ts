@@ -80,7 +80,7 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
    UPDATE tokens SET scopes = 'plants:read plants:create plants:delete';`,
   // Tracing (src/tracing/): the W3C traceparent of the request that created the plant, so that each delivery of its
-  // event continues that trace, after a restart or from another instance too. NULL when the create was not traced.
+  // event continues that trace, after a restart or from another process too. NULL when the create was not traced.
   `ALTER TABLE webhook_events ADD COLUMN traceparent TEXT;`,
   // The change feed (src/feed/, GET /plants/events): every create and delete, written in the transaction that makes
   // it. AUTOINCREMENT so that a sequence is never reused after a prune; one writer, so sequence order is commit order.

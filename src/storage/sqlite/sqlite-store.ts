@@ -5,7 +5,7 @@ import { Incidents } from '../incidents.js';
 import { CHECKPOINTER_DEFAULTS, Checkpointer, type CheckpointerOptions } from './checkpointer.js';
 import { DatabaseFileIdentity } from './file-identity.js';
 import { openConnection, translateSqliteError, type Connection } from './connection.js';
-import { LockRetry } from './lock-retry.js';
+import { StatementRunner } from './statement-runner.js';
 import { migrate } from './migrations.js';
 import { SqliteChanges } from './changes.js';
 import { SqlitePlants } from './plants.js';
@@ -62,7 +62,7 @@ export class SqliteStore implements Store {
   readonly #checkpointer: Checkpointer;
   readonly #identity: DatabaseFileIdentity;
   readonly #incidents: Incidents;
-  readonly #locks = new LockRetry();
+  readonly #runner = new StatementRunner();
   readonly #wal: WalSync;
 
   private constructor(
@@ -103,7 +103,7 @@ export class SqliteStore implements Store {
       migrate(reader);
       writer = openConnection(file, WRITER_CACHE_MIB);
       // Opening and migrating may wait for another process (one migrating too); serving, no statement waits for a
-      // lock on the event loop: #unlocked retries on a timer instead.
+      // lock on the event loop: #runRetryingLocks retries on a timer instead.
       for (const connection of [reader, writer]) connection.exec('PRAGMA busy_timeout = 0');
       // Checkpoints run on their own thread, never inside a commit.
       writer.exec('PRAGMA wal_autocheckpoint = 0');
@@ -130,33 +130,33 @@ export class SqliteStore implements Store {
 
   /**
    * Runs `work` (one read, or one write that is a single commit), retried while another connection holds a lock
-   * (LockRetry); refused once a sync failed.
+   * (StatementRunner); refused once a sync failed.
    */
-  #unlocked<T>(work: () => T, lockWaitMs?: number): Promise<T> {
+  #runRetryingLocks<T>(work: () => T, lockWaitMs?: number): Promise<T> {
     const failure = this.#wal.failure;
     if (failure) {
-      this.#locks.observer.storageFailed('io');
+      this.#runner.observer.storageFailed('io');
       return Promise.reject(failure);
     }
-    return this.#locks.run(work, lockWaitMs);
+    return this.#runner.run(work, lockWaitMs);
   }
 
   /** A read, answered once every commit it could have seen is durable. */
   async #read<T>(work: () => T): Promise<T> {
-    const result = await this.#unlocked(work);
+    const result = await this.#runRetryingLocks(work);
     await this.#wal.durable();
     return result;
   }
 
   /**
-   * A write (one commit) under #unlocked, made only while the database file at the path is the one open, and
+   * A write (one commit) under #runRetryingLocks, made only while the database file at the path is the one open, and
    * acknowledged only if it still is once committed (a commit into a removed or replaced file would be lost), and
    * only once a WAL sync that began after it has returned. A write that changed nothing waits too: what it found (a
    * row another batch just committed, or just deleted) may not be durable yet.
    */
   async #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
     let synced: Promise<void> | undefined;
-    const result = await this.#unlocked(() => {
+    const result = await this.#runRetryingLocks(() => {
       this.#identity.assertSame();
       const seq = this.#wal.begin();
       let done: T;
@@ -198,7 +198,7 @@ export class SqliteStore implements Store {
   }
 
   observe(observer: StorageObserver): void {
-    this.#locks.observer = observer;
+    this.#runner.observer = observer;
   }
 
   /** Also refuses while the WAL cannot be checkpointed: writes would still succeed, but the WAL would grow without bound. */
@@ -218,8 +218,8 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    if (this.#locks.closed) return;
-    this.#locks.closed = true;
+    if (this.#runner.closed) return;
+    this.#runner.closed = true;
     this.#identity.stop();
     await this.#wal.close();
     await this.#checkpointer.stop();

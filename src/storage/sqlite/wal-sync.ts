@@ -253,7 +253,7 @@ export class WalSync {
 }
 
 /** fsyncs a directory, so that a file entry just created in it survives a power loss. */
-export function syncDirectory(directory: string): void {
+function syncDirectory(directory: string): void {
   const fd = fs.openSync(directory, 'r');
   try {
     fs.fsyncSync(fd);

@@ -9,10 +9,11 @@ const LOCK_RETRY_MAX_MS = 25;
 /**
  * How a SQLite store runs its statements on the event loop: its connections never wait for a lock themselves (busy
  * timeout 0), since that wait would block the loop; work that meets one is run again after a short wait instead,
- * until `lockWaitMs` has passed, while the loop serves other requests. It also holds the store's closed state and
- * observer, so that every failure is counted once, by kind.
+ * until `lockWaitMs` has passed, while the loop serves other requests. Once the store is closed it runs nothing, and
+ * it counts every failure once, by kind, with the store's observer.
  */
-export class LockRetry {
+export class StatementRunner {
+  /** Set when the store closes: work is refused from then on. */
   closed = false;
   observer: StorageObserver = UNOBSERVED;
 
