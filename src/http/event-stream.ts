@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { ChangeFeed, FeedBatch, FeedObserver, FeedSubscriber, StreamEnd } from '../feed/change-feed.js';
 import { changeEvent, resetEvent } from '../feed/events.js';
 import type { PlantChange } from '../storage/change-store.js';
+import { stopCountingAsPending } from './connection-bounds.js';
 import { BadRequestError } from './errors.js';
 
 /**
@@ -248,6 +249,8 @@ export class EventStreams {
       connection: 'close',
     });
     response.write(`retry: ${RETRY_MS}\n\n`);
+    // A stream is bounded as a connection (MAX_CONNECTIONS, the stream limits), not as a request waiting for its answer.
+    stopCountingAsPending(response);
     try {
       await stream.run(start);
     } catch (error) {
