@@ -3,7 +3,8 @@
  * serve on a fresh SQLite file in its default configuration but for the stream and per-address connection bounds
  * (raised so one client address may hold STREAMS streams, default 1000, beside the creating connections):
  *   - RSS per idle stream: the server's resident memory with STREAMS streams open minus before, divided by STREAMS;
- *   - fan-out, idle: creates sent one at a time, the time from each create's 200 to its event at every stream;
+ *   - fan-out, idle: creates sent one at a time, IDLE_GAP_MS apart, the time from each create's 200 to its event at
+ *     every stream;
  *   - fan-out under load: the same for a probe create every PROBE_INTERVAL_MS while 32 connections create;
  *   - durable creates/s at 32 connections for SECONDS, without streams (before and after, averaged), with STREAMS
  *     streams open and read, and with STREAMS streams open that never read (the ratios to without).
@@ -24,6 +25,8 @@ import { plantstoreEnv } from './servers.js';
 const CONNECTIONS = 32;
 const IDLE_PROBES = 50;
 const PROBE_INTERVAL_MS = 50;
+/** Between idle probes: longer than the feed ever waits between reads (src/services.ts). */
+const IDLE_GAP_MS = 100;
 /** Streams opened at once while connecting. */
 const OPENING_AT_ONCE = 50;
 const PROBE_MARK = Buffer.from('probe-');
@@ -285,6 +288,8 @@ async function main(): Promise<void> {
       await post(server, token, id, `probe-${id}`, probeAgent);
       idleProbes.set(id, nowMs());
       await reached;
+      // Idle: the feed's last read is long past, as it is when creates are rare.
+      await new Promise((resolve) => setTimeout(resolve, IDLE_GAP_MS));
     }
     const idleFanout = delays(idleProbes, (await streams.collect()).arrivals, streamCount);
 
