@@ -30,6 +30,8 @@ const IDLE_GAP_MS = 100;
 /** Streams opened at once while connecting. */
 const OPENING_AT_ONCE = 50;
 const PROBE_MARK = Buffer.from('probe-');
+/** Longer than a probe's mark and id. */
+const TAIL_BYTES = 48;
 
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 
@@ -62,7 +64,7 @@ function streamsThread({ port, token }: StreamsData): void {
       socket.setNoDelay(true);
       let head: Buffer = Buffer.alloc(0);
       let started = false;
-      /** What came after the last probe mark looked at: a mark split over two reads is found in the next. */
+      /** The end of the last read: a mark split over two reads is found with the next. */
       let tail: Buffer = Buffer.alloc(0);
       let lastProbe = 0;
       const onData = (chunk: Buffer) => {
@@ -81,16 +83,21 @@ function streamsThread({ port, token }: StreamsData): void {
           chunk = head.subarray(end + 4);
         }
         const at = nowMs();
-        const text = tail.length > 0 ? Buffer.concat([tail, chunk]) : chunk;
+        // A mark split over two reads is found across their boundary; the rest in the read itself, uncopied.
+        if (tail.length > 0) scan(Buffer.concat([tail, chunk.subarray(0, TAIL_BYTES)]), at);
+        scan(chunk, at);
+        tail = chunk.subarray(Math.max(0, chunk.length - TAIL_BYTES));
+      };
+      const scan = (text: Buffer, at: number) => {
         let from = 0;
         for (;;) {
           const mark = text.indexOf(PROBE_MARK, from);
-          if (mark === -1) break;
+          if (mark === -1) return;
           const quote = text.indexOf(34, mark); // '"'
-          if (quote === -1) break;
+          if (quote === -1) return;
           const id = Number(text.subarray(mark + PROBE_MARK.length, quote).toString('latin1'));
           from = quote + 1;
-          // A stream's events come in order: a probe at or before the last seen is one seen already (in the tail).
+          // A stream's events come in order: a probe at or before the last seen is one seen already (at a boundary).
           if (id <= lastProbe) continue;
           lastProbe = id;
           let times = arrivals.get(id);
@@ -98,7 +105,6 @@ function streamsThread({ port, token }: StreamsData): void {
           times.push(at);
           if (times.length === sockets.length) send({ type: 'complete', id });
         }
-        tail = text.subarray(Math.max(from, text.length - 64));
       };
       socket.on('data', onData);
       socket.on('end', () => {
