@@ -1,132 +1,359 @@
 /**
  * `node dist/bench/feed.js [STREAMS] [SECONDS]`: what the change feed (GET /plants/events) costs, on one plantstore
- * serve on a fresh SQLite file in its default configuration but for the stream bounds (raised so one client address may
- * hold STREAMS streams, default 1000):
+ * serve on a fresh SQLite file in its default configuration but for the stream and per-address connection bounds
+ * (raised so one client address may hold STREAMS streams, default 1000, beside the creating connections):
  *   - RSS per idle stream: the server's resident memory with STREAMS streams open minus before, divided by STREAMS;
- *   - fan-out: for creates sent one at a time, the time from each create's 200 to its event at every stream (p50,
- *     p99 over every stream and create): the 200 is sent after the commit, and so is the wake-up;
- *   - durable creates/s at 32 connections for SECONDS, without streams and with STREAMS open (the ratio).
- * The client runs in this process, on the same machine: figures are for comparing, not absolutes.
+ *   - fan-out, idle: creates sent one at a time, IDLE_GAP_MS apart, the time from each create's 200 to its event at
+ *     every stream;
+ *   - fan-out under load: the same for a probe create every PROBE_INTERVAL_MS while 32 connections create;
+ *   - durable creates/s at 32 connections for SECONDS, without streams (before and after, averaged), with STREAMS
+ *     streams open and read, and with STREAMS streams open that never read (the ratios to without).
+ * The streams are opened and read by a worker thread of this process, on its own event loop: a single event loop
+ * reading 1,000 sockets would slow the creating connections' client too, and the ratio would charge that to the
+ * server. Times are CLOCK_MONOTONIC (process.hrtime), the same in both threads. The client shares the machine with
+ * the server: figures are for comparing, not absolutes.
  */
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
 import { plantstoreEnv } from './servers.js';
 
-const STREAMS = Number(process.argv[2] ?? 1000);
-const SECONDS = Number(process.argv[3] ?? 10);
 const CONNECTIONS = 32;
-const FANOUT_CREATES = 50;
+const IDLE_PROBES = 50;
+const PROBE_INTERVAL_MS = 50;
+/** Between idle probes: longer than the feed ever waits between reads (src/services.ts). */
+const IDLE_GAP_MS = 100;
+const WARM_UP_SECONDS = 3;
+/** Streams opened at once while connecting. */
+const OPENING_AT_ONCE = 50;
+const PROBE_MARK = Buffer.from('probe-');
+/** Longer than a probe's mark and id. */
+const TAIL_BYTES = 48;
 
-let parsing = false;
+const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
+
+interface StreamsData {
+  readonly port: number;
+  readonly token: string;
+}
+
+type ToStreams = { readonly type: 'open'; readonly count: number; readonly reading: boolean } | { readonly type: 'collect' } | { readonly type: 'close' };
+type FromStreams =
+  | { readonly type: 'opened'; readonly refused: number }
+  | { readonly type: 'complete'; readonly id: number }
+  | { readonly type: 'collected'; readonly arrivals: Array<[number, number[]]>; readonly closedByServer: number }
+  | { readonly type: 'closed' };
+
+/**
+ * The streams' thread: opens streams on raw sockets (reading ones look for probe plants, named `probe-<id>`, in what
+ * they receive; the others stop reading once the answer's head has come), and reports each probe's arrival times.
+ */
+function streamsThread({ port, token }: StreamsData): void {
+  const port_ = parentPort as NonNullable<typeof parentPort>;
+  const send = (message: FromStreams) => port_.postMessage(message);
+  let sockets: net.Socket[] = [];
+  let arrivals = new Map<number, number[]>();
+  let closedByServer = 0;
+
+  function open(reading: boolean): Promise<net.Socket | undefined> {
+    return new Promise((resolve) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.setNoDelay(true);
+      let head: Buffer = Buffer.alloc(0);
+      let started = false;
+      /** The end of the last read: a mark split over two reads is found with the next. */
+      let tail: Buffer = Buffer.alloc(0);
+      let lastProbe = 0;
+      const onData = (chunk: Buffer) => {
+        if (!started) {
+          head = Buffer.concat([head, chunk]);
+          const end = head.indexOf('\r\n\r\n');
+          if (end === -1) return;
+          started = true;
+          if (!head.subarray(0, 12).toString('latin1').endsWith(' 200')) {
+            socket.destroy();
+            resolve(undefined);
+            return;
+          }
+          if (!reading) socket.pause();
+          resolve(socket);
+          chunk = head.subarray(end + 4);
+        }
+        const at = nowMs();
+        // A mark split over two reads is found across their boundary; the rest in the read itself, uncopied.
+        if (tail.length > 0) scan(Buffer.concat([tail, chunk.subarray(0, TAIL_BYTES)]), at);
+        scan(chunk, at);
+        tail = chunk.subarray(Math.max(0, chunk.length - TAIL_BYTES));
+      };
+      const scan = (text: Buffer, at: number) => {
+        let from = 0;
+        for (;;) {
+          const mark = text.indexOf(PROBE_MARK, from);
+          if (mark === -1) return;
+          const quote = text.indexOf(34, mark); // '"'
+          if (quote === -1) return;
+          const id = Number(text.subarray(mark + PROBE_MARK.length, quote).toString('latin1'));
+          from = quote + 1;
+          // A stream's events come in order: a probe at or before the last seen is one seen already (at a boundary).
+          if (id <= lastProbe) continue;
+          lastProbe = id;
+          let times = arrivals.get(id);
+          if (!times) arrivals.set(id, (times = []));
+          times.push(at);
+          if (times.length === sockets.length) send({ type: 'complete', id });
+        }
+      };
+      socket.on('data', onData);
+      socket.on('end', () => {
+        closedByServer += 1;
+      });
+      socket.on('error', () => resolve(undefined));
+      socket.write(`GET /plants/events HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${token}\r\naccept: text/event-stream\r\n\r\n`);
+    });
+  }
+
+  port_.on('message', (message: ToStreams) => {
+    void (async () => {
+      if (message.type === 'open') {
+        let refused = 0;
+        for (let opened = 0; opened < message.count; opened += OPENING_AT_ONCE) {
+          const batch = await Promise.all(Array.from({ length: Math.min(OPENING_AT_ONCE, message.count - opened) }, () => open(message.reading)));
+          for (const socket of batch) {
+            if (socket) sockets.push(socket);
+            else refused += 1;
+          }
+        }
+        send({ type: 'opened', refused });
+      } else if (message.type === 'collect') {
+        send({ type: 'collected', arrivals: [...arrivals], closedByServer });
+        arrivals = new Map();
+      } else {
+        for (const socket of sockets) socket.destroy();
+        sockets = [];
+        closedByServer = 0;
+        send({ type: 'closed' });
+      }
+    })();
+  });
+}
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
+const probeAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
+/** The CPU time the process has used, user and system, in milliseconds (/proc/PID/stat, in clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
 
 function rssKb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
 }
 
-function post(server: ServerProcess, token: string, id: number): Promise<number> {
+function post(server: ServerProcess, token: string, id: number, name = `plant ${id}`, via = agent): Promise<number> {
   return new Promise((resolve, reject) => {
-    const request = http.request(`${server.base}/plants`, { method: 'POST', agent, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } }, (response) => {
+    const request = http.request(`${server.base}/plants`, { method: 'POST', agent: via, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } }, (response) => {
       response.resume();
       response.on('end', () => resolve(response.statusCode ?? 0));
     });
     request.on('error', reject);
-    request.end(`{"id":${id},"name":"plant ${id}"}`);
+    request.end(`{"id":${id},"name":"${name}"}`);
   });
-}
-
-/** One stream: calls `onEvent` with the plant id of each created event and the time it arrived. */
-function openStream(server: ServerProcess, token: string, onEvent: (id: number, at: number) => void): Promise<http.ClientRequest> {
-  return new Promise((resolve, reject) => {
-    const request = http.get(`${server.base}/plants/events`, { agent: false, headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, (response) => {
-      if (response.statusCode !== 200) reject(new Error(`stream answered ${response.statusCode}`));
-      response.setEncoding('utf8');
-      let pending = '';
-      response.on('data', (chunk: string) => {
-        // While creates/s is measured the streams are only drained: parsing 1,000 streams would take this process's core.
-        if (!parsing) return;
-        const at = performance.now();
-        pending += chunk;
-        let end: number;
-        while ((end = pending.indexOf('\n\n')) !== -1) {
-          const match = /data: \{"id":(\d+)/.exec(pending.slice(0, end));
-          if (match) onEvent(Number(match[1]), at);
-          pending = pending.slice(end + 2);
-        }
-      });
-      resolve(request);
-    });
-    request.on('error', reject);
-  });
-}
-
-async function createsPerSecond(server: ServerProcess, token: string, firstId: number): Promise<number> {
-  let next = firstId;
-  let done = 0;
-  const until = performance.now() + SECONDS * 1000;
-  await Promise.all(
-    Array.from({ length: CONNECTIONS }, async () => {
-      while (performance.now() < until) {
-        if ((await post(server, token, next++)) === 200) done += 1;
-      }
-    }),
-  );
-  return done / SECONDS;
 }
 
 const percentile = (sorted: readonly number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+const round = (value: number, places = 1) => Math.round(value * 10 ** places) / 10 ** places;
+
+class Streams {
+  readonly #worker: Worker;
+  readonly #waiting = new Map<string, (message: FromStreams) => void>();
+  readonly #complete = new Map<number, () => void>();
+
+  constructor(data: StreamsData) {
+    this.#worker = new Worker(new URL(import.meta.url), { workerData: data });
+    this.#worker.on('message', (message: FromStreams) => {
+      if (message.type === 'complete') {
+        this.#complete.get(message.id)?.();
+        this.#complete.delete(message.id);
+        return;
+      }
+      this.#waiting.get(message.type)?.(message);
+    });
+  }
+
+  #ask<T extends FromStreams>(message: ToStreams, answer: T['type']): Promise<T> {
+    return new Promise((resolve) => {
+      this.#waiting.set(answer, (reply) => resolve(reply as T));
+      this.#worker.postMessage(message);
+    });
+  }
+
+  async open(count: number, reading: boolean): Promise<void> {
+    const { refused } = await this.#ask<Extract<FromStreams, { type: 'opened' }>>({ type: 'open', count, reading }, 'opened');
+    if (refused > 0) throw new Error(`${refused} of ${count} streams were refused`);
+  }
+
+  /** Resolves once every stream has received the probe `id`, or after `timeoutMs`. */
+  reached(id: number, timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.#complete.set(id, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  collect(): Promise<Extract<FromStreams, { type: 'collected' }>> {
+    return this.#ask({ type: 'collect' }, 'collected');
+  }
+
+  async close(): Promise<void> {
+    await this.#ask({ type: 'close' }, 'closed');
+  }
+
+  terminate(): Promise<number> {
+    return this.#worker.terminate();
+  }
+}
+
+/** The delays from each probe's 200 to its arrival at each stream, sorted, and how many arrivals are missing. */
+function delays(answered: ReadonlyMap<number, number>, arrivals: ReadonlyArray<[number, number[]]>, streams: number): { sorted: number[]; missing: number } {
+  const byId = new Map(arrivals);
+  const sorted: number[] = [];
+  let missing = 0;
+  for (const [id, at] of answered) {
+    const times = byId.get(id) ?? [];
+    missing += streams - times.length;
+    for (const time of times) sorted.push(Math.max(0, time - at));
+  }
+  sorted.sort((a, b) => a - b);
+  return { sorted, missing };
+}
+
+function summary(result: { sorted: number[]; missing: number }): Record<string, number> {
+  return { p50: round(percentile(result.sorted, 50)), p99: round(percentile(result.sorted, 99)), max: round(result.sorted.at(-1) ?? Number.NaN), samples: result.sorted.length, missing: result.missing };
+}
 
 async function main(): Promise<void> {
+  const streamCount = Number(process.argv[2] ?? 1000);
+  const seconds = Number(process.argv[3] ?? 10);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-feed-bench-'));
   const databaseUrl = `sqlite:${path.join(dir, 'bench.db')}`;
-  const env = { ...plantstoreEnv(databaseUrl), FEED_STREAMS_PER_ADDRESS: String(STREAMS), FEED_STREAMS_PER_TOKEN: String(STREAMS), MAX_CONNECTIONS: String(STREAMS + 256), MAX_PENDING_REQUESTS: String(STREAMS + 1024) };
+  const env = {
+    ...plantstoreEnv(databaseUrl),
+    FEED_STREAMS_PER_ADDRESS: String(streamCount),
+    FEED_STREAMS_PER_TOKEN: String(streamCount),
+    MAX_CONNECTIONS: String(streamCount + 256),
+    MAX_CONNECTIONS_PER_ADDRESS: String(streamCount + 64),
+  };
   const token = createToken('bench', env);
   const server = await startServer(env);
+  const pid = server.child.pid as number;
+  const streams = new Streams({ port: server.port, token });
+  let nextId = 1;
+  /** Creates/s, and the server's CPU milliseconds per create (less sensitive than creates/s to what else the machine runs). */
+  const createsPerSecond = async (forSeconds = seconds, probes?: Map<number, number>): Promise<{ perSecond: number; cpuMsPerCreate: number }> => {
+    const seconds = forSeconds;
+    let done = 0;
+    const cpuBefore = cpuMs(pid);
+    const until = nowMs() + seconds * 1000;
+    const probing = probes
+      ? (async () => {
+          while (nowMs() < until) {
+            const id = nextId++;
+            await post(server, token, id, `probe-${id}`, probeAgent);
+            probes.set(id, nowMs());
+            await new Promise((resolve) => setTimeout(resolve, PROBE_INTERVAL_MS));
+          }
+        })()
+      : undefined;
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        while (nowMs() < until) {
+          if ((await post(server, token, nextId++)) === 200) done += 1;
+        }
+      }),
+    );
+    await probing;
+    return { perSecond: done / seconds, cpuMsPerCreate: round((cpuMs(pid) - cpuBefore) / done, 3) };
+  };
   try {
-    const baseline = await createsPerSecond(server, token, 1);
-    const before = rssKb(server.child.pid as number);
-    const arrivals = new Map<number, number[]>();
-    const streams: http.ClientRequest[] = [];
-    for (let index = 0; index < STREAMS; index += 1) {
-      streams.push(await openStream(server, token, (id, at) => arrivals.get(id)?.push(at)));
-    }
+    // Not counted: the first seconds of a fresh server run cold (JIT, the new database's first pages and WAL).
+    await createsPerSecond(WARM_UP_SECONDS);
+    const baselineBefore = await createsPerSecond();
+    const before = rssKb(pid);
+    await streams.open(streamCount, true);
     await new Promise((resolve) => setTimeout(resolve, 2000));
-    const idle = rssKb(server.child.pid as number);
-    const delays: number[] = [];
-    parsing = true;
-    for (let index = 0; index < FANOUT_CREATES; index += 1) {
-      const id = 10_000_000 + index;
-      const times: number[] = [];
-      arrivals.set(id, times);
-      await post(server, token, id);
-      const answered = performance.now();
-      while (times.length < STREAMS) await new Promise((resolve) => setTimeout(resolve, 5));
-      for (const at of times) delays.push(Math.max(0, at - answered));
+    const idle = rssKb(pid);
+
+    const idleProbes = new Map<number, number>();
+    for (let index = 0; index < IDLE_PROBES; index += 1) {
+      const id = nextId++;
+      const reached = streams.reached(id, 10_000);
+      await post(server, token, id, `probe-${id}`, probeAgent);
+      idleProbes.set(id, nowMs());
+      await reached;
+      // Idle: the feed's last read is long past, as it is when creates are rare.
+      await new Promise((resolve) => setTimeout(resolve, IDLE_GAP_MS));
     }
-    parsing = false;
-    delays.sort((a, b) => a - b);
-    const withStreams = await createsPerSecond(server, token, 20_000_000);
-    for (const stream of streams) stream.destroy();
+    const idleFanout = delays(idleProbes, (await streams.collect()).arrivals, streamCount);
+
+    const loadProbes = new Map<number, number>();
+    const withStreams = await createsPerSecond(seconds, loadProbes);
+    // The last probes' events may still be on their way.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const loaded = await streams.collect();
+    const loadFanout = delays(loadProbes, loaded.arrivals, streamCount);
+    await streams.close();
+
+    await streams.open(streamCount, false);
+    const unreadBefore = rssKb(pid);
+    const withUnread = await createsPerSecond();
+    const unreadAfter = rssKb(pid);
+    await streams.close();
+
+    const baselineAfter = await createsPerSecond();
+    const baseline = (baselineBefore.perSecond + baselineAfter.perSecond) / 2;
+    const baselineCpu = (baselineBefore.cpuMsPerCreate + baselineAfter.cpuMsPerCreate) / 2;
     process.stdout.write(
       JSON.stringify({
-        streams: STREAMS,
-        rssPerIdleStreamKiB: Math.round(((idle - before) / STREAMS) * 10) / 10,
-        fanoutMs: { p50: Math.round(percentile(delays, 50) * 10) / 10, p99: Math.round(percentile(delays, 99) * 10) / 10, samples: delays.length },
-        createsPerSecond: { withoutStreams: Math.round(baseline), withStreams: Math.round(withStreams), ratio: Math.round((withStreams / baseline) * 1000) / 1000 },
+        streams: streamCount,
+        load: os.loadavg().map((value) => round(value, 2)),
+        rssPerIdleStreamKiB: round((idle - before) / streamCount),
+        fanoutIdleMs: summary(idleFanout),
+        fanoutUnderLoadMs: summary(loadFanout),
+        createsPerSecond: {
+          without: [Math.round(baselineBefore.perSecond), Math.round(baselineAfter.perSecond)],
+          withStreams: Math.round(withStreams.perSecond),
+          ratio: round(withStreams.perSecond / baseline, 3),
+          withUnreadStreams: Math.round(withUnread.perSecond),
+          unreadRatio: round(withUnread.perSecond / baseline, 3),
+        },
+        serverCpuMsPerCreate: {
+          without: [baselineBefore.cpuMsPerCreate, baselineAfter.cpuMsPerCreate],
+          withStreams: withStreams.cpuMsPerCreate,
+          ratio: round(baselineCpu / withStreams.cpuMsPerCreate, 3),
+          withUnreadStreams: withUnread.cpuMsPerCreate,
+        },
+        unreadStreams: { rssGrowthMiB: round((unreadAfter - unreadBefore) / 1024), closedWhileReadingByServer: loaded.closedByServer },
       }) + '\n',
     );
   } catch (error) {
     process.stderr.write(`feed bench: ${(error as Error).message}; the server said:\n${server.output().stderr.slice(-2000)}${server.output().stdout.slice(-2000)}\n`);
     process.exitCode = 1;
   } finally {
+    await streams.terminate();
     await server.stop('SIGTERM');
     fs.rmSync(dir, { recursive: true, force: true });
     agent.destroy();
+    probeAgent.destroy();
   }
 }
 
-await main();
+if (isMainThread) await main();
+else streamsThread(workerData as StreamsData);

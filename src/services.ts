@@ -45,7 +45,7 @@ export interface Services {
   /** This thread's tracing (src/tracing/), absent when it is off: the app traces requests with it. */
   readonly tracing?: Tracing;
   /** This loop's change feed: what its event streams (GET /plants/events) are handed, each change rendered once. */
-  readonly feed: ChangeFeed<string>;
+  readonly feed: ChangeFeed;
   /**
    * Waits until every accepted write is answered, then stops the token cache (writing the last uses). The store
    * stays open: whoever opened it closes it.
@@ -75,11 +75,11 @@ export type InstanceWrites = Pick<WriteQueueOptions, 'shared' | 'gathering'>;
 const FEED_BATCH_SIZE = 500;
 
 /**
- * The feed reads new changes at most once per this many milliseconds per live stream (1,000 streams: every 50 ms),
- * never less often than the maximum: one write per stream then carries every commit since, so fanning out to many
- * streams costs the same however fast commits come (BENCHMARKS.md, "Change feed").
+ * The change feed's share of the event loop while commits keep coming, and the longest a change waits for it: with
+ * 1,000 streams a read's writes take milliseconds, and one write per stream then carries every commit since, so the
+ * fan-out's cost does not grow with the rate of commits (BENCHMARKS.md, "Change feed").
  */
-const FEED_READ_INTERVAL_PER_STREAM_MS = 0.05;
+const FEED_LOOP_SHARE = 0.2;
 const FEED_MAX_READ_INTERVAL_MS = 50;
 
 /** One event loop's services, on the narrow part of storage it uses. */
@@ -109,7 +109,7 @@ export async function startEventLoopServices(config: Config, store: ServingStore
     render: changeEvent,
     batchSize: FEED_BATCH_SIZE,
     pollMs: config.feed.pollMs,
-    intervalPerStreamMs: FEED_READ_INTERVAL_PER_STREAM_MS,
+    loopShare: FEED_LOOP_SHARE,
     maxIntervalMs: FEED_MAX_READ_INTERVAL_MS,
     onError: (error) => feedLog.warn({ err: error }, 'reading the change log failed; the next commit or poll tries again'),
   });

@@ -5,18 +5,56 @@ import type { ChangeLog, PlantChange } from '../storage/change-store.js';
  * change out to the loop's live streams (`GET /plants/events`). However many streams are open, the log is read once
  * per wake-up: a commit heard from storage (SQLite: the write path; PostgreSQL: LISTEN), a wake() from outside (a
  * worker thread is told by its instance's writer), or the slow fallback poll, for a wake-up lost on the way. Each
- * change is rendered once (`render`) and the same rendering handed to every stream.
+ * change is rendered and encoded once, into a buffer every stream writes a view of; and each read writes each stream
+ * at most once, all its new events in one write, however many commits the read covers.
  */
 
-/** One change as the streams receive it: its sequence, and its rendering, made once for every stream. */
-export interface FeedItem<Rendered> {
-  readonly sequence: bigint;
-  readonly rendered: Rendered;
+/**
+ * The changes of one read of the log, as every live stream receives them: their events encoded once into one shared
+ * buffer, so that a stream's write is a view of it (no copy, no encoding per stream).
+ */
+export class FeedBatch {
+  /** The sequences of the changes, ascending. */
+  readonly sequences: readonly bigint[];
+  /** Where each change's event starts in `bytes`. */
+  readonly starts: readonly number[];
+  readonly bytes: Buffer;
+
+  constructor(sequences: readonly bigint[], events: readonly string[]) {
+    this.sequences = sequences;
+    const starts: number[] = [];
+    let length = 0;
+    for (const event of events) {
+      starts.push(length);
+      length += Buffer.byteLength(event);
+    }
+    this.starts = starts;
+    this.bytes = Buffer.from(events.join(''));
+  }
+
+  get last(): bigint {
+    return this.sequences.at(-1) as bigint;
+  }
+
+  /** The events of the changes after `cursor`, as a view of the shared buffer, and how many; undefined when none. */
+  after(cursor: bigint): { readonly bytes: Buffer; readonly count: number } | undefined {
+    // Live streams are all at the position the batch was read after: every change is theirs, in one comparison.
+    if (cursor < (this.sequences[0] as bigint)) return { bytes: this.bytes, count: this.sequences.length };
+    let low = 0;
+    let high = this.sequences.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((this.sequences[middle] as bigint) <= cursor) low = middle + 1;
+      else high = middle;
+    }
+    if (low === this.sequences.length) return undefined;
+    return { bytes: this.bytes.subarray(this.starts[low]), count: this.sequences.length - low };
+  }
 }
 
-/** A live stream: handed every change the feed reads, in order. It ignores those up to its own cursor. */
-export interface FeedSubscriber<Rendered> {
-  deliver(items: readonly FeedItem<Rendered>[]): void;
+/** A live stream: handed every batch the feed reads, in order. It skips the changes up to its own cursor. */
+export interface FeedSubscriber {
+  deliver(batch: FeedBatch): void;
 }
 
 /** What the feed reports (src/observability/metrics.ts implements it). */
@@ -30,41 +68,52 @@ export interface FeedObserver {
 /** Why a stream ended: the client left, it did not read (its buffer passed the bound), or the server is shutting down. */
 export type StreamEnd = 'client' | 'slow' | 'shutdown' | 'error';
 
-export interface ChangeFeedOptions<Rendered> {
-  readonly render: (change: PlantChange) => Rendered;
+export interface ChangeFeedOptions {
+  /** A change's event, as every stream writes it: made once per change. */
+  readonly render: (change: PlantChange) => string;
   /** Changes read per query, for the live fan-out and for each stream's backlog. */
   readonly batchSize: number;
   /** The fallback poll, for a wake-up lost on the way (the LISTEN connection lost, a message dropped). */
   readonly pollMs: number;
   /**
-   * Reads at most once per this many milliseconds per live stream, and at least once per `maxIntervalMs`: a read
-   * writes to every stream, so with many streams the changes of the commits in between go out together, in one write
-   * per stream, and the fan-out's share of the event loop stays bounded however fast commits come; with few streams
-   * each commit goes out at once.
+   * The share of the event loop the fan-out may take while commits keep coming: after a read that took t ms to hand
+   * out, the next waits t × (1 / share - 1) ms, so the changes of the commits in between go out together, in one write
+   * per stream. With few streams a read takes microseconds and each commit goes out at once; with many, the writes per
+   * second stay bounded however fast commits come, and the event loop that commits keeps most of its time.
    */
-  readonly intervalPerStreamMs: number;
+  readonly loopShare: number;
+  /** The longest a read waits for `loopShare`: what bounds the time from a commit to its event at every stream. */
   readonly maxIntervalMs: number;
   /** A read that failed; the next wake-up or poll tries again. */
   readonly onError: (error: unknown) => void;
 }
 
-export class ChangeFeed<Rendered> {
+/**
+ * The longest the fan-out writes without letting the event loop run: a write to a socket is a syscall of some 10 to
+ * 30 µs, so 1,000 streams take tens of milliseconds, and in one piece they would hold up every create's answer and
+ * the next commit for as long (BENCHMARKS.md, "Change feed").
+ */
+const HAND_OUT_SLICE_MS = 4;
+
+export class ChangeFeed {
   readonly #log: ChangeLog;
-  readonly #options: ChangeFeedOptions<Rendered>;
-  readonly #subscribers = new Set<FeedSubscriber<Rendered>>();
+  readonly #options: ChangeFeedOptions;
+  readonly #subscribers = new Set<FeedSubscriber>();
   /** The newest sequence read and fanned out: every live stream has been handed everything up to it. */
   #position = 0n;
   #started: Promise<void> | undefined;
   #reading = false;
   #readAgain = false;
   #skipped = false;
+  /** When the last read finished handing out its changes, and how long handing them out took. */
   #lastReadAt = -Infinity;
+  #lastFanOutMs = 0;
   #waitTimer: NodeJS.Timeout | undefined;
   #pollTimer: NodeJS.Timeout | undefined;
   #stopListening: (() => void) | undefined;
   #closed = false;
 
-  constructor(log: ChangeLog, options: ChangeFeedOptions<Rendered>) {
+  constructor(log: ChangeLog, options: ChangeFeedOptions) {
     this.#log = log;
     this.#options = options;
   }
@@ -94,7 +143,7 @@ export class ChangeFeed<Rendered> {
   }
 
   /** A stream that has caught up with `position` (no await between its check and this call) becomes live. */
-  subscribe(subscriber: FeedSubscriber<Rendered>): () => void {
+  subscribe(subscriber: FeedSubscriber): () => void {
     this.#subscribers.add(subscriber);
     // Wake-ups that came while nobody listened were not read: read now (the new stream ignores what it has).
     if (this.#skipped) {
@@ -109,8 +158,8 @@ export class ChangeFeed<Rendered> {
   }
 
   /**
-   * Something committed: read what is new, once, however many wake-ups come while a read runs, and no more often
-   * than the options' interval for the streams open.
+   * Something committed: read what is new, once, however many wake-ups come while a read runs or waits, and no
+   * sooner than `loopShare` allows after the last read (at most `maxIntervalMs` later).
    */
   wake(): void {
     if (this.#closed || this.#started === undefined) return;
@@ -123,9 +172,10 @@ export class ChangeFeed<Rendered> {
       this.#readAgain = true;
       return;
     }
-    const intervalMs = Math.min(this.#options.maxIntervalMs, this.#subscribers.size * this.#options.intervalPerStreamMs);
+    const { loopShare, maxIntervalMs } = this.#options;
+    const intervalMs = Math.min(maxIntervalMs, this.#lastFanOutMs * (1 / loopShare - 1));
     const waitMs = this.#lastReadAt + intervalMs - performance.now();
-    if (waitMs > 0) {
+    if (waitMs >= 1) {
       this.#waitTimer = setTimeout(() => {
         this.#waitTimer = undefined;
         this.#readAgain = false;
@@ -134,7 +184,6 @@ export class ChangeFeed<Rendered> {
       return;
     }
     this.#reading = true;
-    this.#lastReadAt = performance.now();
     void this.#readNew().finally(() => {
       this.#reading = false;
       if (this.#readAgain) {
@@ -146,18 +195,51 @@ export class ChangeFeed<Rendered> {
 
   async #readNew(): Promise<void> {
     await this.#started;
+    let fanOutMs = 0;
     try {
       for (;;) {
         const changes = await this.#log.changesAfter(this.#position, this.#options.batchSize);
         if (this.#closed || changes.length === 0) return;
-        const items = changes.map((change) => ({ sequence: change.sequence, rendered: this.#options.render(change) }));
-        this.#position = (items.at(-1) as FeedItem<Rendered>).sequence;
-        for (const subscriber of this.#subscribers) subscriber.deliver(items);
-        if (changes.length < this.#options.batchSize) return;
+        const began = performance.now();
+        const batch = new FeedBatch(
+          changes.map((change) => change.sequence),
+          changes.map((change) => this.#options.render(change)),
+        );
+        this.#position = batch.last;
+        fanOutMs += performance.now() - began;
+        fanOutMs += await this.#handOut(batch);
+        if (this.#closed || changes.length < this.#options.batchSize) return;
       }
     } catch (error) {
       this.#options.onError(error);
+    } finally {
+      this.#lastFanOutMs = fanOutMs;
+      this.#lastReadAt = performance.now();
     }
+  }
+
+  /**
+   * Hands `batch` to every live stream, in slices of about HAND_OUT_SLICE_MS with the event loop let run between them
+   * (setImmediate: after the I/O that came meanwhile), so that a commit's answers and the next commit do not wait for
+   * a thousand writes. Resolves with the time the slices took. A stream that subscribes meanwhile has read the batch's
+   * changes from the log already (it subscribes at `position`, set to the batch's last); one that leaves is skipped.
+   */
+  async #handOut(batch: FeedBatch): Promise<number> {
+    const subscribers = [...this.#subscribers];
+    let spentMs = 0;
+    let index = 0;
+    while (index < subscribers.length) {
+      const began = performance.now();
+      do {
+        const subscriber = subscribers[index] as FeedSubscriber;
+        index += 1;
+        if (this.#subscribers.has(subscriber)) subscriber.deliver(batch);
+      } while (index < subscribers.length && performance.now() - began < HAND_OUT_SLICE_MS);
+      spentMs += performance.now() - began;
+      if (index < subscribers.length) await new Promise((resolve) => setImmediate(resolve));
+      if (this.#closed) break;
+    }
+    return spentMs;
   }
 
   #schedulePoll(): void {

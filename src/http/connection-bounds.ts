@@ -48,6 +48,19 @@ export const PIPELINING_CONNECTIONS = 128;
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
+/** How a started request stops counting as pending (stopCountingAsPending), by its response. */
+const uncounters = new WeakMap<ServerResponse, () => void>();
+
+/**
+ * The request of `response` stops counting towards the server's pending requests (MAX_PENDING_REQUESTS): its answer
+ * is a stream that lasts as long as its connection (GET /plants/events), bounded by the stream limits and the
+ * connection budget instead. Counted, 1,000 open streams would fill the bound, and every connection that pipelines
+ * would be closed. It still counts on its own connection (`unanswered`, `handledAtOnce`).
+ */
+export function stopCountingAsPending(response: ServerResponse): void {
+  uncounters.get(response)?.();
+}
+
 interface ConnectionState {
   /** Handlers started whose answers have not been handed to the kernel: their requests and responses. */
   readonly handled: Map<IncomingMessage, ServerResponse>;
@@ -62,6 +75,8 @@ interface ConnectionState {
   gone: boolean;
   /** It holds one of the pipelining slots: more than `handledAtOnce` of its requests were unanswered at once. */
   pipelining: boolean;
+  /** Of `handled`, those that no longer count towards the pending total (stopCountingAsPending). */
+  uncounted: number;
 }
 
 /**
@@ -164,7 +179,7 @@ export class ConnectionBounds {
   #stateOf(socket: Socket): ConnectionState {
     let state = this.#connections.get(socket);
     if (!state) {
-      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now(), releaseScheduled: false, gone: false, pipelining: false };
+      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now(), releaseScheduled: false, gone: false, pipelining: false, uncounted: 0 };
       this.#connections.set(socket, state);
       const progressed = () => {
         (state as ConnectionState).progressAt = performance.now();
@@ -193,9 +208,17 @@ export class ConnectionBounds {
 
   #start(socket: Socket, state: ConnectionState, request: IncomingMessage, response: ServerResponse): void {
     state.handled.set(request, response);
+    let counted = true;
+    uncounters.set(response, () => {
+      if (!counted || !state.handled.has(request)) return;
+      counted = false;
+      state.uncounted += 1;
+      if (!state.gone) this.#pending -= 1;
+    });
     const answered = () => {
       if (!state.handled.delete(request)) return;
-      if (!state.gone) this.#pending -= 1;
+      if (!counted) state.uncounted -= 1;
+      else if (!state.gone) this.#pending -= 1;
       if (state.handled.size === 0 && state.head === state.waiting.length) this.#stopPipelining(state);
       state.progressAt = performance.now();
       this.#scheduleRelease(socket, state);
@@ -252,7 +275,7 @@ export class ConnectionBounds {
     this.#stopPipelining(state);
     if (state.gone) return;
     state.gone = true;
-    this.#pending -= state.handled.size + state.waiting.length - state.head;
+    this.#pending -= state.handled.size - state.uncounted + state.waiting.length - state.head;
   }
 
   #overrun(socket: Socket, why: ConnectionOverrun): void {

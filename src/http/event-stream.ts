@@ -1,7 +1,9 @@
 import type { ServerResponse } from 'node:http';
-import type { ChangeFeed, FeedItem, FeedObserver, FeedSubscriber, StreamEnd } from '../feed/change-feed.js';
+import type { Socket } from 'node:net';
+import type { ChangeFeed, FeedBatch, FeedObserver, FeedSubscriber, StreamEnd } from '../feed/change-feed.js';
 import { changeEvent, resetEvent } from '../feed/events.js';
 import type { PlantChange } from '../storage/change-store.js';
+import { stopCountingAsPending } from './connection-bounds.js';
 import { BadRequestError } from './errors.js';
 
 /**
@@ -59,9 +61,15 @@ export interface EventStreamSettings {
 /** The `retry:` advised: how long a client waits before reconnecting. */
 const RETRY_MS = 2000;
 
-/** One open stream. */
-class EventStream implements FeedSubscriber<string> {
+/**
+ * One open stream. Once the answer's head is out, events are written to the connection's socket itself, not through
+ * the ServerResponse: the body needs no framing (Connection: close, no chunked encoding), and the response corks the
+ * socket on each write and uncorks it on the next tick, which would put each stream's write (its syscall) outside the
+ * fan-out loop that the feed times (src/feed/change-feed.ts, `loopShare`). The socket keeps the order of the writes.
+ */
+class EventStream implements FeedSubscriber {
   readonly #response: ServerResponse;
+  readonly #socket: Socket;
   readonly #streams: EventStreams;
   #cursor = 0n;
   #live = false;
@@ -70,8 +78,9 @@ class EventStream implements FeedSubscriber<string> {
   readonly done: Promise<void>;
   #finish!: () => void;
 
-  constructor(response: ServerResponse, streams: EventStreams) {
+  constructor(response: ServerResponse, socket: Socket, streams: EventStreams) {
     this.#response = response;
+    this.#socket = socket;
     this.#streams = streams;
     this.done = new Promise((resolve) => {
       this.#finish = resolve;
@@ -103,7 +112,7 @@ class EventStream implements FeedSubscriber<string> {
         const text = page.map((change) => changeEvent(change)).join('');
         this.#cursor = (page.at(-1) as PlantChange).sequence;
         this.#streams.observer?.eventsSent(page.length);
-        if (!this.#response.write(text)) await this.#drained();
+        if (!this.#socket.write(text)) await this.#drained();
         if (this.ended) return;
       }
       // No await between this check and subscribing: every change after the feed's position reaches this stream.
@@ -116,7 +125,7 @@ class EventStream implements FeedSubscriber<string> {
   }
 
   #reset(newest: bigint): void {
-    this.#response.write(resetEvent(newest));
+    this.#socket.write(resetEvent(newest));
     this.#cursor = newest;
     this.#streams.observer?.resetSent();
   }
@@ -124,33 +133,27 @@ class EventStream implements FeedSubscriber<string> {
   #drained(): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
-        this.#response.off('drain', done);
-        this.#response.off('close', done);
+        this.#socket.off('drain', done);
+        this.#socket.off('close', done);
         resolve();
       };
-      this.#response.on('drain', done);
-      this.#response.on('close', done);
+      this.#socket.on('drain', done);
+      this.#socket.on('close', done);
     });
   }
 
-  deliver(items: readonly FeedItem<string>[]): void {
-    if (this.#overBound()) return;
-    let text = '';
-    let count = 0;
-    for (const item of items) {
-      if (item.sequence <= this.#cursor) continue;
-      text += item.rendered;
-      this.#cursor = item.sequence;
-      count += 1;
-    }
-    if (count === 0) return;
-    this.#response.write(text);
-    this.#streams.observer?.eventsSent(count);
+  deliver(batch: FeedBatch): void {
+    if (this.ended || this.#overBound()) return;
+    const events = batch.after(this.#cursor);
+    if (events === undefined) return;
+    this.#cursor = batch.last;
+    this.#socket.write(events.bytes);
+    this.#streams.observer?.eventsSent(events.count);
   }
 
   heartbeat(): void {
     if (!this.#live || this.ended || this.#overBound()) return;
-    this.#response.write(': keep-alive\n\n');
+    this.#socket.write(': keep-alive\n\n');
   }
 
   /**
@@ -159,9 +162,9 @@ class EventStream implements FeedSubscriber<string> {
    * taken them, a moment later, whether the client reads or not.
    */
   #overBound(): boolean {
-    if (this.#response.writableLength <= this.#streams.settings.bufferBytes) return false;
+    if (this.#socket.writableLength <= this.#streams.settings.bufferBytes) return false;
     this.end('slow');
-    this.#response.destroy();
+    this.#socket.destroy();
     return true;
   }
 
@@ -180,13 +183,13 @@ class EventStream implements FeedSubscriber<string> {
  * ended by closeAll() when the server shuts down (the clients resume elsewhere).
  */
 export class EventStreams {
-  readonly feed: ChangeFeed<string>;
+  readonly feed: ChangeFeed;
   readonly settings: EventStreamSettings;
   readonly #open = new Set<EventStream>();
   #heartbeat: NodeJS.Timeout | undefined;
   #closing = false;
 
-  constructor(feed: ChangeFeed<string>, settings: EventStreamSettings) {
+  constructor(feed: ChangeFeed, settings: EventStreamSettings) {
     this.feed = feed;
     this.settings = settings;
   }
@@ -223,7 +226,10 @@ export class EventStreams {
    * it is closed for not reading, or the server shuts down; resolves then.
    */
   async serve(response: ServerResponse, headers: Record<string, string | number | string[]>, start: StartingPoint): Promise<void> {
-    const stream = new EventStream(response, this);
+    const { socket } = response;
+    // The client left while the starting point was read: its 'close' has been and gone, and nobody waits for a stream.
+    if (socket === null || socket.destroyed) return;
+    const stream = new EventStream(response, socket, this);
     this.#open.add(stream);
     this.observer?.streamOpened();
     this.#heartbeat ??= setInterval(() => {
@@ -243,6 +249,8 @@ export class EventStreams {
       connection: 'close',
     });
     response.write(`retry: ${RETRY_MS}\n\n`);
+    // A stream is bounded as a connection (MAX_CONNECTIONS, the stream limits), not as a request waiting for its answer.
+    stopCountingAsPending(response);
     try {
       await stream.run(start);
     } catch (error) {

@@ -192,6 +192,26 @@ for (const database of DATABASES) {
       assert.match(metrics, /plantstore_event_streams_closed_total\{reason="slow"\} 1/);
     });
 
+    it('counts streams as connections, not as pending requests: more streams than MAX_PENDING_REQUESTS leave a pipelining client answered', async (context) => {
+      const t = await app(context, { MAX_PENDING_REQUESTS: '2' });
+      const base = await listening(t);
+      const streams = await Promise.all([1, 2, 3].map(() => EventStreamClient.open(`${base}/plants/events`, { authorization: `Bearer ${t.token}` })));
+      context.after(() => {
+        for (const stream of streams) stream.close();
+      });
+      await waitFor('the three streams to be live', () => t.services.feed.subscribers === 3);
+      // Two requests in one write: the second is parsed while the first is unanswered, which the pending bound refuses
+      // (closing the connection) once MAX_PENDING_REQUESTS requests are pending.
+      const socket = net.connect({ host: '127.0.0.1', port: Number(new URL(base).port) });
+      context.after(() => socket.destroy());
+      let received = '';
+      socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+      await once(socket, 'connect');
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      await once(socket, 'close');
+      assert.deepEqual(received.match(/HTTP\/1\.1 \d{3}/g), ['HTTP/1.1 200', 'HTTP/1.1 200'], received);
+    });
+
     it('ends every stream cleanly when the app closes', async (context) => {
       const t = await startTestApp(database.create, { FEED_HEARTBEAT_MS: '50' });
       let closed = false;
