@@ -29,7 +29,7 @@ function newSpaceBytes(): number {
  * young generations would stay at the size they had. Does nothing when a flag given to Node sizes it. Returns the stop.
  */
 export function capYoungGeneration(mib = YOUNG_GENERATION_MIB): () => void {
-  if ([...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((flag) => SIZED_BY_FLAG.test(flag))) return () => undefined;
+  if ([...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((flag) => SIZED_BY_FLAG.test(flag))) return () => undefined;
   let growing: boolean | undefined;
   const keep = (): void => {
     const grow = newSpaceBytes() < mib * MiB;

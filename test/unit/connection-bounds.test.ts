@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { ConnectionBounds, type ConnectionOverrun } from '../../src/http/connection-bounds.js';
 
