@@ -71,6 +71,11 @@ function stream(base: string, token: string, lines: number, text: (index: number
       response.on('data', (chunk: string) => {
         const all = rest + chunk;
         const end = all.lastIndexOf('\n');
+        // No line ends in this chunk: all of it is the start of one (counted once it ends, not now as well).
+        if (end < 0) {
+          rest = all;
+          return;
+        }
         rest = all.slice(end + 1);
         for (const line of all.slice(0, end).split('\n')) {
           if (line === '') continue;
