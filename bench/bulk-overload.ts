@@ -58,8 +58,17 @@ function stream(base: string, token: string, lines: number, text: (index: number
       }
       request.end();
     };
-    request.on('error', () => undefined);
+    let answered = false;
+    // A write can fail (EPIPE: the server stopped reading at a limit) with the answer still on its way, and Node's
+    // client then often parses it all the same; one that never came is said so in `last` after a while, instead of
+    // the bench waiting for it for ever.
+    request.on('error', (error: NodeJS.ErrnoException) => {
+      setTimeout(() => {
+        if (!answered) resolve({ ok: 0, refused: 0, other: 0, last: `no answer (${error.code ?? error.message})`, okLines: [] });
+      }, 5000).unref();
+    });
     request.on('response', (response) => {
+      answered = true;
       options.onResponse?.();
       let ok = 0;
       let refused = 0;
