@@ -50,8 +50,17 @@ function stream(base: string, token: string, lines: number, text: (index: number
       }
       request.end();
     };
-    request.on('error', () => undefined);
+    let answered = false;
+    // A write can fail (EPIPE: the server stopped reading at a limit) with the answer still on its way, and Node's
+    // client then often parses it all the same; one that never came is said so in `last` after a while, instead of
+    // the bench waiting for it for ever.
+    request.on('error', (error: NodeJS.ErrnoException) => {
+      setTimeout(() => {
+        if (!answered) resolve({ ok: 0, refused: 0, other: 0, last: `no answer (${error.code ?? error.message})`, okLines: [] });
+      }, 5000).unref();
+    });
     request.on('response', (response) => {
+      answered = true;
       options.onResponse?.();
       let ok = 0;
       let refused = 0;
@@ -63,6 +72,11 @@ function stream(base: string, token: string, lines: number, text: (index: number
       response.on('data', (chunk: string) => {
         const all = rest + chunk;
         const end = all.lastIndexOf('\n');
+        // No line ends in this chunk: all of it is the start of one (counted once it ends, not now as well).
+        if (end < 0) {
+          rest = all;
+          return;
+        }
         rest = all.slice(end + 1);
         for (const line of all.slice(0, end).split('\n')) {
           if (line === '') continue;

@@ -143,12 +143,13 @@ const MAX_TAG_LENGTH = 600;
 const BULK_WINDOW = 1024;
 
 /**
- * MAX_CONNECTIONS' default, from docs/memory.md's budget ("The whole instance"): an idle connection costs the server
- * some 8 to 12 KiB, but one pipelining a burst of requests costs 0.3 to 0.5 MiB of heap while it is parsed and closed,
- * and 512 of those from many addresses at once grew the server by some 305 MiB, what a 512 MiB container leaves over
- * its own. Past it, connections wait (MAX_QUEUED_CONNECTIONS) instead of being closed.
+ * MAX_CONNECTIONS' default, from docs/memory.md's budget ("The whole instance"), a 512 MiB container with the server's
+ * own ~130 MiB: an idle keep-alive connection costs the server some 23 KiB, 72 KiB with TLS (2,048 of those: some
+ * 144 MiB), and a pipelining flood of 3,000 connections from 64 addresses with 4,096 allowed grew it by some 100 to
+ * 130 MiB (BENCHMARKS.md, "Pipelining without reading"). At 4,096, idle TLS connections alone would take 290 MiB.
+ * Past it, connections wait (MAX_QUEUED_CONNECTIONS) instead of being closed.
  */
-const DEFAULT_MAX_CONNECTIONS = 512;
+const DEFAULT_MAX_CONNECTIONS = 2048;
 
 /**
  * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with 50

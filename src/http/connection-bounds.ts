@@ -106,6 +106,14 @@ export class ConnectionBounds {
   readonly #maxPipelining: number;
   /** Connections holding a pipelining slot. */
   #pipelining = 0;
+  /**
+   * No connection may have more than `handledAtOnce` requests unanswered: a pipelining connection was closed for
+   * `maxPending`, and the server still holds more than half of it. Without this, each connection a flood opens next
+   * parses as many requests as the room left under `maxPending` before it is closed for the same bound, a few hundred
+   * that die unanswered (0.3 to 0.5 MiB of heap each, docs/memory.md); with it, four. Pipelining is allowed again once
+   * the requests held fall to half of `maxPending`: clients that wait for each answer never notice either way.
+   */
+  #pipeliningShut = false;
   readonly #onOverrun: (socket: Socket, why: ConnectionOverrun) => void;
   readonly #connections = new Map<Socket, ConnectionState>();
   /** Requests of every connection still open that are parsed and not answered (handled or waiting). */
@@ -146,6 +154,10 @@ export class ConnectionBounds {
       this.#overrun(socket, 'too many unanswered requests');
       return;
     }
+    if (unanswered >= this.#limits.handledAtOnce && this.#pipeliningShut) {
+      this.#overrun(socket, 'the server holds too many unanswered requests');
+      return;
+    }
     if (unanswered >= this.#limits.handledAtOnce && !state.pipelining) {
       if (this.#pipelining >= this.#maxPipelining) {
         // Closed at once, like an overrun: the rest of what it sent in this read is not parsed (http-server.ts).
@@ -163,6 +175,8 @@ export class ConnectionBounds {
       // parsed stops more requests being made (http-server.ts); closing another frees nothing until the garbage
       // collector runs, and 400 connections parsing 409 requests each made 160,000 requests in one turn.
       this.#overrun(socket, 'the server holds too many unanswered requests');
+      // Its own requests no longer count (#overrun): pipelining stops if the others still hold most of the bound.
+      if (unanswered >= this.#limits.handledAtOnce && this.#pending > this.#maxPending / 2) this.#pipeliningShut = true;
       return;
     }
     state.waiting.push([request, response]);
@@ -213,12 +227,12 @@ export class ConnectionBounds {
       if (!counted || !state.handled.has(request)) return;
       counted = false;
       state.uncounted += 1;
-      if (!state.gone) this.#pending -= 1;
+      if (!state.gone) this.#pendingFell(1);
     });
     const answered = () => {
       if (!state.handled.delete(request)) return;
       if (!counted) state.uncounted -= 1;
-      else if (!state.gone) this.#pending -= 1;
+      else if (!state.gone) this.#pendingFell(1);
       if (state.handled.size === 0 && state.head === state.waiting.length) this.#stopPipelining(state);
       state.progressAt = performance.now();
       this.#scheduleRelease(socket, state);
@@ -275,7 +289,13 @@ export class ConnectionBounds {
     this.#stopPipelining(state);
     if (state.gone) return;
     state.gone = true;
-    this.#pending -= state.handled.size - state.uncounted + state.waiting.length - state.head;
+    this.#pendingFell(state.handled.size - state.uncounted + state.waiting.length - state.head);
+  }
+
+  /** Requests stopped counting towards the pending total (answered, or their connection closed). */
+  #pendingFell(by: number): void {
+    this.#pending -= by;
+    if (this.#pipeliningShut && this.#pending <= this.#maxPending / 2) this.#pipeliningShut = false;
   }
 
   #overrun(socket: Socket, why: ConnectionOverrun): void {

@@ -43,9 +43,9 @@ describe('configuration', () => {
     assert.equal(loadConfig({ METRICS: ' off ' }).metrics, false);
   });
 
-  it('bounds the instance by default: 512 connections, 64 per address, 4,096 waiting, 1,024 pending requests, 3 s TLS handshakes, 60 failed authentications a minute, metrics rendered once a second', () => {
+  it('bounds the instance by default: 2,048 connections, 64 per address, 4,096 waiting, 1,024 pending requests, 3 s TLS handshakes, 60 failed authentications a minute, metrics rendered once a second', () => {
     const config = loadConfig({});
-    assert.equal(config.http.maxConnections, 512);
+    assert.equal(config.http.maxConnections, 2048);
     assert.equal(config.http.maxConnectionsPerAddress, 64);
     assert.equal(config.http.maxQueuedConnections, 4096);
     assert.equal(config.http.maxPendingRequests, 1024);
