@@ -49,8 +49,7 @@ export interface WriteQueueOptions {
   readonly pacing?: CommitPacing;
   /**
    * With pacing: after a sync returns, the longest the next commit waits for the clients just answered to send again
-   * (WRITE_SYNC_HOLD_MS), and only while syncs take at least twice as long: a faster disk gains less from a bigger
-   * batch than the wait costs. 0 or absent: commit at once.
+   * (WRITE_SYNC_HOLD_MS). 0 or absent: commit at once.
    */
   readonly postSyncHoldMs?: number;
 }
@@ -116,6 +115,9 @@ export function reservedForSingles(queueLimit: number): number {
  * held in memory.
  */
 const STREAM_BATCHES_QUEUED = 8;
+
+/** Syncs that pass without a post-sync hold after one ended with the clients answered not back (WriteQueue's #afterSync). */
+const HOLD_BACKOFF_SYNCS = 16;
 
 /** While streams wait for room that other threads' queues hold, the bound is looked at again this often. */
 const LANE_RETRY_MS = 5;
@@ -210,6 +212,10 @@ export class WriteQueue {
   /** After a sync returned (pacing): commit once this many rows wait, or when #postSyncTimer fires. */
   #postSyncTarget = 0;
   #postSyncTimer: NodeJS.Timeout | undefined;
+  /** The post-sync hold's time is up: the commit is made at the next flush, whatever waits. */
+  #postSyncExpired = false;
+  /** Syncs still to pass without a hold, after a hold ended with the clients not back (#afterSync). */
+  #holdBackoff = 0;
   #inFlight = 0;
   /** Deletes admitted and not yet answered (waiting for the store or running). */
   #operations = 0;
@@ -455,22 +461,29 @@ export class WriteQueue {
   /**
    * A sync just returned (pacing): the batches it covered are about to be answered, and their clients, most of them,
    * send again within a round trip. Committing what waits at once would leave those for the next sync and split the
-   * clients into two halves, each answered every other sync; so the commit waits until most of as many rows wait as
-   * are being answered (three quarters, not to wait for stragglers; with those already waiting, up to the batch
-   * limit), or postSyncHoldMs at most.
+   * clients into two halves, each answered every other sync: twice the commits and syncs, each of which costs the
+   * core a few hundred microseconds whatever its size (BENCHMARKS.md, "Durable creates: the sync off the loop"). So the
+   * commit waits until most of as many rows wait as are being answered (three quarters, not to wait for stragglers;
+   * with those already waiting, up to the batch limit), or postSyncHoldMs at most. A hold that ends by its time (the
+   * clients answered did not send again: not a closed loop) stops holding for the next HOLD_BACKOFF_SYNCS syncs, so
+   * that such traffic pays the wait once in that many syncs at most.
    */
   #afterSync(): void {
     const { pacing, postSyncHoldMs = 0 } = this.#options;
     if (this.#queuedRows === 0 && this.#inFlightRows === 0) return;
-    if (pacing === undefined || postSyncHoldMs === 0 || pacing.lastSyncMs < 2 * postSyncHoldMs || this.#inFlightRows === 0) {
+    if (this.#holdBackoff > 0) this.#holdBackoff -= 1;
+    if (pacing === undefined || postSyncHoldMs === 0 || this.#holdBackoff > 0 || this.#inFlightRows === 0) {
       if (this.#queuedRows > 0) this.#flush();
       return;
     }
     this.#postSyncTarget = Math.min(this.#options.batchLimit, this.#queuedRows + Math.ceil((this.#inFlightRows * 3) / 4));
     clearTimeout(this.#postSyncTimer);
+    this.#postSyncExpired = false;
     this.#postSyncTimer = setTimeout(() => {
       this.#postSyncTimer = undefined;
-      this.#postSyncTarget = 0;
+      // Decided in #flush, after the loop's next poll: timers run before it, and on a busy core the clients' requests
+      // may be waiting unread when the hold's time is up.
+      this.#postSyncExpired = true;
       this.#schedule();
     }, postSyncHoldMs);
     if (this.#queuedRows > 0) this.#flush();
@@ -479,7 +492,10 @@ export class WriteQueue {
   /** True while the commit waits for the clients a sync's answers release (#afterSync); ends the wait once they came. */
   #heldAfterSync(): boolean {
     if (this.#postSyncTarget === 0) return false;
-    if (this.#queuedRows < this.#postSyncTarget) return true;
+    if (this.#queuedRows < this.#postSyncTarget) {
+      if (!this.#postSyncExpired) return true;
+      this.#holdBackoff = HOLD_BACKOFF_SYNCS;
+    }
     this.#postSyncTarget = 0;
     clearTimeout(this.#postSyncTimer);
     this.#postSyncTimer = undefined;
