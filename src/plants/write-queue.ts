@@ -414,10 +414,12 @@ export class WriteQueue {
 
   readonly #flush = (): void => {
     this.#scheduled = false;
+    // Whether a sync was in flight before this flush: the batches committed below start one only once they all have.
+    const syncing = this.#options.pacing?.syncing === true;
     while (this.#inFlight < this.#options.concurrency && (this.#queue.length > 0 || this.#streamed.length > 0)) {
       if (this.#inFlight === 0 && this.#holding()) return;
-      // Held until the sync in flight returns (pacing's afterSync flushes then); an idle store commits at once.
-      if (this.#inFlight > 0 && this.#options.pacing?.syncing === true) return;
+      // Held until the sync in flight returns (pacing's afterSync schedules a flush then); an idle store commits at once.
+      if (this.#inFlight > 0 && syncing) return;
       if (this.#heldAfterSync()) return;
       const { batchLimit } = this.#options;
       let rows = 0;
@@ -466,14 +468,16 @@ export class WriteQueue {
    * commit waits until most of as many rows wait as are being answered (three quarters, not to wait for stragglers;
    * with those already waiting, up to the batch limit), or postSyncHoldMs at most. A hold that ends by its time (the
    * clients answered did not send again: not a closed loop) stops holding for the next HOLD_BACKOFF_SYNCS syncs, so
-   * that such traffic pays the wait once in that many syncs at most.
+   * that such traffic pays the wait once in that many syncs at most. Either way the commit is made in the loop's check
+   * phase (setImmediate), not here: the sync's return is one of the events of a poll phase, and requests read later in
+   * that same phase would otherwise miss the commit, and the sync, by a few microseconds.
    */
   #afterSync(): void {
     const { pacing, postSyncHoldMs = 0 } = this.#options;
     if (this.#queuedRows === 0 && this.#inFlightRows === 0) return;
     if (this.#holdBackoff > 0) this.#holdBackoff -= 1;
     if (pacing === undefined || postSyncHoldMs === 0 || this.#holdBackoff > 0 || this.#inFlightRows === 0) {
-      if (this.#queuedRows > 0) this.#flush();
+      if (this.#queuedRows > 0) this.#schedule();
       return;
     }
     this.#postSyncTarget = Math.min(this.#options.batchLimit, this.#queuedRows + Math.ceil((this.#inFlightRows * 3) / 4));
@@ -486,7 +490,7 @@ export class WriteQueue {
       this.#postSyncExpired = true;
       this.#schedule();
     }, postSyncHoldMs);
-    if (this.#queuedRows > 0) this.#flush();
+    if (this.#queuedRows > 0) this.#schedule();
   }
 
   /** True while the commit waits for the clients a sync's answers release (#afterSync); ends the wait once they came. */

@@ -218,7 +218,8 @@ describe('SQLite durability off the event loop', () => {
     assert.equal(woken, 0, 'the dispatcher is not woken before the sync');
     held.release();
     assert.equal((await first.promise).kind, 'created');
-    assert.equal(store.durability.begun, 2, 'the three held creates committed in one transaction when the sync returned');
+    await turns(1);
+    assert.equal(store.durability.begun, 2, 'the three held creates committed in one transaction in the turn the sync returned in');
     assert.equal(woken, 1);
     await turns();
     assert.ok(later.every((create) => !create.settled()), 'answered only after their own sync');
@@ -237,7 +238,8 @@ describe('SQLite durability off the event loop', () => {
     assert.equal(store.durability.begun, 1);
     held.release();
     await first.promise;
-    assert.equal(store.durability.begun, 4, 'three transactions of at most 2 rows committed when the sync returned');
+    await turns(1);
+    assert.equal(store.durability.begun, 4, 'three transactions of at most 2 rows committed in the turn the sync returned in');
     assert.equal(held.started, 2, 'and one sync covers them');
     held.release();
     for (const create of later) assert.equal((await create.promise).kind, 'created');

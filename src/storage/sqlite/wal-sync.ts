@@ -176,6 +176,9 @@ export class WalSync {
 
   /** Syncs until every commit begun is durable, waking waiters as their commits are covered. */
   async #run(): Promise<void> {
+    // Started by the first commit (or read) to wait: the commits made after it in the same synchronous stretch (the
+    // write queue committing several batches at once) are covered by this first sync, not the next.
+    await Promise.resolve();
     try {
       while (!isCovered(this.durableSeq, this.begun)) {
         const covered = this.begun;
