@@ -218,13 +218,19 @@ describe('SQLite durability off the event loop', () => {
     assert.equal(woken, 0, 'the dispatcher is not woken before the sync');
     held.release();
     assert.equal((await first.promise).kind, 'created');
+    // Read in the turn the sync returned in, after it (as a request later in the same poll phase): it joins that commit.
+    later.push(watch(queue.create(plant(44n))));
     await turns(1);
-    assert.equal(store.durability.begun, 2, 'the three held creates committed in one transaction in the turn the sync returned in');
+    assert.equal(store.durability.begun, 2, 'the three held creates and the one of the same turn committed in one transaction');
     assert.equal(woken, 1);
     await turns();
     assert.ok(later.every((create) => !create.settled()), 'answered only after their own sync');
     held.release();
-    for (const create of later) assert.equal((await create.promise).kind, 'created');
+    for (const create of later.slice(0, 3)) assert.equal((await create.promise).kind, 'created');
+    await turns();
+    assert.ok(later[3]?.settled(), 'the one of the same turn is answered after the same sync');
+    assert.equal((await later[3]?.promise)?.kind, 'created');
+    assert.equal(store.durability.begun, 2, 'no transaction of its own for the one of the same turn');
     assert.equal(woken, 2);
     await queue.drain();
   });
