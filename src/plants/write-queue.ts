@@ -48,8 +48,8 @@ export interface WriteQueueOptions {
    */
   readonly pacing?: CommitPacing;
   /**
-   * With pacing: after a sync returns, the longest the next commit waits for the clients just answered to send again
-   * (WRITE_SYNC_HOLD_MS). 0 or absent: commit at once.
+   * With pacing: after a sync returns, how long the next commit waits for the clients just answered to send again
+   * with none arriving (WRITE_SYNC_HOLD_MS; ten times that at most). 0 or absent: commit at once.
    */
   readonly postSyncHoldMs?: number;
 }
@@ -118,6 +118,9 @@ const STREAM_BATCHES_QUEUED = 8;
 
 /** Syncs that pass without a post-sync hold after one ended with the clients answered not back (WriteQueue's #afterSync). */
 const HOLD_BACKOFF_SYNCS = 16;
+
+/** A post-sync hold lasts this many times WRITE_SYNC_HOLD_MS at most, however steadily creates arrive meanwhile. */
+const HOLD_LIMIT = 10;
 
 /** While streams wait for room that other threads' queues hold, the bound is looked at again this often. */
 const LANE_RETRY_MS = 5;
@@ -466,7 +469,7 @@ export class WriteQueue {
    * clients into two halves, each answered every other sync: twice the commits and syncs, each of which costs the
    * core a few hundred microseconds whatever its size (BENCHMARKS.md, "Durable creates: the sync off the loop"). So the
    * commit waits until most of as many rows wait as are being answered (three quarters, not to wait for stragglers;
-   * with those already waiting, up to the batch limit), or postSyncHoldMs at most. A hold that ends by its time (the
+   * with those already waiting, up to the batch limit), or until postSyncHoldMs passes with none arriving. A hold that ends by its time (the
    * clients answered did not send again: not a closed loop) stops holding for the next HOLD_BACKOFF_SYNCS syncs, so
    * that such traffic pays the wait once in that many syncs at most. Either way the commit is made in the loop's check
    * phase (setImmediate), not here: the sync's return is one of the events of a poll phase, and requests read later in
@@ -483,14 +486,28 @@ export class WriteQueue {
     this.#postSyncTarget = Math.min(this.#options.batchLimit, this.#queuedRows + Math.ceil((this.#inFlightRows * 3) / 4));
     clearTimeout(this.#postSyncTimer);
     this.#postSyncExpired = false;
+    this.#armPostSyncTimer(postSyncHoldMs);
+    if (this.#queuedRows > 0) this.#schedule();
+  }
+
+  /**
+   * The hold ends once postSyncHoldMs passes with no create arriving, not postSyncHoldMs after the sync: the loop
+   * parses the clients' requests one by one (tens of microseconds each, so 25 of them take about a millisecond of the
+   * core), and while they are still coming in the clients are back. HOLD_LIMIT times postSyncHoldMs bounds it all.
+   */
+  #armPostSyncTimer(holdMs: number, round = 1): void {
+    const seen = this.#queuedRows;
     this.#postSyncTimer = setTimeout(() => {
       this.#postSyncTimer = undefined;
+      if (this.#queuedRows > seen && round < HOLD_LIMIT) {
+        this.#armPostSyncTimer(holdMs, round + 1);
+        return;
+      }
       // Decided in #flush, after the loop's next poll: timers run before it, and on a busy core the clients' requests
       // may be waiting unread when the hold's time is up.
       this.#postSyncExpired = true;
       this.#schedule();
-    }, postSyncHoldMs);
-    if (this.#queuedRows > 0) this.#schedule();
+    }, holdMs);
   }
 
   /** True while the commit waits for the clients a sync's answers release (#afterSync); ends the wait once they came. */
