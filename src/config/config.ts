@@ -88,8 +88,8 @@ export interface Config {
     /** Rows committed in one transaction at most. */
     readonly batchLimit: number;
     /**
-     * SQLite: after a WAL sync returns, the longest the next commit waits for the clients just answered to send again
-     * (WriteQueueOptions.postSyncHoldMs); 0 commits at once.
+     * SQLite: after a WAL sync returns, how long the next commit waits with none of the clients just answered sending
+     * again (WriteQueueOptions.postSyncHoldMs); 0 commits at once.
      */
     readonly syncHoldMs: number;
   };
@@ -318,7 +318,7 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
     writes: {
       queueLimit: integer(env, 'WRITE_QUEUE_LIMIT', 10_000, 1, 10_000_000),
       batchLimit: integer(env, 'WRITE_BATCH_LIMIT', 500, 1, 100_000),
-      syncHoldMs: integer(env, 'WRITE_SYNC_HOLD_MS', 1, 0, 10),
+      syncHoldMs: integer(env, 'WRITE_SYNC_HOLD_MS', 3, 0, 10),
     },
     bulk: {
       maxLines: integer(env, 'BULK_MAX_LINES', 1_000_000, 1, 1_000_000_000),

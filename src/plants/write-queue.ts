@@ -48,9 +48,8 @@ export interface WriteQueueOptions {
    */
   readonly pacing?: CommitPacing;
   /**
-   * With pacing: after a sync returns, the longest the next commit waits for the clients just answered to send again
-   * (WRITE_SYNC_HOLD_MS), and only while syncs take at least twice as long: a faster disk gains less from a bigger
-   * batch than the wait costs. 0 or absent: commit at once.
+   * With pacing: after a sync returns, how long the next commit waits for the clients just answered to send again
+   * with none arriving (WRITE_SYNC_HOLD_MS; ten times that at most). 0 or absent: commit at once.
    */
   readonly postSyncHoldMs?: number;
 }
@@ -116,6 +115,12 @@ export function reservedForSingles(queueLimit: number): number {
  * held in memory.
  */
 const STREAM_BATCHES_QUEUED = 8;
+
+/** Syncs that pass without a post-sync hold after one ended with the clients answered not back (WriteQueue's #afterSync). */
+const HOLD_BACKOFF_SYNCS = 16;
+
+/** A post-sync hold lasts this many times WRITE_SYNC_HOLD_MS at most, however steadily creates arrive meanwhile. */
+const HOLD_LIMIT = 10;
 
 /** While streams wait for room that other threads' queues hold, the bound is looked at again this often. */
 const LANE_RETRY_MS = 5;
@@ -210,6 +215,10 @@ export class WriteQueue {
   /** After a sync returned (pacing): commit once this many rows wait, or when #postSyncTimer fires. */
   #postSyncTarget = 0;
   #postSyncTimer: NodeJS.Timeout | undefined;
+  /** The post-sync hold's time is up: the commit is made at the next flush, whatever waits. */
+  #postSyncExpired = false;
+  /** Syncs still to pass without a hold, after a hold ended with the clients not back (#afterSync). */
+  #holdBackoff = 0;
   #inFlight = 0;
   /** Deletes admitted and not yet answered (waiting for the store or running). */
   #operations = 0;
@@ -408,10 +417,12 @@ export class WriteQueue {
 
   readonly #flush = (): void => {
     this.#scheduled = false;
+    // Whether a sync was in flight before this flush: the batches committed below start one only once they all have.
+    const syncing = this.#options.pacing?.syncing === true;
     while (this.#inFlight < this.#options.concurrency && (this.#queue.length > 0 || this.#streamed.length > 0)) {
       if (this.#inFlight === 0 && this.#holding()) return;
-      // Held until the sync in flight returns (pacing's afterSync flushes then); an idle store commits at once.
-      if (this.#inFlight > 0 && this.#options.pacing?.syncing === true) return;
+      // Held until the sync in flight returns (pacing's afterSync schedules a flush then); an idle store commits at once.
+      if (this.#inFlight > 0 && syncing) return;
       if (this.#heldAfterSync()) return;
       const { batchLimit } = this.#options;
       let rows = 0;
@@ -455,31 +466,57 @@ export class WriteQueue {
   /**
    * A sync just returned (pacing): the batches it covered are about to be answered, and their clients, most of them,
    * send again within a round trip. Committing what waits at once would leave those for the next sync and split the
-   * clients into two halves, each answered every other sync; so the commit waits until most of as many rows wait as
-   * are being answered (three quarters, not to wait for stragglers; with those already waiting, up to the batch
-   * limit), or postSyncHoldMs at most.
+   * clients into two halves, each answered every other sync: twice the commits and syncs, each of which costs the
+   * core a few hundred microseconds whatever its size (BENCHMARKS.md, "Durable creates: the sync off the loop"). So the
+   * commit waits until most of as many rows wait as are being answered (three quarters, not to wait for stragglers;
+   * with those already waiting, up to the batch limit), or until postSyncHoldMs passes with none arriving. A hold that ends by its time (the
+   * clients answered did not send again: not a closed loop) stops holding for the next HOLD_BACKOFF_SYNCS syncs, so
+   * that such traffic pays the wait once in that many syncs at most. Either way the commit is made in the loop's check
+   * phase (setImmediate), not here: the sync's return is one of the events of a poll phase, and requests read later in
+   * that same phase would otherwise miss the commit, and the sync, by a few microseconds.
    */
   #afterSync(): void {
     const { pacing, postSyncHoldMs = 0 } = this.#options;
     if (this.#queuedRows === 0 && this.#inFlightRows === 0) return;
-    if (pacing === undefined || postSyncHoldMs === 0 || pacing.lastSyncMs < 2 * postSyncHoldMs || this.#inFlightRows === 0) {
-      if (this.#queuedRows > 0) this.#flush();
+    if (this.#holdBackoff > 0) this.#holdBackoff -= 1;
+    if (pacing === undefined || postSyncHoldMs === 0 || this.#holdBackoff > 0 || this.#inFlightRows === 0) {
+      if (this.#queuedRows > 0) this.#schedule();
       return;
     }
     this.#postSyncTarget = Math.min(this.#options.batchLimit, this.#queuedRows + Math.ceil((this.#inFlightRows * 3) / 4));
     clearTimeout(this.#postSyncTimer);
+    this.#postSyncExpired = false;
+    this.#armPostSyncTimer(postSyncHoldMs);
+    if (this.#queuedRows > 0) this.#schedule();
+  }
+
+  /**
+   * The hold ends once postSyncHoldMs passes with no create arriving, not postSyncHoldMs after the sync: the loop
+   * parses the clients' requests one by one (tens of microseconds each, so 25 of them take about a millisecond of the
+   * core), and while they are still coming in the clients are back. HOLD_LIMIT times postSyncHoldMs bounds it all.
+   */
+  #armPostSyncTimer(holdMs: number, round = 1): void {
+    const seen = this.#queuedRows;
     this.#postSyncTimer = setTimeout(() => {
       this.#postSyncTimer = undefined;
-      this.#postSyncTarget = 0;
+      if (this.#queuedRows > seen && round < HOLD_LIMIT) {
+        this.#armPostSyncTimer(holdMs, round + 1);
+        return;
+      }
+      // Decided in #flush, after the loop's next poll: timers run before it, and on a busy core the clients' requests
+      // may be waiting unread when the hold's time is up.
+      this.#postSyncExpired = true;
       this.#schedule();
-    }, postSyncHoldMs);
-    if (this.#queuedRows > 0) this.#flush();
+    }, holdMs);
   }
 
   /** True while the commit waits for the clients a sync's answers release (#afterSync); ends the wait once they came. */
   #heldAfterSync(): boolean {
     if (this.#postSyncTarget === 0) return false;
-    if (this.#queuedRows < this.#postSyncTarget) return true;
+    if (this.#queuedRows < this.#postSyncTarget) {
+      if (!this.#postSyncExpired) return true;
+      this.#holdBackoff = HOLD_BACKOFF_SYNCS;
+    }
     this.#postSyncTarget = 0;
     clearTimeout(this.#postSyncTimer);
     this.#postSyncTimer = undefined;

@@ -46,8 +46,6 @@ export interface ConnectionPoolState {
 export interface CommitPacing {
   /** True while a sync is in flight. */
   readonly syncing: boolean;
-  /** How long the latest sync took, in milliseconds (0 before the first). */
-  readonly lastSyncMs: number;
   /** Calls `listener` each time a sync has returned, before the next one starts (and once when storage fails). */
   afterSync(listener: () => void): () => void;
 }

@@ -488,6 +488,18 @@ for (const database of DATABASES) {
           assert.deepEqual(await store.changes.changesAfter(first + 4n, 10), []);
         }));
 
+      it('numbers a large batch given in any order in id order, each change with its own plant', () =>
+        withStore(async (store) => {
+          // 133 rows: more than one statement's worth wherever a store writes several changes per statement.
+          const plants = Array.from({ length: 133 }, (_, index) => plant(BigInt(1000 - index * 7), `Plant ${index}`, index % 3 === 0 ? null : `tag${index % 5}`));
+          const outcomes = await store.plants.create(plants);
+          assert.ok(outcomes.every((outcome) => outcome.kind === 'created'));
+          const changes = await store.changes.changesAfter(0n, 1000);
+          const first = changes[0]?.sequence ?? 0n;
+          const ascending = [...plants].sort((a, b) => (a.id < b.id ? -1 : 1));
+          assert.deepEqual(summary(changes), ascending.map((stored, index) => [first + BigInt(index), 'created', stored]));
+        }));
+
       it('numbers concurrent writers without a gap or a repeat', () =>
         withStore(async (store) => {
           const batches = Array.from({ length: 8 }, (_, batch) => Array.from({ length: 5 }, (_, row) => plant(BigInt(batch * 100 + row + 1))));

@@ -1,7 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pruneThrough, toChange, type ChangeLog, type ChangeRetention, type PlantChange } from '../change-store.js';
 import type { Plant } from '../../plants/plant.js';
-import { prepare, prepareValue, prepareWrite, type Connection, type ReadRunner, type WriteRunner } from './connection.js';
+import { prepare, prepareValue, prepareWrite, type Connection, type ReadRunner, type SQLInputValue, type WriteRunner, type WriteStatement } from './connection.js';
+
+const INSERT_CHANGES = 'INSERT INTO plant_changes (kind, plant_id, name, tag, changed_at) VALUES';
+
+/** The most created changes one INSERT writes (4 parameters each, far below SQLite's limit of 32,766). */
+const MAX_CHUNK = 64;
+
+function isAscending(plants: readonly Plant[]): boolean {
+  for (let index = 1; index < plants.length; index += 1) if ((plants[index - 1] as Plant).id > (plants[index] as Plant).id) return false;
+  return true;
+}
 
 /** Rows deleted per pruning transaction: short enough that creates waiting for the write lock never notice. */
 const PRUNE_CHUNK = 5000;
@@ -80,15 +90,16 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
   readonly #write: WriteRunner;
   readonly #writes;
   readonly #listeners = new Set<() => void>();
+  readonly #writer: Connection;
+  /** One INSERT of 2^k created changes for each k used so far (createdRows). */
+  readonly #insertCreated = new Map<number, WriteStatement<SQLInputValue[]>>();
 
   constructor(reader: Connection, writer: Connection, runners: { readonly read: ReadRunner; readonly write: WriteRunner }) {
     super(reader, runners.read);
     this.#write = runners.write;
+    this.#writer = writer;
     this.#writes = {
-      insert: prepareWrite<[string, bigint, string | null, string | null, number]>(
-        writer,
-        'INSERT INTO plant_changes (kind, plant_id, name, tag, changed_at) VALUES (?, ?, ?, ?, ?)',
-      ),
+      insert: prepareWrite<[string, bigint, string | null, string | null, number]>(writer, `${INSERT_CHANGES} (?, ?, ?, ?, ?)`),
       newest: prepareValue<[], bigint | null>(writer, 'SELECT max(seq) FROM plant_changes', { bigInts: true }),
       lastInserted: prepareValue<[], bigint>(writer, 'SELECT last_insert_rowid()', { bigInts: true }),
       newestExpired: prepareValue<[number], bigint | null>(
@@ -106,10 +117,33 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
   /** Inside a create's transaction: one change per plant created by it. Answers the last sequence written, if any. */
   recordCreated(plants: readonly Plant[], now: number): bigint | undefined {
     if (plants.length === 0) return undefined;
-    // Numbered in id order, as PostgreSQL numbers a batch.
-    const ordered = [...plants].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    for (const plant of ordered) this.#writes.insert.run('created', plant.id, plant.name, plant.tag, now);
+    // Numbered in id order, as PostgreSQL numbers a batch (a multi-row INSERT numbers its rows in the order listed).
+    const ordered = isAscending(plants) ? plants : [...plants].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    // A statement per power of two in the count (25 rows: 16, 8 and 1) rather than one per row: SQLite's work per
+    // statement (and AUTOINCREMENT's update of sqlite_sequence, once per statement) is paid a few times per batch.
+    let at = 0;
+    for (let chunk = MAX_CHUNK; chunk >= 1; chunk >>= 1) {
+      while (ordered.length - at >= chunk) {
+        const values: SQLInputValue[] = [];
+        for (let index = at; index < at + chunk; index += 1) {
+          const plant = ordered[index] as Plant;
+          values.push(plant.id, plant.name, plant.tag, now);
+        }
+        this.#createdRows(chunk).run(...values);
+        at += chunk;
+      }
+    }
     return this.#writes.lastInserted.get();
+  }
+
+  /** The INSERT of `count` created changes, prepared on first use. */
+  #createdRows(count: number): WriteStatement<SQLInputValue[]> {
+    let statement = this.#insertCreated.get(count);
+    if (statement === undefined) {
+      statement = prepareWrite<SQLInputValue[]>(this.#writer, `${INSERT_CHANGES} ${Array.from({ length: count }, () => "('created', ?, ?, ?, ?)").join(', ')}`);
+      this.#insertCreated.set(count, statement);
+    }
+    return statement;
   }
 
   /** Inside a delete's transaction, once it deleted a row. Answers the sequence written. */

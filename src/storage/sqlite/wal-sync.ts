@@ -86,7 +86,6 @@ export class WalSync {
   readonly #afterSync = new Set<(durable: number) => void>();
   #closed = false;
   #syncInFlight = false;
-  #lastSyncMs = 0;
   /** The number of the latest commit that succeeded (`committed`); begun ones that threw changed nothing. */
   #succeeded = 0;
 
@@ -118,11 +117,6 @@ export class WalSync {
   /** True while a sync is in flight (false while afterSync's listeners run): a commit made now waits for it and the next. */
   get syncing(): boolean {
     return this.#syncInFlight;
-  }
-
-  /** How long the latest sync took, in milliseconds (0 before the first). */
-  get lastSyncMs(): number {
-    return this.#lastSyncMs;
   }
 
   /** The number of the latest commit begun (what a read made now could have seen). */
@@ -182,16 +176,17 @@ export class WalSync {
 
   /** Syncs until every commit begun is durable, waking waiters as their commits are covered. */
   async #run(): Promise<void> {
+    // Started by the first commit (or read) to wait: the commits made after it in the same synchronous stretch (the
+    // write queue committing several batches at once) are covered by this first sync, not the next.
+    await Promise.resolve();
     try {
       while (!isCovered(this.durableSeq, this.begun)) {
         const covered = this.begun;
         // Whether a commit that succeeded is not durable yet: only then can a failed sync lose something.
         const atStake = !isCovered(this.durableSeq, this.#succeeded);
         this.#syncInFlight = true;
-        const started = performance.now();
         try {
           await this.#sync(this.#fd);
-          this.#lastSyncMs = performance.now() - started;
         } catch (error) {
           if (atStake) throw error;
           // Every commit this sync was to cover failed (a disk full, a file system turned read-only): none is
