@@ -15,6 +15,15 @@ const GROWTH_FACTOR = 2;
 /** Node flags by which whoever starts the process sizes the young generation themselves; then it is left to them. */
 const SIZED_BY_FLAG = /--(max-semi-space-size|semi-space-growth-factor)\b/;
 
+/**
+ * Whether this V8 sizes its new space the way the cap was measured on (Node 22 to 24, V8 12 and 13): Node 26's V8
+ * grew the new space to 38.5 MiB under the cap, past the 32.5 it reached without it under the same allocation
+ * (test/process/young-generation.test.ts), so there the cap is left off and V8 sizes it alone.
+ */
+export function youngGenerationCapApplies(v8Version = process.versions.v8): boolean {
+  return Number(v8Version.split('.')[0]) < 14;
+}
+
 function newSpaceBytes(): number {
   return v8.getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_size ?? 0;
 }
@@ -29,6 +38,7 @@ function newSpaceBytes(): number {
  * young generations would stay at the size they had. Does nothing when a flag given to Node sizes it. Returns the stop.
  */
 export function capYoungGeneration(mib = YOUNG_GENERATION_MIB): () => void {
+  if (!youngGenerationCapApplies()) return () => undefined;
   if ([...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].some((flag) => SIZED_BY_FLAG.test(flag))) return () => undefined;
   let growing: boolean | undefined;
   const keep = (): void => {
