@@ -110,8 +110,8 @@ export class ConnectionBounds {
    * No connection may have more than `handledAtOnce` requests unanswered: a pipelining connection was closed for
    * `maxPending`, and the server still holds more than half of it. Without this, each connection a flood opens next
    * parses as many requests as the room left under `maxPending` before it is closed for the same bound, a few hundred
-   * that die unanswered (0.3 to 0.5 MiB of heap each, docs/memory.md); with it, four. Pipelining is allowed again once
-   * the requests held fall to half of `maxPending`: clients that wait for each answer never notice either way.
+   * that die unanswered (what that cost: BENCHMARKS.md, "Pipelining without reading"); with it, four. Pipelining is
+   * allowed again once the requests held fall to half of `maxPending`: clients that wait for each answer never notice.
    */
   #pipeliningShut = false;
   readonly #onOverrun: (socket: Socket, why: ConnectionOverrun) => void;

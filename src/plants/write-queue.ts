@@ -469,8 +469,9 @@ export class WriteQueue {
    * clients into two halves, each answered every other sync: twice the commits and syncs, each of which costs the
    * core a few hundred microseconds whatever its size (BENCHMARKS.md, "Durable creates: the sync off the loop"). So the
    * commit waits until most of as many rows wait as are being answered (three quarters, not to wait for stragglers;
-   * with those already waiting, up to the batch limit), or until postSyncHoldMs passes with none arriving. A hold that ends by its time (the
-   * clients answered did not send again: not a closed loop) stops holding for the next HOLD_BACKOFF_SYNCS syncs, so
+   * with those already waiting, up to the batch limit), or until postSyncHoldMs passes with none arriving. A hold
+   * that ends by its time (the clients answered did not send again: not a closed loop) stops holding for the next
+   * HOLD_BACKOFF_SYNCS syncs, so
    * that such traffic pays the wait once in that many syncs at most. Either way the commit is made in the loop's check
    * phase (setImmediate), not here: the sync's return is one of the events of a poll phase, and requests read later in
    * that same phase would otherwise miss the commit, and the sync, by a few microseconds.
