@@ -1,6 +1,7 @@
 /**
  * What one connection can make a real `plantstore serve` hold is bounded, however it pipelines and however slowly it
- * reads (src/http/connection-bounds.ts). Attack: connections that each pipeline 7,500 requests and never read. Held:
+ * reads (src/http/connection-bounds.ts). Attack: connections from 127.0.0.2 that each pipeline 7,500 requests and never
+ * read; the probes come from 127.0.0.1, a client of their own. Held:
  * the server's resident memory, its liveness, a fresh client's /healthz latency while it lasts, and at once after.
  * Well-behaved pipelining (500 requests on one connection, read as they come) is served in order.
  */
@@ -29,14 +30,21 @@ const RSS_GROWTH_LIMIT_MIB = 100;
  */
 const RSS_GROWTH_LIMIT_STALLED_MIB = 140;
 
-/** Connections the server has closed for overrunning their bounds: it logs each one (at warn, which the test server logs). */
 /**
- * How many connections to the server's port it still holds established. The flood's closes are counted here, not
+ * The flood's address. Not the probes' (127.0.0.1, as are the setup's keep-alive connections): a connection of an
+ * address that has overrun its bounds and waits for a slot is answered 503 unread (ConnectionAdmission.shedWaiting),
+ * so a probe from the flooding address, once the setup's idle connections and the flood fill that address's share, is
+ * shed with the flood, which is right for the server and says nothing about what a fresh client sees.
+ */
+const FLOOD_ADDRESS = '127.0.0.2';
+
+/**
+ * How many of the flood's connections the server still holds established. The flood's closes are counted here, not
  * in the log: besides the bounds' own closes (logged), a request cut off mid-way by the socket's pause can time out
  * (HEADERS_TIMEOUT_MS), and that close is answered with a 408, not logged.
  */
-function establishedTo(port: number): number {
-  const listed = execFileSync('ss', ['-Htn', 'state', 'established', `( sport = :${port} )`], { encoding: 'utf8' });
+function establishedFromFlood(port: number): number {
+  const listed = execFileSync('ss', ['-Htn', 'state', 'established', `( sport = :${port} and dst ${FLOOD_ADDRESS} )`], { encoding: 'utf8' });
   return listed.split('\n').filter((line) => line.trim() !== '').length;
 }
 
@@ -70,9 +78,9 @@ async function observeFlood(server: ServerProcess, request: string, count: numbe
   const pid = server.child.pid as number;
   await healthzMs(server.base);
   const rssBeforeMiB = rssMiB(pid);
-  const attack = await flood(server.port, request, count, CONNECTIONS);
+  const attack = await flood(server.port, request, count, CONNECTIONS, { sources: [FLOOD_ADDRESS] });
   // Every flooding connection is established once flood() resolves; each the server closes leaves that state.
-  const closedByServer = () => CONNECTIONS - establishedTo(server.port);
+  const closedByServer = () => CONNECTIONS - establishedFromFlood(server.port);
   const started = performance.now();
   let rssPeakMiB = rssBeforeMiB;
   const latencies: number[] = [];
