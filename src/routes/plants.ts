@@ -40,8 +40,14 @@ export interface BulkCreateSettings extends Pick<BulkCreateOptions, 'maxLineByte
   admitLine?(request: FastifyRequest): Promise<void> | undefined;
 }
 
-/** How long a connection whose request was left unread after its answer may linger before it is closed. */
-const UNREAD_LINGER_MS = 1000;
+/**
+ * How long a connection whose request was left unread after its answer may linger, its rest read and dropped, before
+ * it is closed: time for a client that reads only once it has sent everything to send a large rest (nginx's
+ * lingering_time is 30 s; one connection's slot is what this holds).
+ */
+const UNREAD_LINGER_MS = 5000;
+/** The same while the server shuts down, which waits for every connection: shorter, so that the shutdown is. */
+const SHUTDOWN_LINGER_MS = 1000;
 
 /**
  * A streamed bulk create: one result line per request line, written as lines commit. When the request was not read
@@ -68,8 +74,17 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
     const socket = request.raw.socket;
     // An injected request (tests) has a socket that is no net.Socket: nothing to close.
     if (typeof socket.end !== 'function') return;
+    // The rest of the request is read and dropped while the connection lingers (nginx's lingering close): closed with
+    // bytes unread, the connection would be reset, and a client still writing would lose the answer with its write.
+    // Read, not resumed: the body's reader left the request in paused mode ('readable'), where resume() does nothing.
+    const rest = request.raw;
+    const drop = () => {
+      while (rest.read() !== null);
+    };
+    rest.on('readable', drop);
+    drop();
     socket.end();
-    setTimeout(() => socket.destroy(), UNREAD_LINGER_MS).unref();
+    setTimeout(() => socket.destroy(), bulk.stopping?.aborted ? SHUTDOWN_LINGER_MS : UNREAD_LINGER_MS).unref();
   });
   return reply.code(200).type(NDJSON).send(answer);
 }

@@ -1,13 +1,15 @@
 /**
  * The streamed bulk create as a real server process: SIGKILL mid-stream loses no line that was answered 200 (with one
- * thread and with worker threads), SIGTERM mid-stream ends the stream with a 503 line and the process exits 0, and
- * `plantstore push` sends a file through the bin and reports what it got.
+ * thread and with worker threads), SIGTERM mid-stream ends the stream with a 503 line and the process exits 0, a client
+ * that sends past BULK_MAX_LINES before it reads gets its 413 line, and `plantstore push` sends a file through the bin
+ * and reports what it got.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
+import { connect } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -145,6 +147,42 @@ describe('streamed bulk create, as a process', () => {
       }
     });
   }
+
+  it('past BULK_MAX_LINES, reads and drops the rest of the request, so that a client that reads only once it has sent everything gets the final 413 line', async () => {
+    const db: TestDatabase = await sqliteDatabase();
+    cleanups.push(() => db.cleanup());
+    const env = { DATABASE_URL: db.url, BULK_MAX_LINES: '1000' };
+    const token = createToken('bulk-over', env);
+    const server = await startServer(env);
+    cleanups.push(() => server.kill());
+    // Many simple clients (Python's requests, a shell's curl --data-binary from a pipe) send the whole body before
+    // they read. 64 MiB of blank lines is more than the kernel's socket buffers hold: a server that stops reading at
+    // the limit leaves the client's writes stalled until it closes the connection, which the kernel then resets, and
+    // the client gets a write error instead of the answer.
+    const socket = connect(server.port, '127.0.0.1');
+    await once(socket, 'connect');
+    socket.pause();
+    const received: Buffer[] = [];
+    const closed = new Promise<string | undefined>((resolve) => {
+      socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+      socket.on('close', () => resolve(undefined));
+    });
+    const write = (text: string) => new Promise<string | undefined>((resolve) => socket.write(text, (error) => resolve(error ? ((error as NodeJS.ErrnoException).code ?? error.message) : undefined)));
+    const chunk = '\n'.repeat(1 << 20);
+    let writeError = await write(
+      `POST /plants HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n`,
+    );
+    for (let sent = 0; sent < 64 && writeError === undefined; sent += 1) writeError = await write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+    writeError ??= await write('0\r\n\r\n');
+    assert.equal(writeError, undefined, 'every write of the request succeeded');
+    socket.on('data', (data: Buffer) => received.push(data));
+    socket.resume();
+    assert.equal(await closed, undefined, 'the connection ended without an error');
+    const answer = Buffer.concat(received).toString('utf8');
+    assert.match(answer, /^HTTP\/1\.1 200 /);
+    assert.match(answer, /\{"line":1001,"status":413,"error":413,"message":"the request has more than 1000 lines \(BULK_MAX_LINES\)[^"]*"\}\n/);
+    assert.equal(server.exited(), false);
+  });
 
   it('plantstore push sends a file and reports created, replayed, conflicts and bad lines', async () => {
     const db = await sqliteDatabase();
