@@ -1,3 +1,5 @@
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { plantFromBody } from '../http/json-body.js';
 import { BulkCreateAnswer, LineStreamBody, NDJSON, type BulkCreateOptions } from '../http/ndjson.js';
@@ -50,6 +52,31 @@ const UNREAD_LINGER_MS = 5000;
 const SHUTDOWN_LINGER_MS = 1000;
 
 /**
+ * Closes the connection of a request answered before it was read to its end, without resetting it (nginx's lingering
+ * close): the rest is read and dropped, and the connection ended once it has all come, or destroyed after `lingerMs`.
+ * Closed with bytes unread, the connection would be reset, and a client still writing would lose the answer with its
+ * write; ended before the rest has come, a client whose socket ends its own sending when the server's end arrives
+ * (Node's) fails its next write. Called at the answer's 'prefinish', before Node's own 'finish' handling, which ends
+ * and destroys the connection of an answer saying `Connection: close` (the socket's destroySoon()): that is made a
+ * no-op for this socket. The rest is read, not resumed: the body's reader left the request in paused mode
+ * ('readable'), where resume() does nothing.
+ */
+function closeAfterTheRest(rest: IncomingMessage, lingerMs: number): void {
+  const socket = rest.socket as Socket & { destroySoon?: () => void };
+  // An injected request (tests) has a socket that is no net.Socket: nothing to close.
+  if (typeof socket.destroySoon !== 'function') return;
+  // Node's 'finish' calls destroySoon() for an answer saying `Connection: close`; the lingering has begun by then.
+  socket.destroySoon = () => undefined;
+  const drop = () => {
+    while (rest.read() !== null);
+  };
+  rest.on('readable', drop);
+  rest.once('end', () => socket.end());
+  drop();
+  setTimeout(() => socket.destroy(), lingerMs).unref();
+}
+
+/**
  * A streamed bulk create: one result line per request line, written as lines commit. When the request was not read
  * to its end (too many lines, a timeout) the connection is closed after the answer: its remaining bytes are no request.
  */
@@ -69,22 +96,8 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
     errorRecord: (error) => bulk.errorRecord(error, request),
     ...(bulk.admitLine ? { admitLine: () => bulk.admitLine?.(request) } : {}),
   });
-  reply.raw.once('finish', () => {
-    if (!answer.unreadRequest || request.raw.complete) return;
-    const socket = request.raw.socket;
-    // An injected request (tests) has a socket that is no net.Socket: nothing to close.
-    if (typeof socket.end !== 'function') return;
-    // The rest of the request is read and dropped while the connection lingers (nginx's lingering close): closed with
-    // bytes unread, the connection would be reset, and a client still writing would lose the answer with its write.
-    // Read, not resumed: the body's reader left the request in paused mode ('readable'), where resume() does nothing.
-    const rest = request.raw;
-    const drop = () => {
-      while (rest.read() !== null);
-    };
-    rest.on('readable', drop);
-    drop();
-    socket.end();
-    setTimeout(() => socket.destroy(), bulk.stopping?.aborted ? SHUTDOWN_LINGER_MS : UNREAD_LINGER_MS).unref();
+  reply.raw.once('prefinish', () => {
+    if (answer.unreadRequest && !request.raw.complete) closeAfterTheRest(request.raw, bulk.stopping?.aborted ? SHUTDOWN_LINGER_MS : UNREAD_LINGER_MS);
   });
   return reply.code(200).type(NDJSON).send(answer);
 }

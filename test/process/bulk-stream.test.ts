@@ -148,41 +148,51 @@ describe('streamed bulk create, as a process', () => {
     });
   }
 
-  it('past BULK_MAX_LINES, reads and drops the rest of the request, so that a client that reads only once it has sent everything gets the final 413 line', async () => {
-    const db: TestDatabase = await sqliteDatabase();
-    cleanups.push(() => db.cleanup());
-    const env = { DATABASE_URL: db.url, BULK_MAX_LINES: '1000' };
-    const token = createToken('bulk-over', env);
-    const server = await startServer(env);
-    cleanups.push(() => server.kill());
-    // Many simple clients (Python's requests, a shell's curl --data-binary from a pipe) send the whole body before
-    // they read. 64 MiB of blank lines is more than the kernel's socket buffers hold: a server that stops reading at
-    // the limit leaves the client's writes stalled until it closes the connection, which the kernel then resets, and
-    // the client gets a write error instead of the answer.
-    const socket = connect(server.port, '127.0.0.1');
-    await once(socket, 'connect');
-    socket.pause();
-    const received: Buffer[] = [];
-    const closed = new Promise<string | undefined>((resolve) => {
-      socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
-      socket.on('close', () => resolve(undefined));
+  // Many simple clients (Python's requests, curl --data-binary from a pipe) send the whole body before they read;
+  // others read as they send, and Node's sockets end their own sending when the server's end arrives. 64 MiB of blank
+  // lines is more than the kernel's socket buffers hold: a server that stops reading at the limit stalls the first
+  // kind until it closes the connection, which the kernel then resets under the answer, and a server that ends the
+  // connection while the rest is still coming makes the second kind's next write fail.
+  for (const client of ['reads only once it has sent everything', 'reads as it sends'] as const) {
+    it(`past BULK_MAX_LINES, reads and drops the rest of the request before it closes: a client that ${client} sends it all and gets the final 413 line`, async () => {
+      const db: TestDatabase = await sqliteDatabase();
+      cleanups.push(() => db.cleanup());
+      const env = { DATABASE_URL: db.url, BULK_MAX_LINES: '1000' };
+      const token = createToken('bulk-over', env);
+      const server = await startServer(env);
+      cleanups.push(() => server.kill());
+      const socket = connect(server.port, '127.0.0.1');
+      await once(socket, 'connect');
+      const received: Buffer[] = [];
+      const closed = new Promise<string | undefined>((resolve) => {
+        socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+        socket.on('close', () => resolve(undefined));
+      });
+      if (client === 'reads as it sends') socket.on('data', (data: Buffer) => received.push(data));
+      else socket.pause();
+      const write = (text: string) =>
+        new Promise<string | undefined>((resolve) => socket.write(text, (error) => resolve(error ? ((error as NodeJS.ErrnoException).code ?? error.message) : undefined)));
+      const chunk = '\n'.repeat(1 << 20);
+      // The one that reads as it sends asks for the connection to close, as Node's client does without an agent: the
+      // answer then says so too, and Node would end and destroy the connection at once after it.
+      const connection = client === 'reads as it sends' ? 'Connection: close\r\n' : '';
+      let writeError = await write(
+        `POST /plants HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n${connection}\r\n`,
+      );
+      for (let sent = 0; sent < 64 && writeError === undefined; sent += 1) writeError = await write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+      writeError ??= await write('0\r\n\r\n');
+      assert.equal(writeError, undefined, 'every write of the request succeeded');
+      if (client === 'reads only once it has sent everything') {
+        socket.on('data', (data: Buffer) => received.push(data));
+        socket.resume();
+      }
+      assert.equal(await closed, undefined, 'the connection ended without an error');
+      const answer = Buffer.concat(received).toString('utf8');
+      assert.match(answer, /^HTTP\/1\.1 200 /);
+      assert.match(answer, /\{"line":1001,"status":413,"error":413,"message":"the request has more than 1000 lines \(BULK_MAX_LINES\)[^"]*"\}\n/);
+      assert.equal(server.exited(), false);
     });
-    const write = (text: string) => new Promise<string | undefined>((resolve) => socket.write(text, (error) => resolve(error ? ((error as NodeJS.ErrnoException).code ?? error.message) : undefined)));
-    const chunk = '\n'.repeat(1 << 20);
-    let writeError = await write(
-      `POST /plants HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n`,
-    );
-    for (let sent = 0; sent < 64 && writeError === undefined; sent += 1) writeError = await write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
-    writeError ??= await write('0\r\n\r\n');
-    assert.equal(writeError, undefined, 'every write of the request succeeded');
-    socket.on('data', (data: Buffer) => received.push(data));
-    socket.resume();
-    assert.equal(await closed, undefined, 'the connection ended without an error');
-    const answer = Buffer.concat(received).toString('utf8');
-    assert.match(answer, /^HTTP\/1\.1 200 /);
-    assert.match(answer, /\{"line":1001,"status":413,"error":413,"message":"the request has more than 1000 lines \(BULK_MAX_LINES\)[^"]*"\}\n/);
-    assert.equal(server.exited(), false);
-  });
+  }
 
   it('plantstore push sends a file and reports created, replayed, conflicts and bad lines', async () => {
     const db = await sqliteDatabase();
