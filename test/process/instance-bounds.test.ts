@@ -139,9 +139,12 @@ describe('instance-wide bounds, against a real server', { timeout: 240_000 }, ()
     const response = await fetch(`${server.base}/healthz`, { signal: AbortSignal.timeout(30_000), dispatcher: fromAddress('127.0.0.3') } as unknown as RequestInit);
     assert.equal(response.status, 200);
     await response.arrayBuffer();
+    // The evicted connection's close reaches this process on its own socket, which a loaded machine can deliver after
+    // the answer on another: it is waited for, not expected at once.
+    await waitFor('an idle connection closed', () => closed >= 1, { timeoutMs: 30_000 });
     // One, or two when the server had another connection open (the start's readiness probe, kept alive): then one of
     // the 20 waited too, and was served by closing another.
-    assert.ok(closed >= 1 && closed <= 2, `idle connections were closed to serve the waiting ones: ${closed}`);
+    assert.ok(closed <= 2, `idle connections were closed to serve the waiting ones: ${closed}`);
     // The server logs the eviction as it makes room, but its line reaches this process's pipe when it reaches it.
     await waitFor('the eviction logged', () => /closed 1 idle connection\(s\) to serve others waiting/.test(server.output().stdout), { timeoutMs: 30_000 });
     for (const socket of held) socket.destroy();
