@@ -14,7 +14,7 @@ import { startServices } from '../src/services.js';
 import { SCOPES } from '../src/auth/scopes.js';
 import type { Store } from '../src/storage/store.js';
 import type { CreateOutcome } from '../src/storage/plant-store.js';
-import type { Plant } from '../src/plants/plant.js';
+import type { Plant } from '../src/plant.js';
 import type { StoredToken } from '../src/storage/token-store.js';
 
 const token = process.env.BENCH_TOKEN;

@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { SqliteStore } from '../src/storage/sqlite/sqlite-store.js';
 import type { CreateOutcome, PlantStore } from '../src/storage/plant-store.js';
-import type { Plant } from '../src/plants/plant.js';
+import type { Plant } from '../src/plant.js';
 import { WriteQueue } from '../src/plants/write-queue.js';
 import type { MainOperations, WorkerOperations } from '../src/workers/protocol.js';
 import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS } from '../src/workers/message-checks.js';

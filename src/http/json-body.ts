@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { parse as parseLossless } from 'lossless-json';
 import { INT64_MAX, INT64_MIN, exactInteger, isInt64 } from '../json/int64.js';
 import type { NewPlantBody } from '../schemas.js';
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 import { BadRequestError, UnsupportedMediaTypeError } from './errors.js';
 
 /** Where the exact value of a top-level `id` travels when its JSON number does not fit a double exactly. */

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { ErrorBody, PlantBody } from '../schemas.js';
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 import { isBlank, readLines, type InputLine } from '../transfer/lines.js';
 
 const TIMED_OUT = Symbol('timedOut');

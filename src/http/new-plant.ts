@@ -1,6 +1,6 @@
 import AjvCompiler from '@fastify/ajv-compiler';
 import type { FastifySchemaValidationError } from 'fastify';
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 import { plantSchemas, type NewPlantBody, type SchemaLimits } from '../schemas.js';
 import { describeValidationError } from './error-reply.js';
 import { parseJsonBody, plantFromBody } from './json-body.js';

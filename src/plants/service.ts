@@ -1,5 +1,6 @@
 import type { CreateOutcome, PlantListQuery, PlantStore } from '../storage/plant-store.js';
-import { isSamePlant, type Plant } from './plant.js';
+import type { Plant } from '../plant.js';
+import { isSamePlant } from './replay.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
 import type { WriteLane, WriteQueue } from './write-queue.js';
 

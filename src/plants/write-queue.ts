@@ -1,7 +1,7 @@
 import { StorageUnavailableError } from '../storage/errors.js';
 import type { CreateOutcome, PlantStore } from '../storage/plant-store.js';
 import type { CommitPacing } from '../storage/store.js';
-import type { Plant } from './plant.js';
+import type { Plant } from '../plant.js';
 
 /** The bound on writes waiting for storage is reached: the write is refused at once, nothing was stored. */
 export class WriteQueueFullError extends Error {

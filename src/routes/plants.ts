@@ -13,7 +13,7 @@ import {
   type PlantSchemas,
   type StoredPlantBody,
 } from '../schemas.js';
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 
 /** The API's Plant: `tag` only when the plant has one, and never the id. */
 function toPlantBody(plant: Plant): PlantBody {

@@ -1,4 +1,4 @@
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 
 /**
  * The change log (`ServingStore.changes`): every create and delete of a plant, numbered by a sequence that is strictly

@@ -4,7 +4,7 @@
  * src/storage/postgres/plants.ts); test/storage/storage-contract.test.ts holds the two to the same rules.
  */
 
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 
 /** One keyset page of plants: ascending id order, strictly after `after` when given, only with `tag` when given. */
 export interface PlantListQuery {
@@ -21,7 +21,7 @@ export type CreateOutcome =
   | { readonly kind: 'created' }
   /**
    * Its id was stored already: the stored plant was left as it is. Whether that answers the create as a replay (a
-   * client's retry) or a conflict is the domain's rule (src/plants/plant.ts isSamePlant), not storage's.
+   * client's retry) or a conflict is the domain's rule (src/plants/replay.ts isSamePlant), not storage's.
    */
   | { readonly kind: 'existing'; readonly stored: Plant }
   /** This row alone could not be stored; the rest of its batch is unaffected. */

@@ -1,5 +1,5 @@
 import { INT64_MAX, INT64_MIN } from '../json/int64.js';
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 
 /** A plants row as both databases' drivers return it (ids as bigint on both). */
 export interface PlantRow {

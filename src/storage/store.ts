@@ -2,7 +2,7 @@ import type { ChangeLog, ChangeRetention } from './change-store.js';
 import type { QueryTracer, StorageObserver } from './observer.js';
 import type { PlantStore } from './plant-store.js';
 import type { CreateOutcome } from './plant-store.js';
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 import type { TokenLookup, TokenStore } from './token-store.js';
 import type { WebhookOutbox, WebhookSubscriptionStore } from './webhook-store.js';
 

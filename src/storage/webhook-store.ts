@@ -1,4 +1,4 @@
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 
 /**
  * The two webhook sub-stores: the subscriptions (`Store.webhookSubscriptions`) the operator manages and `plantstore

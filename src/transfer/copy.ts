@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import { plantJson } from '../json/plant-json.js';
-import { isSamePlant } from '../plants/plant.js';
+import { isSamePlant } from '../plants/replay.js';
 import type { Store } from '../storage/store.js';
 import { isSameToken, type TokenRecord } from '../storage/token-store.js';
 import { isSameWebhook, type WebhookRecord } from '../storage/webhook-store.js';

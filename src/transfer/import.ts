@@ -1,6 +1,7 @@
 import { PlantConflictError } from '../plants/errors.js';
 import type { CreateOutcome, PlantStore } from '../storage/plant-store.js';
-import { isSamePlant, type Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
+import { isSamePlant } from '../plants/replay.js';
 import { isBlank, type InputLine } from './lines.js';
 
 export interface ImportCounts {

@@ -1,5 +1,5 @@
 import type { PlantStore } from '../storage/plant-store.js';
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 
 /** Plants read per keyset query: memory holds a page or two, whatever the table's size. */
 const READ_PAGE_SIZE = 1000;

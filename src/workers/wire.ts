@@ -7,7 +7,7 @@
  */
 import { StorageUnavailableError } from '../storage/errors.js';
 import type { CreateOutcome } from '../storage/plant-store.js';
-import type { Plant } from '../plants/plant.js';
+import type { Plant } from '../plant.js';
 
 export interface PackedPlants {
   readonly ids: BigInt64Array;

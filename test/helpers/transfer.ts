@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { CLI } from './process.js';
 
 export interface CliResult {

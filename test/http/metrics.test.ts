@@ -9,7 +9,7 @@ import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { PostgresStore } from '../../src/storage/postgres/postgres-store.js';
 import type { CreateOutcome } from '../../src/storage/plant-store.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { buildTestApp, startTestApp, useTestApp, type TestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
 import { DATABASES, postgresDatabase, sqliteDatabase } from '../helpers/databases.js';

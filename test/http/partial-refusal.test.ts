@@ -8,7 +8,7 @@ import { before, describe, it } from 'node:test';
 import { WriteQueue } from '../../src/plants/write-queue.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { useTestApp } from '../helpers/app.js';
 import { assertErrorRecord } from '../helpers/assertions.js';
 import { sqliteDatabase } from '../helpers/databases.js';

@@ -9,7 +9,7 @@ import { hashToken } from '../../src/auth/tokens.js';
 import { loadConfig } from '../../src/config/config.js';
 import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { openStore } from '../../src/storage/open.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { SetDigest } from '../../src/transfer/digest.js';
 import { exportPlants } from '../../src/transfer/export.js';
 import { postgresDatabase, sqliteDatabase, type TestDatabase } from '../helpers/databases.js';

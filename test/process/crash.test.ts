@@ -13,7 +13,7 @@ import pg from 'pg';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { DATABASES } from '../helpers/databases.js';
 import { halfSentCreate } from '../helpers/half-sent-create.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { plantJson } from '../../src/json/plant-json.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { prepareValue } from '../../src/storage/sqlite/connection.js';
 import { startTestApp } from '../helpers/app.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';

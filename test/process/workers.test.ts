@@ -13,7 +13,7 @@ import { randomInt } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import { generateToken, hashToken } from '../../src/auth/tokens.js';
 import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import type { Store } from '../../src/storage/store.js';
 import { loadConfig } from '../../src/config/config.js';
 import { generateEventIdPrefix, generateWebhookSecret } from '../../src/webhooks/signature.js';

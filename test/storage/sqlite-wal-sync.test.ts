@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { WriteQueue } from '../../src/plants/write-queue.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import type { StorageIncident } from '../../src/storage/store.js';
 import type { NewToken } from '../../src/storage/token-store.js';

@@ -10,7 +10,7 @@ import { openStore } from '../../src/storage/open.js';
 import { DuplicateTokenNameError } from '../../src/storage/errors.js';
 import type { Store } from '../../src/storage/store.js';
 import type { CreateOutcome } from '../../src/storage/plant-store.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import type { PlantChange } from '../../src/storage/change-store.js';
 import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookRecord, WebhookSubscriptionInfo } from '../../src/storage/webhook-store.js';
 import { DATABASES, type TestDatabase } from '../helpers/databases.js';

@@ -1,7 +1,9 @@
 /**
  * src/ has no import circle (docs/design.md#layers): lint holds the layers apart, and this holds what lint cannot see,
- * a circle within a layer or a folder (src/serve/server.ts ↔ src/workers/instance.ts was one). Every import counts,
- * type-only, re-exports and dynamic import() included, as TypeScript's own pre-processor lists them.
+ * a circle within a layer or a folder (src/serve/server.ts ↔ src/workers/instance.ts was one), and a circle between
+ * folders seen as wholes, the view a reader of the tree takes (storage/ importing the Plant type from plants/ while
+ * plants/ imports storage/ was one). Every import counts, type-only, re-exports and dynamic import() included, as
+ * TypeScript's own pre-processor lists them.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -24,6 +26,19 @@ function importGraph(root: string): Map<string, string[]> {
     graph.set(file, imported);
   }
   return graph;
+}
+
+/** The same graph with each folder of src/ as one node (a top-level module is its own), and no edge to itself. */
+function folderGraph(graph: Map<string, string[]>): Map<string, string[]> {
+  const folderOf = (module: string) => module.split(path.sep)[0] as string;
+  const folders = new Map<string, Set<string>>();
+  for (const [module, imported] of graph) {
+    const from = folderOf(module);
+    const targets = folders.get(from) ?? new Set<string>();
+    for (const next of imported) if (graph.has(next) && folderOf(next) !== from) targets.add(folderOf(next));
+    folders.set(from, targets);
+  }
+  return new Map([...folders].map(([folder, targets]) => [folder, [...targets].sort()]));
 }
 
 /** The circles of a graph: each strongly connected component of more than one module, or a module importing itself (Tarjan). */
@@ -64,6 +79,22 @@ describe('the imports of src/', () => {
     const graph = importGraph(SRC);
     assert.ok(graph.size > 100 && graph.get('services.ts')?.includes('plants/service.ts'), 'the graph is read: services.ts imports plants/service.ts');
     assert.deepEqual(circles(graph), []);
+  });
+
+  it('make no circle between folders', () => {
+    const folders = folderGraph(importGraph(SRC));
+    assert.ok(folders.get('storage')?.includes('plant.ts') && folders.get('plants')?.includes('storage'), 'the folder graph is read');
+    assert.deepEqual(circles(folders), []);
+  });
+
+  it('would see one between folders (the check itself)', () => {
+    const graph = new Map([
+      ['plants/service.ts', ['storage/store.ts']],
+      ['plants/plant.ts', []],
+      ['storage/store.ts', ['plants/plant.ts']],
+    ]);
+    assert.deepEqual(circles(graph), []);
+    assert.deepEqual(circles(folderGraph(graph)), [['plants', 'storage']]);
   });
 
   it('would see one (the check itself)', () => {

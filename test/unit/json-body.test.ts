@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { BadRequestError, UnsupportedMediaTypeError } from '../../src/http/errors.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody, plantFromBody } from '../../src/http/json-body.js';
 import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import type { NewPlantBody } from '../../src/schemas.js';
 
 const INT64_RANGE = 'id must be an integer from -9223372036854775808 to 9223372036854775807 (int64)';

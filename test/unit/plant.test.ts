@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isSamePlant, type Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
+import { isSamePlant } from '../../src/plants/replay.js';
 
 /** The replay rule (the domain's; storage only reports the plant it found under the id). */
 describe('isSamePlant', () => {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS, isWorkerNotice, readWorkerData } from '../../src/workers/message-checks.js';
 import type { MainOperations, WorkerOperations } from '../../src/workers/protocol.js';

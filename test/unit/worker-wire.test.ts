@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import type { CreateOutcome } from '../../src/storage/plant-store.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { fromWireError, packOutcomes, packPlants, toWireError, unpackOutcomes, unpackPlants, unpackTraceparents } from '../../src/workers/wire.js';
 
 const PLANTS: Plant[] = [

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { reservedForSingles, WriteQueue, WriteQueueFullError, type WriteLane } from '../../src/plants/write-queue.js';
 import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 
 /** A store whose every commit waits to be released, recording the ids of each batch. */
 function heldStore() {

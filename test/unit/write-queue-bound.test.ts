@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { WriteQueue, WriteQueueFullError } from '../../src/plants/write-queue.js';
 import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 
 /** A promise released by hand: storage "slowed" for exactly as long as a test needs. */
 function gate(): { readonly opened: Promise<void>; open(): void } {

@@ -19,7 +19,7 @@ import { describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
-import type { Plant } from '../../src/plants/plant.js';
+import type { Plant } from '../../src/plant.js';
 import { WriteQueue, WriteQueueFullError, type WriteQueueOptions } from '../../src/plants/write-queue.js';
 import { SharedWrites, createInstanceMemory } from '../../src/workers/shared-memory.js';
 

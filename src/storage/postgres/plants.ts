@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
 import { type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
-import type { Plant } from '../../plants/plant.js';
+import type { Plant } from '../../plant.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import type { Query } from './connection.js';
 

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pruneThrough, toChange, type ChangeLog, type ChangeRetention, type PlantChange } from '../change-store.js';
-import type { Plant } from '../../plants/plant.js';
+import type { Plant } from '../../plant.js';
 import { prepare, prepareValue, prepareWrite, type Connection, type ReadRunner, type SQLInputValue, type WriteRunner, type WriteStatement } from './connection.js';
 
 const INSERT_CHANGES = 'INSERT INTO plant_changes (kind, plant_id, name, tag, changed_at) VALUES';

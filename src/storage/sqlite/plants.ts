@@ -1,5 +1,5 @@
 import { type CreateOutcome, type PlantListQuery, type PlantStore } from '../plant-store.js';
-import type { Plant } from '../../plants/plant.js';
+import type { Plant } from '../../plant.js';
 import { keysetFrom, toPlant, type PlantRow } from '../rows.js';
 import { isConstraintViolation, prepare, prepareWrite, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner } from './connection.js';
 import type { SqliteChanges } from './changes.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { prepare, prepareValue, prepareWrite, transaction, type Connection, type Runners, type ReadRunner, type WriteRunner } from './connection.js';
 import type { CreateOutcome } from '../plant-store.js';
-import type { Plant } from '../../plants/plant.js';
+import type { Plant } from '../../plant.js';
 import { toClaimedEvent, type ClaimedEventRowOf } from '../webhook-rows.js';
 import { planSettlement } from '../webhook-settlement.js';
 import type { ActiveWebhookSubscription, ClaimedWebhookEvent, SettledAndClaimed, WebhookAttemptResult, WebhookClaim, WebhookOutbox } from '../webhook-store.js';
