@@ -150,6 +150,13 @@ function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
+/** The machine's CPU time so far, busy and in all, in clock ticks (/proc/stat's first line; idle and iowait are not busy). */
+function machineTicks(): { busy: number; all: number } {
+  const ticks = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const all = ticks.reduce((sum, value) => sum + value, 0);
+  return { busy: all - (ticks[3] ?? 0) - (ticks[4] ?? 0), all };
+}
+
 function rssKb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
 }
@@ -256,11 +263,16 @@ async function main(): Promise<void> {
   const pid = server.child.pid as number;
   const streams = new Streams({ port: server.port, token });
   let nextId = 1;
-  /** Creates/s, and the server's CPU milliseconds per create (less sensitive than creates/s to what else the machine runs). */
-  const createsPerSecond = async (forSeconds = seconds, probes?: Map<number, number>): Promise<{ perSecond: number; cpuMsPerCreate: number }> => {
+  /**
+   * Creates/s; the server's CPU milliseconds per create (less sensitive than creates/s to what else the machine runs);
+   * and how busy the whole machine was (server and this client together): near 1, the client's own work (reading
+   * 1,000 streams, say) takes CPU the server would have used, and creates/s falls for the machine's sake.
+   */
+  const createsPerSecond = async (forSeconds = seconds, probes?: Map<number, number>): Promise<{ perSecond: number; cpuMsPerCreate: number; machineBusy: number }> => {
     const seconds = forSeconds;
     let done = 0;
     const cpuBefore = cpuMs(pid);
+    const machineBefore = machineTicks();
     const until = nowMs() + seconds * 1000;
     const probing = probes
       ? (async () => {
@@ -280,7 +292,9 @@ async function main(): Promise<void> {
       }),
     );
     await probing;
-    return { perSecond: done / seconds, cpuMsPerCreate: round((cpuMs(pid) - cpuBefore) / done, 3) };
+    const machineAfter = machineTicks();
+    const machineBusy = round((machineAfter.busy - machineBefore.busy) / (machineAfter.all - machineBefore.all), 2);
+    return { perSecond: done / seconds, cpuMsPerCreate: round((cpuMs(pid) - cpuBefore) / done, 3), machineBusy };
   };
   try {
     // Not counted: the first seconds of a fresh server run cold (JIT, the new database's first pages and WAL).
@@ -340,6 +354,7 @@ async function main(): Promise<void> {
           ratio: round(baselineCpu / withStreams.cpuMsPerCreate, 3),
           withUnreadStreams: withUnread.cpuMsPerCreate,
         },
+        machineBusy: { without: [baselineBefore.machineBusy, baselineAfter.machineBusy], withStreams: withStreams.machineBusy, withUnreadStreams: withUnread.machineBusy },
         unreadStreams: { rssGrowthMiB: round((unreadAfter - unreadBefore) / 1024), closedWhileReadingByServer: loaded.closedByServer },
       }) + '\n',
     );
