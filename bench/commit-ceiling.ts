@@ -22,6 +22,7 @@ import { SqliteStore } from '../src/storage/sqlite/sqlite-store.js';
 import type { CreateOutcome, PlantStore } from '../src/storage/plant-store.js';
 import type { Plant } from '../src/plant.js';
 import { WriteQueue } from '../src/plants/write-queue.js';
+import { round } from './metrics.js';
 import type { MainOperations, WorkerOperations } from '../src/workers/protocol.js';
 import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS } from '../src/workers/message-checks.js';
 import { Endpoint } from '../src/workers/rpc.js';
@@ -147,7 +148,6 @@ async function measure(store: PlantStore, feeders: number, batchSize: number, se
   await writer.drain();
   const rows = results.reduce((sum, result) => sum + result.rows, 0);
   const feederMicros = results.reduce((sum, result) => sum + result.cpuMicros, 0);
-  const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
   return {
     batchSize,
     createsPerSecond: Math.round(rows / (elapsedMicros / 1e6)),

@@ -20,6 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
+import { percentile, round } from './metrics.js';
 import { plantstoreEnv } from './servers.js';
 
 const CONNECTIONS = 32;
@@ -172,8 +173,6 @@ function post(server: ServerProcess, token: string, id: number, name = `plant ${
   });
 }
 
-const percentile = (sorted: readonly number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-const round = (value: number, places = 1) => Math.round(value * 10 ** places) / 10 ** places;
 
 class Streams {
   readonly #worker: Worker;

@@ -83,6 +83,12 @@ export function median(values: number[]): number {
   return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
 
+/** `value` rounded to `places` decimal places. */
+export const round = (value: number, places = 1): number => Math.round(value * 10 ** places) / 10 ** places;
+
+/** The `p`th percentile of `sorted` (ascending), nearest rank; NaN when there is no sample. */
+export const percentile = (sorted: readonly number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+
 /** Rounded to three decimals, as every ratio is reported. */
 export const ratio3 = (value: number) => Math.round(value * 1000) / 1000;
 

@@ -16,6 +16,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { percentile, round } from './metrics.js';
 
 const runs = Number(process.argv[2] ?? 20);
 const SIGHUP_BIT = 1n << 0n;
@@ -35,8 +36,6 @@ function run(args: string[], signal?: { name: NodeJS.Signals; afterMs: number })
   return { spawnedAt, ended: new Promise((resolve) => child.on('close', (_code, ended) => resolve({ out, signal: ended }))) };
 }
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-const round = (value: number) => Math.round(value * 10) / 10;
 
 /** Whether the Node started by `command` still has SIGHUP ignored or blocked once it runs JavaScript (/proc). */
 async function handedDown(command: string, args: string[]): Promise<{ ignored: boolean; blocked: boolean }> {
@@ -70,7 +69,7 @@ try {
   process.stdout.write(
     JSON.stringify({
       node: process.version,
-      load: os.loadavg().map((value) => Math.round(value * 100) / 100),
+      load: os.loadavg().map((value) => round(value, 2)),
       spawnToFirstStatementMs: { min: round(firstStatementMs[0] as number), median: round(percentile(firstStatementMs, 50)), max: round(firstStatementMs.at(-1) as number) },
       livedThroughSighup,
       sighupStillIgnoredAfter: (await handedDown('sh', ['-c', `trap '' HUP; exec "${process.execPath}" "$@"`, 'sh', ...waitForJs])).ignored,
