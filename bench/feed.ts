@@ -7,7 +7,10 @@
  *     every stream;
  *   - fan-out under load: the same for a probe create every PROBE_INTERVAL_MS while 32 connections create;
  *   - durable creates/s at 32 connections for SECONDS, without streams (before and after, averaged), with STREAMS
- *     streams open and read, and with STREAMS streams open that never read (the ratios to without).
+ *     streams open and read, and with STREAMS streams open that never read (the ratios to without);
+ *   - the CPU per create of the server, of this client and of the whole machine in each, and from them the machine's
+ *     ceiling: the ratio the machine's CPU allows at the measured costs, and the same were the fan-out free for the
+ *     server (what no change to the server can pass while the client shares the machine).
  * The streams are opened and read by a worker thread of this process, on its own event loop: a single event loop
  * reading 1,000 sockets would slow the creating connections' client too, and the ratio would charge that to the
  * server. Times are CLOCK_MONOTONIC (process.hrtime), the same in both threads. The client shares the machine with
@@ -20,7 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
-import { percentile, round } from './metrics.js';
+import { CLOCK_TICKS, cpuSeconds, percentile, round } from './metrics.js';
 import { plantstoreEnv } from './servers.js';
 
 const CONNECTIONS = 32;
@@ -31,7 +34,11 @@ const IDLE_GAP_MS = 100;
 const WARM_UP_SECONDS = 3;
 /** Streams opened at once while connecting. */
 const OPENING_AT_ONCE = 50;
-const PROBE_MARK = Buffer.from('probe-');
+/**
+ * What starts a probe's name. Its first byte is in no other event: Buffer#indexOf looks for a short mark's first byte
+ * with memchr, and a first byte that every event has ('p' of plant) would make the reader stop at each.
+ */
+const PROBE_MARK = Buffer.from('~probe-');
 /** Longer than a probe's mark and id. */
 const TAIL_BYTES = 48;
 
@@ -50,7 +57,7 @@ type FromStreams =
   | { readonly type: 'closed' };
 
 /**
- * The streams' thread: opens streams on raw sockets (reading ones look for probe plants, named `probe-<id>`, in what
+ * The streams' thread: opens streams on raw sockets (reading ones look for probe plants, named `~probe-<id>`, in what
  * they receive; the others stop reading once the answer's head has come), and reports each probe's arrival times.
  */
 function streamsThread({ port, token }: StreamsData): void {
@@ -59,37 +66,16 @@ function streamsThread({ port, token }: StreamsData): void {
   let sockets: net.Socket[] = [];
   let arrivals = new Map<number, number[]>();
   let closedByServer = 0;
+  const readBuffer = Buffer.alloc(256 * 1024);
 
   function open(reading: boolean): Promise<net.Socket | undefined> {
     return new Promise((resolve) => {
-      const socket = net.connect(port, '127.0.0.1');
-      socket.setNoDelay(true);
       let head: Buffer = Buffer.alloc(0);
       let started = false;
-      /** The end of the last read: a mark split over two reads is found with the next. */
-      let tail: Buffer = Buffer.alloc(0);
+      /** The end of the last read, copied: a mark split over two reads is found with the next. */
+      const tail = Buffer.alloc(TAIL_BYTES * 2);
+      let tailLength = 0;
       let lastProbe = 0;
-      const onData = (chunk: Buffer) => {
-        if (!started) {
-          head = Buffer.concat([head, chunk]);
-          const end = head.indexOf('\r\n\r\n');
-          if (end === -1) return;
-          started = true;
-          if (!head.subarray(0, 12).toString('latin1').endsWith(' 200')) {
-            socket.destroy();
-            resolve(undefined);
-            return;
-          }
-          if (!reading) socket.pause();
-          resolve(socket);
-          chunk = head.subarray(end + 4);
-        }
-        const at = nowMs();
-        // A mark split over two reads is found across their boundary; the rest in the read itself, uncopied.
-        if (tail.length > 0) scan(Buffer.concat([tail, chunk.subarray(0, TAIL_BYTES)]), at);
-        scan(chunk, at);
-        tail = chunk.subarray(Math.max(0, chunk.length - TAIL_BYTES));
-      };
       const scan = (text: Buffer, at: number) => {
         let from = 0;
         for (;;) {
@@ -108,7 +94,43 @@ function streamsThread({ port, token }: StreamsData): void {
           if (times.length === sockets.length) send({ type: 'complete', id });
         }
       };
-      socket.on('data', onData);
+      const onData = (chunk: Buffer) => {
+        if (!started) {
+          head = Buffer.concat([head, chunk]);
+          const end = head.indexOf('\r\n\r\n');
+          if (end === -1) return;
+          started = true;
+          if (!head.subarray(0, 12).toString('latin1').endsWith(' 200')) {
+            socket.destroy();
+            resolve(undefined);
+            return;
+          }
+          if (!reading) socket.pause();
+          resolve(socket);
+          chunk = head.subarray(end + 4);
+        }
+        const at = nowMs();
+        // A mark split over two reads is found across their boundary; the rest in the read itself, uncopied.
+        if (tailLength > 0) {
+          const across = Math.min(TAIL_BYTES, chunk.length);
+          chunk.copy(tail, tailLength, 0, across);
+          scan(tail.subarray(0, tailLength + across), at);
+        }
+        scan(chunk, at);
+        tailLength = Math.min(TAIL_BYTES, chunk.length);
+        chunk.copy(tail, 0, chunk.length - tailLength);
+      };
+      // Reads go into one buffer of this thread, reused (onread), not a new one per read: the client's share of the
+      // machine is what the server's creates compete with, and a reader should cost no more than the bytes it takes.
+      const onread = {
+        buffer: readBuffer,
+        callback: (length: number) => {
+          onData(readBuffer.subarray(0, length));
+          return true;
+        },
+      };
+      const socket = net.connect({ port, host: '127.0.0.1', onread });
+      socket.setNoDelay(true);
       socket.on('end', () => {
         closedByServer += 1;
       });
@@ -145,17 +167,30 @@ function streamsThread({ port, token }: StreamsData): void {
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
 const probeAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 
-/** The CPU time the process has used, user and system, in milliseconds (/proc/PID/stat, in clock ticks of 10 ms). */
-function cpuMs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+/** The CPU time a process has used, user and system, all its threads, in milliseconds. */
+const cpuMs = (pid: number) => cpuSeconds(pid) * 1000;
 
 /** The machine's CPU time so far, busy and in all, in clock ticks (/proc/stat's first line; idle and iowait are not busy). */
 function machineTicks(): { busy: number; all: number } {
   const ticks = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
   const all = ticks.reduce((sum, value) => sum + value, 0);
   return { busy: all - (ticks[3] ?? 0) - (ticks[4] ?? 0), all };
+}
+
+/** A clock tick of /proc/stat, in milliseconds. */
+const TICK_MS = 1000 / CLOCK_TICKS;
+
+/**
+ * One timed phase: creates/s; the CPU milliseconds per create of the server (less sensitive than creates/s to what
+ * else the machine runs), of this client (all its threads: the creating connections and the streams' reader), and of
+ * the whole machine (every core's busy time, kernel work for either side included); and how busy the machine was.
+ */
+interface Phase {
+  readonly perSecond: number;
+  readonly cpuMsPerCreate: number;
+  readonly clientCpuMsPerCreate: number;
+  readonly machineCpuMsPerCreate: number;
+  readonly machineBusy: number;
 }
 
 function rssKb(pid: number): number {
@@ -267,17 +302,18 @@ async function main(): Promise<void> {
    * and how busy the whole machine was (server and this client together): near 1, the client's own work (reading
    * 1,000 streams, say) takes CPU the server would have used, and creates/s falls for the machine's sake.
    */
-  const createsPerSecond = async (forSeconds = seconds, probes?: Map<number, number>): Promise<{ perSecond: number; cpuMsPerCreate: number; machineBusy: number }> => {
+  const createsPerSecond = async (forSeconds = seconds, probes?: Map<number, number>): Promise<Phase> => {
     const seconds = forSeconds;
     let done = 0;
     const cpuBefore = cpuMs(pid);
+    const clientBefore = process.cpuUsage();
     const machineBefore = machineTicks();
     const until = nowMs() + seconds * 1000;
     const probing = probes
       ? (async () => {
           while (nowMs() < until) {
             const id = nextId++;
-            await post(server, token, id, `probe-${id}`, probeAgent);
+            await post(server, token, id, `~probe-${id}`, probeAgent);
             probes.set(id, nowMs());
             await new Promise((resolve) => setTimeout(resolve, PROBE_INTERVAL_MS));
           }
@@ -292,8 +328,15 @@ async function main(): Promise<void> {
     );
     await probing;
     const machineAfter = machineTicks();
-    const machineBusy = round((machineAfter.busy - machineBefore.busy) / (machineAfter.all - machineBefore.all), 2);
-    return { perSecond: done / seconds, cpuMsPerCreate: round((cpuMs(pid) - cpuBefore) / done, 3), machineBusy };
+    const client = process.cpuUsage(clientBefore);
+    const machineBusy = machineAfter.busy - machineBefore.busy;
+    return {
+      perSecond: done / seconds,
+      cpuMsPerCreate: round((cpuMs(pid) - cpuBefore) / done, 3),
+      clientCpuMsPerCreate: round((client.user + client.system) / 1000 / done, 3),
+      machineCpuMsPerCreate: round((machineBusy * TICK_MS) / done, 3),
+      machineBusy: round(machineBusy / (machineAfter.all - machineBefore.all), 2),
+    };
   };
   try {
     // Not counted: the first seconds of a fresh server run cold (JIT, the new database's first pages and WAL).
@@ -308,7 +351,7 @@ async function main(): Promise<void> {
     for (let index = 0; index < IDLE_PROBES; index += 1) {
       const id = nextId++;
       const reached = streams.reached(id, 10_000);
-      await post(server, token, id, `probe-${id}`, probeAgent);
+      await post(server, token, id, `~probe-${id}`, probeAgent);
       idleProbes.set(id, nowMs());
       await reached;
       // Idle: the feed's last read is long past, as it is when creates are rare.
@@ -333,6 +376,7 @@ async function main(): Promise<void> {
     const baselineAfter = await createsPerSecond();
     const baseline = (baselineBefore.perSecond + baselineAfter.perSecond) / 2;
     const baselineCpu = (baselineBefore.cpuMsPerCreate + baselineAfter.cpuMsPerCreate) / 2;
+    const machineWithout = (baselineBefore.machineCpuMsPerCreate + baselineAfter.machineCpuMsPerCreate) / 2;
     process.stdout.write(
       JSON.stringify({
         streams: streamCount,
@@ -353,7 +397,18 @@ async function main(): Promise<void> {
           ratio: round(baselineCpu / withStreams.cpuMsPerCreate, 3),
           withUnreadStreams: withUnread.cpuMsPerCreate,
         },
+        clientCpuMsPerCreate: { without: [baselineBefore.clientCpuMsPerCreate, baselineAfter.clientCpuMsPerCreate], withStreams: withStreams.clientCpuMsPerCreate },
+        machineCpuMsPerCreate: { without: [baselineBefore.machineCpuMsPerCreate, baselineAfter.machineCpuMsPerCreate], withStreams: withStreams.machineCpuMsPerCreate },
         machineBusy: { without: [baselineBefore.machineBusy, baselineAfter.machineBusy], withStreams: withStreams.machineBusy, withUnreadStreams: withUnread.machineBusy },
+        /**
+         * What the machine allows, whatever the server does: the creates/s ratio were the machine as busy with streams as
+         * without, at the CPU per create each measured; and the same were the server's fan-out free (its CPU per create
+         * as without), the client and the kernel still paying what they did.
+         */
+        machineCeilingRatio: {
+          atMeasuredCost: round(machineWithout / withStreams.machineCpuMsPerCreate, 3),
+          ifFanOutCostTheServerNothing: round(machineWithout / (withStreams.machineCpuMsPerCreate - Math.max(0, withStreams.cpuMsPerCreate - baselineCpu)), 3),
+        },
         unreadStreams: { rssGrowthMiB: round((unreadAfter - unreadBefore) / 1024), closedWhileReadingByServer: loaded.closedByServer },
       }) + '\n',
     );

@@ -12,7 +12,7 @@ export function procStatusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number | un
   }
 }
 
-const CLOCK_TICKS = (() => {
+export const CLOCK_TICKS = (() => {
   const result = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
   return Number(result.stdout?.trim()) || 100;
 })();
