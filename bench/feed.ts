@@ -6,8 +6,9 @@
  *   - fan-out, idle: creates sent one at a time, IDLE_GAP_MS apart, the time from each create's 200 to its event at
  *     every stream;
  *   - fan-out under load: the same for a probe create every PROBE_INTERVAL_MS while 32 connections create;
- *   - durable creates/s at 32 connections for SECONDS, without streams (before and after, averaged), with STREAMS
- *     streams open and read, and with STREAMS streams open that never read (the ratios to without);
+ *   - durable creates/s at 32 connections for SECONDS: in ROUNDS rounds with STREAMS streams open and read, each
+ *     between two runs without streams (its ratio is to their mean; the median round is the figure), then with STREAMS
+ *     streams open that never read;
  *   - the CPU per create of the server, of this client and of the whole machine in each, and from them the machine's
  *     ceiling: the ratio the machine's CPU allows at the measured costs, and the same were the fan-out free for the
  *     server (what no change to the server can pass while the client shares the machine).
@@ -23,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
-import { CLOCK_TICKS, cpuSeconds, percentile, round } from './metrics.js';
+import { CLOCK_TICKS, cpuSeconds, median, percentile, round } from './metrics.js';
 import { plantstoreEnv } from './servers.js';
 
 const CONNECTIONS = 32;
@@ -32,6 +33,8 @@ const PROBE_INTERVAL_MS = 50;
 /** Between idle probes: longer than the feed ever waits between reads (src/services.ts). */
 const IDLE_GAP_MS = 100;
 const WARM_UP_SECONDS = 3;
+/** Rounds of creates with streams, each between two without. */
+const ROUNDS = 3;
 /** Streams opened at once while connecting. */
 const OPENING_AT_ONCE = 50;
 /**
@@ -341,75 +344,100 @@ async function main(): Promise<void> {
   try {
     // Not counted: the first seconds of a fresh server run cold (JIT, the new database's first pages and WAL).
     await createsPerSecond(WARM_UP_SECONDS);
-    const baselineBefore = await createsPerSecond();
-    const before = rssKb(pid);
-    await streams.open(streamCount, true);
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-    const idle = rssKb(pid);
-
-    const idleProbes = new Map<number, number>();
-    for (let index = 0; index < IDLE_PROBES; index += 1) {
-      const id = nextId++;
-      const reached = streams.reached(id, 10_000);
-      await post(server, token, id, `~probe-${id}`, probeAgent);
-      idleProbes.set(id, nowMs());
-      await reached;
-      // Idle: the feed's last read is long past, as it is when creates are rare.
-      await new Promise((resolve) => setTimeout(resolve, IDLE_GAP_MS));
-    }
-    const idleFanout = delays(idleProbes, (await streams.collect()).arrivals, streamCount);
-
+    // Rounds of without, with streams read, without again: each round's ratio is to the phases either side of it, so
+    // that what drifts over the run (the database's growth, the disk's sync time) falls on both sides of a ratio.
+    const withouts: Phase[] = [await createsPerSecond()];
+    const withs: Phase[] = [];
     const loadProbes = new Map<number, number>();
-    const withStreams = await createsPerSecond(seconds, loadProbes);
-    // The last probes' events may still be on their way.
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    const loaded = await streams.collect();
-    const loadFanout = delays(loadProbes, loaded.arrivals, streamCount);
-    await streams.close();
+    let rssPerIdleStreamKiB = Number.NaN;
+    let idleFanout: { sorted: number[]; missing: number } = { sorted: [], missing: 0 };
+    let closedWhileReading = 0;
+    const loadArrivals: Array<[number, number[]]> = [];
+    for (let round_ = 0; round_ < ROUNDS; round_ += 1) {
+      const before = rssKb(pid);
+      await streams.open(streamCount, true);
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      if (round_ === 0) {
+        rssPerIdleStreamKiB = round((rssKb(pid) - before) / streamCount);
+        const idleProbes = new Map<number, number>();
+        for (let index = 0; index < IDLE_PROBES; index += 1) {
+          const id = nextId++;
+          const reached = streams.reached(id, 10_000);
+          await post(server, token, id, `~probe-${id}`, probeAgent);
+          idleProbes.set(id, nowMs());
+          await reached;
+          // Idle: the feed's last read is long past, as it is when creates are rare.
+          await new Promise((resolve) => setTimeout(resolve, IDLE_GAP_MS));
+        }
+        idleFanout = delays(idleProbes, (await streams.collect()).arrivals, streamCount);
+      }
+      withs.push(await createsPerSecond(seconds, loadProbes));
+      // The last probes' events may still be on their way.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const collected = await streams.collect();
+      loadArrivals.push(...collected.arrivals);
+      closedWhileReading += collected.closedByServer;
+      await streams.close();
+      withouts.push(await createsPerSecond());
+    }
+    const loadFanout = delays(loadProbes, loadArrivals, streamCount);
 
     await streams.open(streamCount, false);
     const unreadBefore = rssKb(pid);
     const withUnread = await createsPerSecond();
     const unreadAfter = rssKb(pid);
     await streams.close();
+    const afterUnread = await createsPerSecond();
 
-    const baselineAfter = await createsPerSecond();
-    const baseline = (baselineBefore.perSecond + baselineAfter.perSecond) / 2;
-    const baselineCpu = (baselineBefore.cpuMsPerCreate + baselineAfter.cpuMsPerCreate) / 2;
-    const machineWithout = (baselineBefore.machineCpuMsPerCreate + baselineAfter.machineCpuMsPerCreate) / 2;
+    /** Each round's figure with streams over the mean of the phases without on either side of it. */
+    const perRound = (figure: (phase: Phase) => number, over = (without: number, with_: number) => with_ / without) =>
+      withs.map((with_, index) => round(over((figure(withouts[index] as Phase) + figure(withouts[index + 1] as Phase)) / 2, figure(with_)), 3));
+    const creates = perRound((phase) => phase.perSecond);
+    const serverCpu = perRound((phase) => phase.cpuMsPerCreate, (without, with_) => without / with_);
+    const atMeasuredCost = perRound((phase) => phase.machineCpuMsPerCreate, (without, with_) => without / with_);
+    const ifFree = withs.map((with_, index) => {
+      const without = (phase: Phase) => phase.machineCpuMsPerCreate;
+      const before = withouts[index] as Phase;
+      const after = withouts[index + 1] as Phase;
+      const machine = (without(before) + without(after)) / 2;
+      const server = (before.cpuMsPerCreate + after.cpuMsPerCreate) / 2;
+      return round(machine / (with_.machineCpuMsPerCreate - Math.max(0, with_.cpuMsPerCreate - server)), 3);
+    });
+    const unreadBaseline = ((withouts.at(-1) as Phase).perSecond + afterUnread.perSecond) / 2;
+    const list = (phases: Phase[], figure: (phase: Phase) => number) => phases.map((phase) => round(figure(phase), 3));
     process.stdout.write(
       JSON.stringify({
         streams: streamCount,
         load: os.loadavg().map((value) => round(value, 2)),
-        rssPerIdleStreamKiB: round((idle - before) / streamCount),
+        rssPerIdleStreamKiB,
         fanoutIdleMs: summary(idleFanout),
         fanoutUnderLoadMs: summary(loadFanout),
         createsPerSecond: {
-          without: [Math.round(baselineBefore.perSecond), Math.round(baselineAfter.perSecond)],
-          withStreams: Math.round(withStreams.perSecond),
-          ratio: round(withStreams.perSecond / baseline, 3),
+          without: list(withouts, (phase) => Math.round(phase.perSecond)),
+          withStreams: list(withs, (phase) => Math.round(phase.perSecond)),
+          ratio: { median: median([...creates]), rounds: creates },
           withUnreadStreams: Math.round(withUnread.perSecond),
-          unreadRatio: round(withUnread.perSecond / baseline, 3),
+          unreadRatio: round(withUnread.perSecond / unreadBaseline, 3),
         },
         serverCpuMsPerCreate: {
-          without: [baselineBefore.cpuMsPerCreate, baselineAfter.cpuMsPerCreate],
-          withStreams: withStreams.cpuMsPerCreate,
-          ratio: round(baselineCpu / withStreams.cpuMsPerCreate, 3),
+          without: list(withouts, (phase) => phase.cpuMsPerCreate),
+          withStreams: list(withs, (phase) => phase.cpuMsPerCreate),
+          ratio: { median: median([...serverCpu]), rounds: serverCpu },
           withUnreadStreams: withUnread.cpuMsPerCreate,
         },
-        clientCpuMsPerCreate: { without: [baselineBefore.clientCpuMsPerCreate, baselineAfter.clientCpuMsPerCreate], withStreams: withStreams.clientCpuMsPerCreate },
-        machineCpuMsPerCreate: { without: [baselineBefore.machineCpuMsPerCreate, baselineAfter.machineCpuMsPerCreate], withStreams: withStreams.machineCpuMsPerCreate },
-        machineBusy: { without: [baselineBefore.machineBusy, baselineAfter.machineBusy], withStreams: withStreams.machineBusy, withUnreadStreams: withUnread.machineBusy },
+        clientCpuMsPerCreate: { without: list(withouts, (phase) => phase.clientCpuMsPerCreate), withStreams: list(withs, (phase) => phase.clientCpuMsPerCreate) },
+        machineCpuMsPerCreate: { without: list(withouts, (phase) => phase.machineCpuMsPerCreate), withStreams: list(withs, (phase) => phase.machineCpuMsPerCreate) },
+        machineBusy: { without: list(withouts, (phase) => phase.machineBusy), withStreams: list(withs, (phase) => phase.machineBusy), withUnreadStreams: withUnread.machineBusy },
         /**
          * What the machine allows, whatever the server does: the creates/s ratio were the machine as busy with streams as
          * without, at the CPU per create each measured; and the same were the server's fan-out free (its CPU per create
          * as without), the client and the kernel still paying what they did.
          */
         machineCeilingRatio: {
-          atMeasuredCost: round(machineWithout / withStreams.machineCpuMsPerCreate, 3),
-          ifFanOutCostTheServerNothing: round(machineWithout / (withStreams.machineCpuMsPerCreate - Math.max(0, withStreams.cpuMsPerCreate - baselineCpu)), 3),
+          atMeasuredCost: { median: median([...atMeasuredCost]), rounds: atMeasuredCost },
+          ifFanOutCostTheServerNothing: { median: median([...ifFree]), rounds: ifFree },
         },
-        unreadStreams: { rssGrowthMiB: round((unreadAfter - unreadBefore) / 1024), closedWhileReadingByServer: loaded.closedByServer },
+        unreadStreams: { rssGrowthMiB: round((unreadAfter - unreadBefore) / 1024), closedWhileReadingByServer: closedWhileReading },
       }) + '\n',
     );
   } catch (error) {
