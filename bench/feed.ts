@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
-import { CLOCK_TICKS, cpuSeconds, median, percentile, round } from './metrics.js';
+import { CLOCK_TICKS, cpuSeconds, machineTicks, median, percentile, round } from './metrics.js';
 import { plantstoreEnv } from './servers.js';
 
 const CONNECTIONS = 32;
@@ -172,13 +172,6 @@ const probeAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 
 /** The CPU time a process has used, user and system, all its threads, in milliseconds. */
 const cpuMs = (pid: number) => cpuSeconds(pid) * 1000;
-
-/** The machine's CPU time so far, busy and in all, in clock ticks (/proc/stat's first line; idle and iowait are not busy). */
-function machineTicks(): { busy: number; all: number } {
-  const ticks = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
-  const all = ticks.reduce((sum, value) => sum + value, 0);
-  return { busy: all - (ticks[3] ?? 0) - (ticks[4] ?? 0), all };
-}
 
 /** A clock tick of /proc/stat, in milliseconds. */
 const TICK_MS = 1000 / CLOCK_TICKS;

@@ -42,6 +42,9 @@ export interface LoadMeasurement {
   readonly serverCpuMicrosPerRequest: number;
   /** Of which the server's main thread's (with WORKERS > 1 on SQLite: the writer's). */
   readonly mainThreadCpuMicrosPerRequest: number;
+  /** How busy the whole machine was (every core: server, load generator, kernel), and its busy CPU per answered request. */
+  readonly machineBusyShare: number;
+  readonly machineCpuMicrosPerRequest: number;
 }
 
 export async function runLoad(place: LoadPlace, run: LoadRun): Promise<LoadMeasurement> {
@@ -66,5 +69,7 @@ export async function runLoad(place: LoadPlace, run: LoadRun): Promise<LoadMeasu
     serverCpuPercent: Math.round((sampling.cpuSeconds / sampling.elapsedSeconds) * 100),
     serverCpuMicrosPerRequest: load.responses > 0 ? Math.round((sampling.cpuSeconds * 1e6) / load.responses) : 0,
     mainThreadCpuMicrosPerRequest: load.responses > 0 ? Math.round((sampling.mainThreadCpuSeconds * 1e6) / load.responses * 10) / 10 : 0,
+    machineBusyShare: Math.round(sampling.machineBusyShare * 100) / 100,
+    machineCpuMicrosPerRequest: load.responses > 0 ? Math.round((sampling.machineBusySeconds * 1e6) / load.responses) : 0,
   };
 }

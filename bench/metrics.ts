@@ -28,6 +28,13 @@ export function cpuSeconds(pid: number, tid?: number): number {
   }
 }
 
+/** The machine's CPU time so far, busy and in all, in clock ticks (/proc/stat's first line; idle and iowait are not busy). */
+export function machineTicks(): { busy: number; all: number } {
+  const ticks = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const all = ticks.reduce((sum, value) => sum + value, 0);
+  return { busy: all - (ticks[3] ?? 0) - (ticks[4] ?? 0), all };
+}
+
 /** How often the peak RSS is sampled during a measured run. */
 const RSS_PEAK_SAMPLE_EVERY_MS = 200;
 
@@ -41,6 +48,9 @@ export interface ProcessSampling {
   /** Of which its main thread's (the thread whose id is the pid). */
   readonly mainThreadCpuSeconds: number;
   readonly elapsedSeconds: number;
+  /** Every core's busy CPU seconds over the window (server, load generator, kernel, anything else), and its share of all. */
+  readonly machineBusySeconds: number;
+  readonly machineBusyShare: number;
 }
 
 /**
@@ -54,6 +64,7 @@ export async function sampleProcessDuring<T>(
 ): Promise<{ readonly result: T; readonly sampling: ProcessSampling }> {
   const cpuBefore = cpuSeconds(pid);
   const mainThreadBefore = cpuSeconds(pid, pid);
+  const machineBefore = machineTicks();
   const started = process.hrtime.bigint();
   const running = work();
   let rssPeakKb = 0;
@@ -70,8 +81,16 @@ export async function sampleProcessDuring<T>(
   const elapsedSeconds = Number(process.hrtime.bigint() - started) / 1e9;
   const cpu = cpuSeconds(pid) - cpuBefore;
   const mainThreadCpu = cpuSeconds(pid, pid) - mainThreadBefore;
+  const machineAfter = machineTicks();
+  const machineBusy = machineAfter.busy - machineBefore.busy;
   rssPeakKb = Math.max(rssPeakKb, procStatusKb(pid, 'VmRSS') ?? 0);
-  return { result, sampling: { rssPeakKb, rssSamplesKb, cpuSeconds: cpu, mainThreadCpuSeconds: mainThreadCpu, elapsedSeconds } };
+  return { result, sampling: { rssPeakKb, rssSamplesKb, cpuSeconds: cpu,
+      mainThreadCpuSeconds: mainThreadCpu,
+      elapsedSeconds,
+      machineBusySeconds: machineBusy / CLOCK_TICKS,
+      machineBusyShare: machineBusy / Math.max(1, machineAfter.all - machineBefore.all),
+    },
+  };
 }
 
 /** Kilobytes to megabytes (MiB), one decimal. */

@@ -8,7 +8,7 @@
  * thread's share is reported apart. Afterwards every create answered 2xx must be in the store.
  */
 import { Sequence } from '../measure.js';
-import { mb, median, procStatusKb, ratio3 } from '../metrics.js';
+import { mb, median, procStatusKb, ratio3, round } from '../metrics.js';
 import { workloadTitle, type WorkersWorkload } from '../options.js';
 import { headerLines, markdownTable, measuredColumns, progressLine, runMeta, writeReport, LOAD_BOUND_PERCENT, type Column, type MeasuredRow } from '../report.js';
 import { cliToken } from '../servers.js';
@@ -22,6 +22,9 @@ interface RunRecord extends MeasuredRow {
   readonly pair: number;
   readonly workers: number;
   readonly mainThreadCpuMicrosPerRequest: number;
+  /** How busy every core was (server, load generator, kernel), and their busy CPU per answered request. */
+  readonly machineBusyShare: number;
+  readonly machineCpuMicrosPerRequest: number;
   readonly hwmMb: number;
   readonly warmupOk: number;
   /** req/s over the same pair's WORKERS=1 run; not for that run itself. */
@@ -34,8 +37,27 @@ const COLUMNS: ReadonlyArray<Column<RunRecord>> = [
   { header: 'WORKERS', numeric: true, cell: (run) => String(run.workers) },
   ...measuredColumns<RunRecord>(),
   { header: 'main thread CPU µs/req', numeric: true, cell: (run) => run.mainThreadCpuMicrosPerRequest.toFixed(1) },
+  { header: 'machine busy', numeric: true, cell: (run) => run.machineBusyShare.toFixed(2) },
+  { header: 'machine CPU µs/req', numeric: true, cell: (run) => String(run.machineCpuMicrosPerRequest) },
   { header: 'ratio', numeric: true, cell: (run) => (run.ratio === undefined ? '' : run.ratio.toFixed(3)) },
 ];
+
+/**
+ * Per pair, the most WORKERS=N could reach over WORKERS=1 on this machine at the costs measured: N's req/s were every
+ * core busy at N's machine CPU per request, over 1's req/s as measured. The server and the load generator share the
+ * cores, so a ratio above this needs N to cost the machine less per request, not just more threads.
+ */
+function medianMachineCeiling(runs: readonly RunRecord[], pairs: number, many: number): number | null {
+  const ceilings: number[] = [];
+  for (let pair = 1; pair <= pairs; pair += 1) {
+    const one = runs.find((run) => run.pair === pair && run.workers === 1);
+    const n = runs.find((run) => run.pair === pair && run.workers === many);
+    if (one && n && one.machineBusyShare > 0 && n.machineCpuMicrosPerRequest > 0) {
+      ceilings.push(one.machineCpuMicrosPerRequest / n.machineCpuMicrosPerRequest / one.machineBusyShare);
+    }
+  }
+  return ceilings.length ? ratio3(median(ceilings)) : null;
+}
 
 /** Per pair, `value(N run) ÷ value(1 run)`, then the median (`runs`: one workload's). */
 function medianPairRatio(runs: readonly RunRecord[], pairs: number, many: number, value: (run: RunRecord) => number): number | null {
@@ -91,6 +113,8 @@ export function runWorkers(setup: BenchSetup): Promise<void> {
             serverCpuPercent: m.serverCpuPercent,
             serverCpuMicrosPerRequest: m.serverCpuMicrosPerRequest,
             mainThreadCpuMicrosPerRequest: m.mainThreadCpuMicrosPerRequest,
+            machineBusyShare: m.machineBusyShare,
+            machineCpuMicrosPerRequest: m.machineCpuMicrosPerRequest,
           };
           if (workers === 1) one = record;
           else if (one) record.ratio = ratio3(m.load.reqPerSec / one.load.reqPerSec);
@@ -114,11 +138,15 @@ export function runWorkers(setup: BenchSetup): Promise<void> {
         workload,
         reqPerSecRatio: medianPairRatio(of, options.pairs, many, (run) => run.load.reqPerSec),
         cpuPerRequestRatio: medianPairRatio(of, options.pairs, many, (run) => run.serverCpuMicrosPerRequest),
+        machineCpuPerRequestRatio: medianPairRatio(of, options.pairs, many, (run) => run.machineCpuMicrosPerRequest),
+        machineCeilingRatio: medianMachineCeiling(of, options.pairs, many),
+        oneMedianMachineBusy: round(median(byWorkers(1).map((run) => run.machineBusyShare)), 2),
+        manyMedianMachineBusy: round(median(byWorkers(many).map((run) => run.machineBusyShare)), 2),
         oneMedianReqPerSec: median(byWorkers(1).map((run) => run.load.reqPerSec)),
         manyMedianReqPerSec: median(byWorkers(many).map((run) => run.load.reqPerSec)),
         oneMedianCpuMicros: median(byWorkers(1).map((run) => run.serverCpuMicrosPerRequest)),
         manyMedianCpuMicros: median(byWorkers(many).map((run) => run.serverCpuMicrosPerRequest)),
-        manyMedianMainThreadCpuMicros: median(byWorkers(many).map((run) => run.mainThreadCpuMicrosPerRequest)),
+        manyMedianMainThreadCpuMicros: round(median(byWorkers(many).map((run) => run.mainThreadCpuMicrosPerRequest)), 1),
         oneMedianP99Ms: median(byWorkers(1).map((run) => run.load.latency.p99)),
         manyMedianP99Ms: median(byWorkers(many).map((run) => run.load.latency.p99)),
         onePeakRssMb: Math.max(...byWorkers(1).map((run) => run.rssPeakMb)),
@@ -150,7 +178,9 @@ export function runWorkers(setup: BenchSetup): Promise<void> {
         (w) =>
           `**${w.workload}: WORKERS=${many} ÷ WORKERS=1, median of per-pair ratios: ${w.reqPerSecRatio ?? 'n/a'} req/s, ${w.cpuPerRequestRatio ?? 'n/a'} server CPU per request** · ` +
           `median req/s ${w.oneMedianReqPerSec} → ${w.manyMedianReqPerSec}, CPU µs/req ${w.oneMedianCpuMicros} → ${w.manyMedianCpuMicros} ` +
-          `(main thread ${w.manyMedianMainThreadCpuMicros}), p99 ${w.oneMedianP99Ms} → ${w.manyMedianP99Ms} ms, peak RSS ${w.onePeakRssMb} → ${w.manyPeakRssMb} MB`,
+          `(main thread ${w.manyMedianMainThreadCpuMicros}), p99 ${w.oneMedianP99Ms} → ${w.manyMedianP99Ms} ms, peak RSS ${w.onePeakRssMb} → ${w.manyPeakRssMb} MB; ` +
+          `machine busy ${w.oneMedianMachineBusy} → ${w.manyMedianMachineBusy}, machine CPU per request ×${w.machineCpuPerRequestRatio ?? 'n/a'}, ` +
+          `so the most WORKERS=${many} could reach with every core busy: ×${w.machineCeilingRatio ?? 'n/a'}`,
       ),
       '',
       `non-2xx ${summary.non2xx}, errors ${summary.errors}, ${summary.ok} answered 2xx (${createsOk} of the creates-only runs), ${createsSent} creates sent, plants stored ${plantsBefore} → ${plantsAfter} ` +

@@ -96,7 +96,7 @@ test('npm run bench -- --webhook --quick completes, and every event of an acknow
   }
 });
 
-test('npm run bench -- --workers 2 --quick completes: creates, reads by id and the 90/10 mix, each with WORKERS=1 and WORKERS=2 in one pair, every answer 2xx and every create stored, ratios and the main thread\'s CPU reported', { timeout: 300_000 }, async () => {
+test('npm run bench -- --workers 2 --quick completes: creates, reads by id and the 90/10 mix, each with WORKERS=1 and WORKERS=2 in one pair, every answer 2xx and every create stored, ratios, the main thread\'s CPU and the machine\'s ceiling reported', { timeout: 300_000 }, async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-bench-smoke-'));
   try {
     const stdout = await runBench(['--workers', '2', '--quick', '--out', out]);
@@ -110,14 +110,14 @@ test('npm run bench -- --workers 2 --quick completes: creates, reads by id and t
     assert.ok(jsonPath, 'the results file is named');
     const result = JSON.parse(fs.readFileSync(jsonPath, 'utf8')) as {
       summary: {
-        workloads: Array<{ workload: string; reqPerSecRatio: number | null; cpuPerRequestRatio: number | null }>;
+        workloads: Array<{ workload: string; reqPerSecRatio: number | null; cpuPerRequestRatio: number | null; machineCeilingRatio: number | null }>;
         non2xx: number;
         errors: number;
         createsOk: number;
         everyOkStored: boolean;
         exitCodes: number[];
       };
-      runs: Array<{ workload: string; workers: number; mainThreadCpuMicrosPerRequest: number; load: { ok: number } }>;
+      runs: Array<{ workload: string; workers: number; mainThreadCpuMicrosPerRequest: number; machineBusyShare: number; machineCpuMicrosPerRequest: number; serverCpuMicrosPerRequest: number; load: { ok: number } }>;
     };
     assert.deepEqual(
       result.runs.map((run) => `${run.workload} ${run.workers}`),
@@ -126,10 +126,14 @@ test('npm run bench -- --workers 2 --quick completes: creates, reads by id and t
     for (const run of result.runs) {
       assert.ok(run.load.ok > 0, `${run.workload} WORKERS=${run.workers} answered requests`);
       assert.ok(run.mainThreadCpuMicrosPerRequest > 0, 'the main thread\'s CPU is read from /proc');
+      assert.ok(run.machineBusyShare > 0 && run.machineBusyShare <= 1, `the machine's busy share is read from /proc/stat: ${run.machineBusyShare}`);
+      // Every core's busy time includes the server's own.
+      assert.ok(run.machineCpuMicrosPerRequest >= run.serverCpuMicrosPerRequest * 0.9, `machine ${run.machineCpuMicrosPerRequest} µs/req, server ${run.serverCpuMicrosPerRequest}`);
     }
     for (const workload of result.summary.workloads) {
       assert.equal(typeof workload.reqPerSecRatio, 'number', `${workload.workload}: req/s ratio`);
       assert.equal(typeof workload.cpuPerRequestRatio, 'number', `${workload.workload}: CPU ratio`);
+      assert.equal(typeof workload.machineCeilingRatio, 'number', `${workload.workload}: the machine's ceiling`);
     }
     assert.deepEqual([result.summary.non2xx, result.summary.errors], [0, 0]);
     assert.ok(result.summary.createsOk > 0 && result.summary.everyOkStored, 'every create answered 2xx is in the store');
