@@ -1,7 +1,7 @@
 /**
- * `node dist/bench/feed.js [STREAMS] [SECONDS]`: what the change feed (GET /plants/events) costs, on one plantstore
- * serve on a fresh SQLite file in its default configuration but for the stream and per-address connection bounds
- * (raised so one client address may hold STREAMS streams, default 1000, beside the creating connections):
+ * `node dist/bench/feed.js [STREAMS] [SECONDS] [--unpinned]`: what the change feed (GET /plants/events) costs, on one
+ * plantstore serve on a fresh SQLite file in its default configuration but for the stream and per-address connection
+ * bounds (raised so one client address may hold STREAMS streams, default 1000, beside the creating connections):
  *   - RSS per idle stream: the server's resident memory with STREAMS streams open minus before, divided by STREAMS;
  *   - fan-out, idle: creates sent one at a time, IDLE_GAP_MS apart, the time from each create's 200 to its event at
  *     every stream;
@@ -12,11 +12,14 @@
  *   - the CPU per create of the server, of this client and of the whole machine in each, and from them the machine's
  *     ceiling: the ratio the machine's CPU allows at the measured costs, and the same were the fan-out free for the
  *     server (what no change to the server can pass while the client shares the machine).
- * The streams are opened and read by a worker thread of this process, on its own event loop: a single event loop
- * reading 1,000 sockets would slow the creating connections' client too, and the ratio would charge that to the
- * server. Times are CLOCK_MONOTONIC (process.hrtime), the same in both threads. The client shares the machine with
- * the server: figures are for comparing, not absolutes.
+ * As `npm run bench` measures a server, the server runs on core 0 and this client, both its threads, on core 1
+ * (taskset); --unpinned lets every process run on every core, where the client's reading takes CPU the server would
+ * have used. The streams are opened and read by a worker thread of this process, on its own event loop: a single
+ * event loop reading 1,000 sockets would slow the creating connections' client too, and the ratio would charge that
+ * to the server. Times are CLOCK_MONOTONIC (process.hrtime), the same in both threads. The client shares the machine
+ * with the server: figures are for comparing, not absolutes.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -25,6 +28,7 @@ import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
 import { CLOCK_TICKS, cpuSeconds, machineTicks, median, percentile, round } from './metrics.js';
+import { pinning, unpinned as unpinnedPlaces } from './environment.js';
 import { plantstoreEnv } from './servers.js';
 
 const CONNECTIONS = 32;
@@ -189,6 +193,13 @@ interface Phase {
   readonly machineBusy: number;
 }
 
+/** Moves this process, every thread it has so far, to the cores `prefix` (`taskset -c N`) names; later threads inherit them. */
+function pinThisProcess(prefix: readonly string[]): void {
+  const cores = prefix.at(-1) as string;
+  const result = spawnSync('taskset', ['-a', '-c', '-p', cores, String(process.pid)], { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`taskset could not pin the bench to core ${cores}: ${result.stderr}`);
+}
+
 function rssKb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
 }
@@ -277,8 +288,13 @@ function summary(result: { sorted: number[]; missing: number }): Record<string, 
 }
 
 async function main(): Promise<void> {
-  const streamCount = Number(process.argv[2] ?? 1000);
-  const seconds = Number(process.argv[3] ?? 10);
+  const unpinned = process.argv.includes('--unpinned');
+  const [streamArgument, secondsArgument] = process.argv.slice(2).filter((argument) => argument !== '--unpinned');
+  const streamCount = Number(streamArgument ?? 1000);
+  const seconds = Number(secondsArgument ?? 10);
+  // As `npm run bench` measures a server: the server on core 0, this client (both its threads) on core 1.
+  const pin = unpinned ? unpinnedPlaces() : pinning();
+  if (pin.load.length > 0) pinThisProcess(pin.load);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-feed-bench-'));
   const databaseUrl = `sqlite:${path.join(dir, 'bench.db')}`;
   const env = {
@@ -289,7 +305,7 @@ async function main(): Promise<void> {
     MAX_CONNECTIONS_PER_ADDRESS: String(streamCount + 64),
   };
   const token = createToken('bench', env);
-  const server = await startServer(env);
+  const server = await startServer(env, { prefix: pin.server });
   const pid = server.child.pid as number;
   const streams = new Streams({ port: server.port, token });
   let nextId = 1;
@@ -401,6 +417,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       JSON.stringify({
         streams: streamCount,
+        pinning: pin.note,
         load: os.loadavg().map((value) => round(value, 2)),
         rssPerIdleStreamKiB,
         fanoutIdleMs: summary(idleFanout),
