@@ -293,7 +293,7 @@ async function main(): Promise<void> {
   const streamCount = Number(streamArgument ?? 1000);
   const seconds = Number(secondsArgument ?? 10);
   // As `npm run bench` measures a server: the server on core 0, this client (both its threads) on core 1.
-  const pin = unpinned ? unpinnedPlaces() : pinning();
+  const pin = unpinned ? { ...unpinnedPlaces(), note: 'none (--unpinned): the server and this client share every core' } : pinning();
   if (pin.load.length > 0) pinThisProcess(pin.load);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-feed-bench-'));
   const databaseUrl = `sqlite:${path.join(dir, 'bench.db')}`;
