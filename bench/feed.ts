@@ -27,7 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
-import { CLOCK_TICKS, cpuSeconds, machineTicks, median, percentile, round } from './metrics.js';
+import { median, percentile, procStatusKb, round, sampleProcessDuring } from './metrics.js';
 import { pinning, unpinned as unpinnedPlaces } from './environment.js';
 import { plantstoreEnv } from './servers.js';
 
@@ -174,12 +174,6 @@ function streamsThread({ port, token }: StreamsData): void {
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
 const probeAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 
-/** The CPU time a process has used, user and system, all its threads, in milliseconds. */
-const cpuMs = (pid: number) => cpuSeconds(pid) * 1000;
-
-/** A clock tick of /proc/stat, in milliseconds. */
-const TICK_MS = 1000 / CLOCK_TICKS;
-
 /**
  * One timed phase: creates/s; the CPU milliseconds per create of the server (less sensitive than creates/s to what
  * else the machine runs), of this client (all its threads: the creating connections and the streams' reader), and of
@@ -198,10 +192,6 @@ function pinThisProcess(prefix: readonly string[]): void {
   const cores = prefix.at(-1) as string;
   const result = spawnSync('taskset', ['-a', '-c', '-p', cores, String(process.pid)], { encoding: 'utf8' });
   if (result.status !== 0) throw new Error(`taskset could not pin the bench to core ${cores}: ${result.stderr}`);
-}
-
-function rssKb(pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
 }
 
 function post(server: ServerProcess, token: string, id: number, name = `plant ${id}`, via = agent): Promise<number> {
@@ -307,19 +297,19 @@ async function main(): Promise<void> {
   const token = createToken('bench', env);
   const server = await startServer(env, { prefix: pin.server });
   const pid = server.child.pid as number;
+  /** The server's resident memory now, KiB (a running server always has one). */
+  const rssKb = () => procStatusKb(pid, 'VmRSS') as number;
   const streams = new Streams({ port: server.port, token });
   let nextId = 1;
   /**
-   * Creates/s; the server's CPU milliseconds per create (less sensitive than creates/s to what else the machine runs);
-   * and how busy the whole machine was (server and this client together): near 1, the client's own work (reading
-   * 1,000 streams, say) takes CPU the server would have used, and creates/s falls for the machine's sake.
+   * One Phase of creates for `forSeconds`, with a probe create every PROBE_INTERVAL_MS when `probes` is given. Near
+   * a machine busy share of 1, the client's own work (reading 1,000 streams, say) takes CPU the server would have
+   * used, and creates/s falls for the machine's sake.
    */
   const createsPerSecond = async (forSeconds = seconds, probes?: Map<number, number>): Promise<Phase> => {
     const seconds = forSeconds;
     let done = 0;
-    const cpuBefore = cpuMs(pid);
     const clientBefore = process.cpuUsage();
-    const machineBefore = machineTicks();
     const until = nowMs() + seconds * 1000;
     const probing = probes
       ? (async () => {
@@ -331,23 +321,22 @@ async function main(): Promise<void> {
           }
         })()
       : undefined;
-    await Promise.all(
-      Array.from({ length: CONNECTIONS }, async () => {
-        while (nowMs() < until) {
-          if ((await post(server, token, nextId++)) === 200) done += 1;
-        }
-      }),
-    );
-    await probing;
-    const machineAfter = machineTicks();
+    const creating = () =>
+      Promise.all(
+        Array.from({ length: CONNECTIONS }, async () => {
+          while (nowMs() < until) {
+            if ((await post(server, token, nextId++)) === 200) done += 1;
+          }
+        }),
+      ).then(() => probing);
+    const { sampling } = await sampleProcessDuring(pid, creating, 0);
     const client = process.cpuUsage(clientBefore);
-    const machineBusy = machineAfter.busy - machineBefore.busy;
     return {
       perSecond: done / seconds,
-      cpuMsPerCreate: round((cpuMs(pid) - cpuBefore) / done, 3),
+      cpuMsPerCreate: round((sampling.cpuSeconds * 1000) / done, 3),
       clientCpuMsPerCreate: round((client.user + client.system) / 1000 / done, 3),
-      machineCpuMsPerCreate: round((machineBusy * TICK_MS) / done, 3),
-      machineBusy: round(machineBusy / (machineAfter.all - machineBefore.all), 2),
+      machineCpuMsPerCreate: round((sampling.machineBusySeconds * 1000) / done, 3),
+      machineBusy: round(sampling.machineBusyShare, 2),
     };
   };
   try {
@@ -363,11 +352,11 @@ async function main(): Promise<void> {
     let closedWhileReading = 0;
     const loadArrivals: Array<[number, number[]]> = [];
     for (let round_ = 0; round_ < ROUNDS; round_ += 1) {
-      const before = rssKb(pid);
+      const before = rssKb();
       await streams.open(streamCount, true);
       await new Promise((resolve) => setTimeout(resolve, 2000));
       if (round_ === 0) {
-        rssPerIdleStreamKiB = round((rssKb(pid) - before) / streamCount);
+        rssPerIdleStreamKiB = round((rssKb() - before) / streamCount);
         const idleProbes = new Map<number, number>();
         for (let index = 0; index < IDLE_PROBES; index += 1) {
           const id = nextId++;
@@ -392,25 +381,24 @@ async function main(): Promise<void> {
     const loadFanout = delays(loadProbes, loadArrivals, streamCount);
 
     await streams.open(streamCount, false);
-    const unreadBefore = rssKb(pid);
+    const unreadBefore = rssKb();
     const withUnread = await createsPerSecond();
-    const unreadAfter = rssKb(pid);
+    const unreadAfter = rssKb();
     await streams.close();
     const afterUnread = await createsPerSecond();
 
+    /** The mean of `figure` over the two phases without streams either side of round `index`. */
+    const around = (index: number, figure: (phase: Phase) => number) => (figure(withouts[index] as Phase) + figure(withouts[index + 1] as Phase)) / 2;
     /** Each round's figure with streams over the mean of the phases without on either side of it. */
     const perRound = (figure: (phase: Phase) => number, over = (without: number, with_: number) => with_ / without) =>
-      withs.map((with_, index) => round(over((figure(withouts[index] as Phase) + figure(withouts[index + 1] as Phase)) / 2, figure(with_)), 3));
+      withs.map((with_, index) => round(over(around(index, figure), figure(with_)), 3));
     const creates = perRound((phase) => phase.perSecond);
     const serverCpu = perRound((phase) => phase.cpuMsPerCreate, (without, with_) => without / with_);
     const atMeasuredCost = perRound((phase) => phase.machineCpuMsPerCreate, (without, with_) => without / with_);
+    // The machine's CPU per create with streams, less what the server's own CPU per create grew by.
     const ifFree = withs.map((with_, index) => {
-      const without = (phase: Phase) => phase.machineCpuMsPerCreate;
-      const before = withouts[index] as Phase;
-      const after = withouts[index + 1] as Phase;
-      const machine = (without(before) + without(after)) / 2;
-      const server = (before.cpuMsPerCreate + after.cpuMsPerCreate) / 2;
-      return round(machine / (with_.machineCpuMsPerCreate - Math.max(0, with_.cpuMsPerCreate - server)), 3);
+      const serverGrowth = Math.max(0, with_.cpuMsPerCreate - around(index, (phase) => phase.cpuMsPerCreate));
+      return round(around(index, (phase) => phase.machineCpuMsPerCreate) / (with_.machineCpuMsPerCreate - serverGrowth), 3);
     });
     const unreadBaseline = ((withouts.at(-1) as Phase).perSecond + afterUnread.perSecond) / 2;
     const list = (phases: Phase[], figure: (phase: Phase) => number) => phases.map((phase) => round(figure(phase), 3));
@@ -425,14 +413,14 @@ async function main(): Promise<void> {
         createsPerSecond: {
           without: list(withouts, (phase) => Math.round(phase.perSecond)),
           withStreams: list(withs, (phase) => Math.round(phase.perSecond)),
-          ratio: { median: median([...creates]), rounds: creates },
+          ratio: { median: median(creates), rounds: creates },
           withUnreadStreams: Math.round(withUnread.perSecond),
           unreadRatio: round(withUnread.perSecond / unreadBaseline, 3),
         },
         serverCpuMsPerCreate: {
           without: list(withouts, (phase) => phase.cpuMsPerCreate),
           withStreams: list(withs, (phase) => phase.cpuMsPerCreate),
-          ratio: { median: median([...serverCpu]), rounds: serverCpu },
+          ratio: { median: median(serverCpu), rounds: serverCpu },
           withUnreadStreams: withUnread.cpuMsPerCreate,
         },
         clientCpuMsPerCreate: { without: list(withouts, (phase) => phase.clientCpuMsPerCreate), withStreams: list(withs, (phase) => phase.clientCpuMsPerCreate) },
@@ -444,8 +432,8 @@ async function main(): Promise<void> {
          * as without), the client and the kernel still paying what they did.
          */
         machineCeilingRatio: {
-          atMeasuredCost: { median: median([...atMeasuredCost]), rounds: atMeasuredCost },
-          ifFanOutCostTheServerNothing: { median: median([...ifFree]), rounds: ifFree },
+          atMeasuredCost: { median: median(atMeasuredCost), rounds: atMeasuredCost },
+          ifFanOutCostTheServerNothing: { median: median(ifFree), rounds: ifFree },
         },
         unreadStreams: { rssGrowthMiB: round((unreadAfter - unreadBefore) / 1024), closedWhileReadingByServer: closedWhileReading },
       }) + '\n',

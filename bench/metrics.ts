@@ -12,7 +12,7 @@ export function procStatusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number | un
   }
 }
 
-export const CLOCK_TICKS = (() => {
+const CLOCK_TICKS = (() => {
   const result = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
   return Number(result.stdout?.trim()) || 100;
 })();
@@ -29,7 +29,7 @@ export function cpuSeconds(pid: number, tid?: number): number {
 }
 
 /** The machine's CPU time so far, busy and in all, in clock ticks (/proc/stat's first line; idle and iowait are not busy). */
-export function machineTicks(): { busy: number; all: number } {
+function machineTicks(): { busy: number; all: number } {
   const ticks = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
   const all = ticks.reduce((sum, value) => sum + value, 0);
   return { busy: all - (ticks[3] ?? 0) - (ticks[4] ?? 0), all };
@@ -84,7 +84,12 @@ export async function sampleProcessDuring<T>(
   const machineAfter = machineTicks();
   const machineBusy = machineAfter.busy - machineBefore.busy;
   rssPeakKb = Math.max(rssPeakKb, procStatusKb(pid, 'VmRSS') ?? 0);
-  return { result, sampling: { rssPeakKb, rssSamplesKb, cpuSeconds: cpu,
+  return {
+    result,
+    sampling: {
+      rssPeakKb,
+      rssSamplesKb,
+      cpuSeconds: cpu,
       mainThreadCpuSeconds: mainThreadCpu,
       elapsedSeconds,
       machineBusySeconds: machineBusy / CLOCK_TICKS,
