@@ -205,7 +205,6 @@ function post(server: ServerProcess, token: string, id: number, name = `plant ${
   });
 }
 
-
 class Streams {
   readonly #worker: Worker;
   readonly #waiting = new Map<string, (message: FromStreams) => void>();

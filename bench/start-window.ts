@@ -36,7 +36,6 @@ function run(args: string[], signal?: { name: NodeJS.Signals; afterMs: number })
   return { spawnedAt, ended: new Promise((resolve) => child.on('close', (_code, ended) => resolve({ out, signal: ended }))) };
 }
 
-
 /** Whether the Node started by `command` still has SIGHUP ignored or blocked once it runs JavaScript (/proc). */
 async function handedDown(command: string, args: string[]): Promise<{ ignored: boolean; blocked: boolean }> {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
