@@ -61,6 +61,7 @@ export interface FeedSubscriber {
 export interface FeedObserver {
   readonly streamOpened: () => void;
   readonly streamClosed: (why: StreamEnd) => void;
+  /** One write to a stream's socket, carrying `count` change events. */
   readonly eventsSent: (count: number) => void;
   readonly resetSent: () => void;
 }

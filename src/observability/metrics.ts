@@ -90,8 +90,11 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
   readonly #tokenCacheReloads: Record<'success' | 'failure', Counter.Internal>;
   readonly #authFailures: Record<'refused' | 'throttled', Counter.Internal>;
   #writeQueue: Pick<WriteQueue, 'depth'> | undefined;
-  /** The change feed's streams: open now, events and resets sent, streams ended by why (counted in plain numbers). */
-  readonly #feed = { open: 0, events: 0, resets: 0, ended: { client: 0, slow: 0, shutdown: 0, error: 0 } as Record<StreamEnd, number> };
+  /**
+   * The change feed's streams: open now, events sent and the socket writes that carried them, resets sent, streams
+   * ended by why (counted in plain numbers).
+   */
+  readonly #feed = { open: 0, events: 0, writes: 0, resets: 0, ended: { client: 0, slow: 0, shutdown: 0, error: 0 } as Record<StreamEnd, number> };
   readonly #render: () => Promise<string>;
 
   /**
@@ -136,6 +139,15 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
       collect() {
         this.reset();
         this.inc(feed.events);
+      },
+    });
+    new Counter({
+      name: 'plantstore_event_stream_writes_total',
+      help: 'Writes of change events to event streams\' sockets: what the fan-out costs the event loop, about one system call each',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(feed.writes);
       },
     });
     new Counter({
@@ -319,6 +331,7 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
 
   readonly eventsSent = (count: number): void => {
     this.#feed.events += count;
+    this.#feed.writes += 1;
   };
 
   readonly resetSent = (): void => {

@@ -123,6 +123,26 @@ for (const database of DATABASES) {
       assert.deepEqual(summary(await byQuery.waitForEvents(1)), ['plant.created {"id":9,"name":"live"}']);
     });
 
+    it('counts the events sent and the socket writes that carried them: a backlog page in one write, a live change in another', async (context) => {
+      // Scraped afresh each time, not from the last second's rendering.
+      const t = await app(context, { METRICS_CACHE_MS: '0' });
+      const base = await listening(t);
+      const counters = async () => {
+        const metrics = (await t.app.inject({ url: '/metrics', headers: t.headers })).body;
+        const counter = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(metrics)?.[1] ?? Number.NaN);
+        return { events: counter('plantstore_event_stream_events_total'), writes: counter('plantstore_event_stream_writes_total') };
+      };
+      assert.deepEqual(await counters(), { events: 0, writes: 0 });
+      for (let id = 1; id <= 5; id += 1) await create(t, String(id), `plant ${id}`);
+      const stream = await EventStreamClient.open(`${base}/plants/events?after=0`, { authorization: `Bearer ${t.token}` });
+      context.after(() => stream.close());
+      await stream.waitForEvents(5);
+      assert.deepEqual(await counters(), { events: 5, writes: 1 });
+      await create(t, '6', 'live');
+      await stream.waitForEvents(6);
+      assert.deepEqual(await counters(), { events: 6, writes: 2 });
+    });
+
     it('sends one reset, with the newest id, to a cursor older than the changes kept, then goes on from there', async (context) => {
       const t = await app(context);
       const base = await listening(t);
