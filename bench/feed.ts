@@ -1,7 +1,8 @@
 /**
  * `node dist/bench/feed.js [STREAMS] [SECONDS] [--unpinned]`: what the change feed (GET /plants/events) costs, on one
  * plantstore serve on a fresh SQLite file in its default configuration but for the stream and per-address connection
- * bounds (raised so one client address may hold STREAMS streams, default 1000, beside the creating connections):
+ * bounds (raised so one client address may hold STREAMS streams, default 1000, beside the creating connections) and
+ * METRICS_CACHE_MS (0: the bench reads the server's count of stream writes from /metrics around each phase):
  *   - RSS per idle stream: the server's resident memory with STREAMS streams open minus before, divided by STREAMS;
  *   - fan-out, idle: creates sent one at a time, IDLE_GAP_MS apart, the time from each create's 200 to its event at
  *     every stream;
@@ -9,6 +10,7 @@
  *   - durable creates/s at 32 connections for SECONDS: in ROUNDS rounds with STREAMS streams open and read, each
  *     between two runs without streams (its ratio is to their mean; the median round is the figure), then with STREAMS
  *     streams open that never read;
+ *   - the writes to the streams' sockets per create in each phase with streams: the fan-out's system calls;
  *   - the CPU per create of the server, of this client and of the whole machine in each, and from them the machine's
  *     ceiling: the ratio the machine's CPU allows at the measured costs, and the same were the fan-out free for the
  *     server (what no change to the server can pass while the client shares the machine).
@@ -185,6 +187,8 @@ interface Phase {
   readonly clientCpuMsPerCreate: number;
   readonly machineCpuMsPerCreate: number;
   readonly machineBusy: number;
+  /** Writes to the streams' sockets per create (the server's plantstore_event_stream_writes_total over the phase). */
+  readonly streamWritesPerCreate: number;
 }
 
 /** Moves this process, every thread it has so far, to the cores `prefix` (`taskset -c N`) names; later threads inherit them. */
@@ -203,6 +207,15 @@ function post(server: ServerProcess, token: string, id: number, name = `plant ${
     request.on('error', reject);
     request.end(`{"id":${id},"name":"${name}"}`);
   });
+}
+
+/** The server's plantstore_event_stream_writes_total now (METRICS_CACHE_MS is 0 for the bench: never a stale count). */
+async function streamWrites(server: ServerProcess, metricsToken: string): Promise<number> {
+  const response = await fetch(`${server.base}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } });
+  const text = await response.text();
+  const count = /^plantstore_event_stream_writes_total (\d+)$/m.exec(text)?.[1];
+  if (!response.ok || count === undefined) throw new Error(`GET /metrics answered ${response.status} without plantstore_event_stream_writes_total`);
+  return Number(count);
 }
 
 class Streams {
@@ -292,8 +305,10 @@ async function main(): Promise<void> {
     FEED_STREAMS_PER_TOKEN: String(streamCount),
     MAX_CONNECTIONS: String(streamCount + 256),
     MAX_CONNECTIONS_PER_ADDRESS: String(streamCount + 64),
+    METRICS_CACHE_MS: '0',
   };
   const token = createToken('bench', env);
+  const metricsToken = createToken('bench-metrics', env, undefined, ['--scope', 'metrics:read']);
   const server = await startServer(env, { prefix: pin.server });
   const pid = server.child.pid as number;
   /** The server's resident memory now, KiB (a running server always has one). */
@@ -328,14 +343,17 @@ async function main(): Promise<void> {
           }
         }),
       ).then(() => probing);
+    const writesBefore = await streamWrites(server, metricsToken);
     const { sampling } = await sampleProcessDuring(pid, creating, 0);
     const client = process.cpuUsage(clientBefore);
+    const writes = (await streamWrites(server, metricsToken)) - writesBefore;
     return {
       perSecond: done / seconds,
       cpuMsPerCreate: round((sampling.cpuSeconds * 1000) / done, 3),
       clientCpuMsPerCreate: round((client.user + client.system) / 1000 / done, 3),
       machineCpuMsPerCreate: round((sampling.machineBusySeconds * 1000) / done, 3),
       machineBusy: round(sampling.machineBusyShare, 2),
+      streamWritesPerCreate: round(writes / done, 2),
     };
   };
   try {
@@ -425,6 +443,8 @@ async function main(): Promise<void> {
         clientCpuMsPerCreate: { without: list(withouts, (phase) => phase.clientCpuMsPerCreate), withStreams: list(withs, (phase) => phase.clientCpuMsPerCreate) },
         machineCpuMsPerCreate: { without: list(withouts, (phase) => phase.machineCpuMsPerCreate), withStreams: list(withs, (phase) => phase.machineCpuMsPerCreate) },
         machineBusy: { without: list(withouts, (phase) => phase.machineBusy), withStreams: list(withs, (phase) => phase.machineBusy), withUnreadStreams: withUnread.machineBusy },
+        /** The fan-out's system calls: each read of the change log writes each live stream once, whatever it carries. */
+        streamWritesPerCreate: { withStreams: list(withs, (phase) => phase.streamWritesPerCreate), withUnreadStreams: withUnread.streamWritesPerCreate },
         /**
          * What the machine allows, whatever the server does: the creates/s ratio were the machine as busy with streams as
          * without, at the CPU per create each measured; and the same were the server's fan-out free (its CPU per create
