@@ -108,8 +108,6 @@ export async function startEventLoopServices(config: Config, store: ServingStore
   const feed = new ChangeFeed(store.changes, {
     render: changeEvent,
     batchSize: FEED_BATCH_SIZE,
-    // Half a stream's bound: a stream that reads is never closed for what one hand-out wrote it.
-    maxHandOutBytes: config.feed.streamBufferBytes / 2,
     pollMs: config.feed.pollMs,
     loopShare: FEED_LOOP_SHARE,
     maxIntervalMs: FEED_MAX_READ_INTERVAL_MS,

@@ -6,8 +6,7 @@ import type { ChangeLog, PlantChange } from '../storage/change-store.js';
  * per wake-up: a commit heard from storage (SQLite: the write path; PostgreSQL: LISTEN), a wake() from outside (a
  * worker thread is told by its instance's writer), or the slow fallback poll, for a wake-up lost on the way. Each
  * change is rendered and encoded once, into a buffer every stream writes a view of; and each read writes each stream
- * once, all its new events in one write, however many commits and pages of the log the read covers (up to
- * `maxHandOutBytes`).
+ * at most once, all its new events in one write, however many commits the read covers.
  */
 
 /**
@@ -75,13 +74,6 @@ export interface ChangeFeedOptions {
   readonly render: (change: PlantChange) => string;
   /** Changes read per query, for the live fan-out and for each stream's backlog. */
   readonly batchSize: number;
-  /**
-   * A read that finds more than one query's worth of new changes goes on reading, and hands them all out in one
-   * write per stream, until its events reach this many bytes: what each stream is written costs about as much per
-   * write as per byte, and a write per page would multiply the writes when the commits between two reads fill more
-   * than a page.
-   */
-  readonly maxHandOutBytes: number;
   /** The fallback poll, for a wake-up lost on the way (the LISTEN connection lost, a message dropped). */
   readonly pollMs: number;
   /**
@@ -204,35 +196,20 @@ export class ChangeFeed {
 
   async #readNew(): Promise<void> {
     await this.#started;
-    const { batchSize, maxHandOutBytes, render } = this.#options;
     let fanOutMs = 0;
     try {
       for (;;) {
-        const sequences: bigint[] = [];
-        const events: string[] = [];
-        let bytes = 0;
-        let logHasMore = false;
-        do {
-          const after = sequences.at(-1) ?? this.#position;
-          const changes = await this.#log.changesAfter(after, batchSize);
-          if (this.#closed) return;
-          const began = performance.now();
-          for (const change of changes) {
-            const event = render(change);
-            sequences.push(change.sequence);
-            events.push(event);
-            bytes += Buffer.byteLength(event);
-          }
-          fanOutMs += performance.now() - began;
-          logHasMore = changes.length === batchSize;
-        } while (logHasMore && bytes < maxHandOutBytes);
-        if (sequences.length === 0) return;
+        const changes = await this.#log.changesAfter(this.#position, this.#options.batchSize);
+        if (this.#closed || changes.length === 0) return;
         const began = performance.now();
-        const batch = new FeedBatch(sequences, events);
+        const batch = new FeedBatch(
+          changes.map((change) => change.sequence),
+          changes.map((change) => this.#options.render(change)),
+        );
         this.#position = batch.last;
         fanOutMs += performance.now() - began;
         fanOutMs += await this.#handOut(batch);
-        if (this.#closed || !logHasMore) return;
+        if (this.#closed || changes.length < this.#options.batchSize) return;
       }
     } catch (error) {
       this.#options.onError(error);

@@ -94,8 +94,7 @@ describe('FeedBatch', () => {
 });
 
 describe('ChangeFeed', () => {
-  // A hand-out merges pages while under about three events' bytes: some reads below merge two pages, some do not.
-  const options = { render: changeEvent, batchSize: 3, maxHandOutBytes: 200, pollMs: 60_000, loopShare: 0.5, maxIntervalMs: 0, onError: (error: unknown) => assert.fail(String(error)) };
+  const options = { render: changeEvent, batchSize: 3, pollMs: 60_000, loopShare: 0.5, maxIntervalMs: 0, onError: (error: unknown) => assert.fail(String(error)) };
 
   it('reads the log once per wake-up for all streams, and hands each one shared buffer per read', async () => {
     const log = new MemoryLog();
@@ -115,31 +114,6 @@ describe('ChangeFeed', () => {
       assert.equal(stream.text, changeEvent(created(2n)) + changeEvent(created(3n)));
     }
     feed.close();
-  });
-
-  it('hands out a read of several pages in one write per stream, up to maxHandOutBytes, then goes on in another', async () => {
-    const changes = Array.from({ length: 10 }, (_, index) => created(BigInt(index + 1)));
-    const eventBytes = Buffer.byteLength(changeEvent(changes[0] as PlantChange));
-    for (const [maxHandOutBytes, handOuts] of [
-      [1_000_000, 1],
-      // Past the bound after the second page: six events in one hand-out, then the last two pages, four events.
-      [eventBytes * 4, 2],
-      // Any bound under one page: a page a hand-out.
-      [1, 4],
-    ] as const) {
-      const log = new MemoryLog();
-      const feed = new ChangeFeed(log, { ...options, maxHandOutBytes });
-      await feed.start();
-      const stream = new Recorder(feed.position);
-      feed.subscribe(stream);
-      const readsBefore = log.reads;
-      log.commit(...changes);
-      await until('the stream has all ten', () => stream.cursor === 10n);
-      assert.equal(stream.buffers.length, handOuts, `maxHandOutBytes ${maxHandOutBytes}: writes`);
-      assert.equal(stream.text, changes.map((change) => changeEvent(change)).join(''));
-      assert.equal(log.reads - readsBefore, 4, 'ten changes at three a query, however they are handed out');
-      feed.close();
-    }
   });
 
   it('hands every change to every stream once and in order: reads longer than a slice, more than a read holds, streams joining and leaving on the way', async () => {
