@@ -29,6 +29,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
+import { parsePrometheusText } from '../test/helpers/prometheus.js';
 import { median, percentile, procStatusKb, round, sampleProcessDuring } from './metrics.js';
 import { pinning, unpinned as unpinnedPlaces } from './environment.js';
 import { plantstoreEnv } from './servers.js';
@@ -213,9 +214,9 @@ function post(server: ServerProcess, token: string, id: number, name = `plant ${
 async function streamWrites(server: ServerProcess, metricsToken: string): Promise<number> {
   const response = await fetch(`${server.base}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } });
   const text = await response.text();
-  const count = /^plantstore_event_stream_writes_total (\d+)$/m.exec(text)?.[1];
-  if (!response.ok || count === undefined) throw new Error(`GET /metrics answered ${response.status} without plantstore_event_stream_writes_total`);
-  return Number(count);
+  const count = response.ok ? parsePrometheusText(text).value('plantstore_event_stream_writes_total') : undefined;
+  if (count === undefined) throw new Error(`GET /metrics answered ${response.status} without plantstore_event_stream_writes_total`);
+  return count;
 }
 
 class Streams {

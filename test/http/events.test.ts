@@ -10,6 +10,7 @@ import { buildTestApp, startTestApp, type TestApp } from '../helpers/app.js';
 import { EventStreamClient, type ReceivedEvent } from '../helpers/event-stream.js';
 import { INT64_MAX, INT64_MIN, PAST_DOUBLE, plantJson } from '../helpers/plants.js';
 import { stopPostgresAfterAll } from '../helpers/postgres.js';
+import { parsePrometheusText } from '../helpers/prometheus.js';
 import { newToken } from '../helpers/tokens.js';
 
 stopPostgresAfterAll();
@@ -128,9 +129,10 @@ for (const database of DATABASES) {
       const t = await app(context, { METRICS_CACHE_MS: '0' });
       const base = await listening(t);
       const counters = async () => {
-        const metrics = (await t.app.inject({ url: '/metrics', headers: t.headers })).body;
-        const counter = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(metrics)?.[1] ?? Number.NaN);
-        return { events: counter('plantstore_event_stream_events_total'), writes: counter('plantstore_event_stream_writes_total') };
+        const response = await t.app.inject({ url: '/metrics', headers: t.headers });
+        assert.equal(response.statusCode, 200, response.body);
+        const metrics = parsePrometheusText(response.body);
+        return { events: metrics.value('plantstore_event_stream_events_total'), writes: metrics.value('plantstore_event_stream_writes_total') };
       };
       assert.deepEqual(await counters(), { events: 0, writes: 0 });
       for (let id = 1; id <= 5; id += 1) await create(t, String(id), `plant ${id}`);
