@@ -27,6 +27,7 @@ import type { MainOperations, WorkerOperations } from '../src/workers/protocol.j
 import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS } from '../src/workers/message-checks.js';
 import { Endpoint } from '../src/workers/rpc.js';
 import { packOutcomes, packPlants, unpackOutcomes, unpackPlants } from '../src/workers/wire.js';
+import { finishRecording, recordIfAsked } from './recorder.js';
 
 interface FeederData {
   readonly feeder: number;
@@ -179,6 +180,7 @@ function fit(points: readonly Point[]): { perCommitMicros: number; perRowMicros:
 }
 
 async function main(): Promise<void> {
+  await recordIfAsked('commit-ceiling');
   const { values } = parseArgs({
     options: {
       seconds: { type: 'string', default: '3' },
@@ -214,6 +216,8 @@ async function main(): Promise<void> {
         `load average at end ${os.loadavg().map((n) => n.toFixed(2)).join(' ')}`,
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
+    await store?.close();
+    finishRecording({ headline: `main thread CPU per commit ≈ ${fit(points).perCommitMicros} µs + ${fit(points).perRowMicros} µs × rows`, details: lines.slice(0, -2), ratios: [] });
   } finally {
     await store?.close();
     fs.rmSync(dir, { recursive: true, force: true });
