@@ -1,7 +1,10 @@
 /**
- * BENCHMARKS.md is written by `--record` (bench/record.ts, bench/recorder.ts): the writer, on synthetic runs.
+ * BENCHMARKS.md is written by `--record` (bench/record.ts, bench/recorder.ts): the writer, on synthetic runs; and the
+ * page in the tree, every section as the bench wrote it (its body's hash), at its scenario's epoch
+ * (bench/record-scenarios.ts), stamped with a commit of this history and that commit's measured trees.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -10,17 +13,20 @@ import {
   judgeQuiet,
   pairSpread,
   parseSections,
+  PENDING_NOTICE,
+  QUIET,
   renderBody,
   renderPendingBody,
   replaceSection,
   sectionProblems,
   type RecordedRun,
 } from '../../bench/record.js';
-import { benchScenario, SCENARIOS } from '../../bench/record-scenarios.js';
-import { figuresFromMarkdown, pairRatios } from '../../bench/recorder.js';
+import { benchScenario, SCENARIOS, scenario } from '../../bench/record-scenarios.js';
+import { figuresFromMarkdown, git, measuredTree, pairRatios } from '../../bench/recorder.js';
 import { readOptions } from '../../bench/options.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const PAGE_LINES = 300;
 
 const quietSample = { loadBefore: [0.2, 0.4, 0.5], loadAfter: [1.9, 1.1, 0.7], othersShare: 0.01, stealShare: 0 };
 
@@ -151,3 +157,40 @@ describe('the record writer', () => {
   });
 });
 
+describe('BENCHMARKS.md', () => {
+  const page = fs.readFileSync(path.join(ROOT, 'BENCHMARKS.md'), 'utf8');
+  const sections = parseSections(page);
+
+  it(`holds one section per scenario, in order, and nothing else past its header, in at most ${PAGE_LINES} lines`, () => {
+    assert.deepEqual(sections.map((section) => section.name), SCENARIOS.map((found) => found.name));
+    assert.ok(page.split('\n').length <= PAGE_LINES, `${page.split('\n').length} lines`);
+    const outside = page.slice(page.indexOf('<!-- record:')).replace(/<!-- record:[\s\S]*?<!-- \/record:[a-z0-9-]+ -->/g, '').trim();
+    assert.equal(outside, '', 'text between or after the sections: a section holds it, or git history does');
+  });
+
+  it("states in its header what a quiet machine is, as bench/record.ts's QUIET does", () => {
+    const header = page.slice(0, page.indexOf('<!-- record:'));
+    assert.ok(header.includes(`load average at most ${QUIET.LOAD_BEFORE}`), 'the load average');
+    assert.ok(header.includes(`${QUIET.OTHERS_SHARE * 100}%`), "other processes' share");
+    assert.ok(header.includes(`${QUIET.PAIR_SPREAD * 100}%`), "the pairs' spread");
+    assert.ok(header.includes('record-scenarios.ts'), 'where the epochs are');
+  });
+
+  it('has every section as the bench wrote it, at its scenario\'s epoch', (t) => {
+    const problems = sections.flatMap((section) => sectionProblems(section, scenario(section.name)?.epoch));
+    assert.deepEqual(problems, []);
+    const pending = sections.filter((section) => section.stamp.pending).map((section) => section.name);
+    if (pending.length > 0) t.diagnostic(`pending, to record on a quiet machine: ${pending.join(', ')}`);
+    for (const section of sections.filter((candidate) => candidate.stamp.pending)) assert.ok(section.text.includes(PENDING_NOTICE));
+  });
+
+  it('stamps each section with a commit of this history and the trees it measured there', () => {
+    assert.ok(git(['rev-parse', 'HEAD']).ok, 'a git checkout with its history (CI clones one)');
+    const problems: string[] = [];
+    for (const { name, stamp } of sections) {
+      if (!git(['merge-base', '--is-ancestor', stamp.commit, 'HEAD']).ok) problems.push(`${name}: ${stamp.commit} is not a commit of this history`);
+      else if (measuredTree(stamp.commit) !== stamp.tree) problems.push(`${name}: tree=${stamp.tree} is not what ${stamp.commit} holds`);
+    }
+    assert.deepEqual(problems, []);
+  });
+});
