@@ -5,8 +5,8 @@
  * the instance's own WriteQueue on a SQLite store, merging the batches that arrive during a commit into the next.
  * For each batch size it reports creates/s, rows per commit, and the CPU of the main thread (the serial part:
  * decoding, the transaction, answering) and of the feeders (building plants, packing them, unpacking answers), then
- * fits the main thread's CPU per commit as a + b × rows. docs/benchmarks/workers.md ("Worker threads") projects from these
- * (bench/workers-model.ts): with one feeder, every commit holds one batch, so --handoff-only's fixed cost is the cost
+ * fits the main thread's CPU per commit as a + b × rows. bench/workers-model.ts projects from these;
+ * with one feeder, every commit holds one batch, so --handoff-only's fixed cost is the cost
  * of one worker batch on the main thread.
  *
  * --handoff-only answers every batch at once without storage: what the hand-off and merging cost by themselves.
