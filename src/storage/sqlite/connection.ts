@@ -45,7 +45,8 @@ export function openDatabase(file: string, options: ConnectionOptions = {}): Con
 
 /**
  * One connection with this service's settings: WAL, and synchronous=FULL so a commit returns only after the
- * WAL is fsync'd. `cacheMiB` is this connection's page cache: random-id inserts touch pages all over the
+ * WAL is fsync'd; the store's write connection lowers it to NORMAL and syncs the WAL off the event loop instead
+ * (SqliteStore, WalSync). `cacheMiB` is this connection's page cache: random-id inserts touch pages all over the
  * primary key, and a cache that holds them saves a read per insert. Opening waits up to BUSY_TIMEOUT_MS for
  * another connection's lock; the server's connections then wait 0 and retry on a timer instead (SqliteStore).
  */
