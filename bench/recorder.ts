@@ -20,7 +20,7 @@ import { scenario, type Scenario } from './record-scenarios.js';
 /** How long a recording waits for the load average to fall to QUIET.LOAD_BEFORE before it gives up. */
 const LOAD_WAIT_SECONDS = 300;
 /** Exit code of a run the recorder refused. */
-export const NOT_QUIET_EXIT = 3;
+const NOT_QUIET_EXIT = 3;
 
 export class RecordRefused extends Error {
   override readonly name = 'RecordRefused';
