@@ -156,11 +156,18 @@ export function parseSections(page: string): Section[] {
   return sections;
 }
 
-/** The page with section `name` replaced by `section` (formatSection's), or added at the end when it has none. */
-export function replaceSection(page: string, name: string, section: string): string {
+/**
+ * The page with section `name` replaced by `section` (formatSection's). A page without one gets it before the first
+ * of `later` (the scenarios after it, in order) that it has, or at the end, so the page keeps the scenarios' order.
+ */
+export function replaceSection(page: string, name: string, section: string, later: readonly string[] = []): string {
   const start = page.indexOf(`<!-- record:${name} `);
   const closing = `<!-- /record:${name} -->`;
-  if (start === -1) return `${page.replace(/\n*$/, '')}\n\n${section}\n`;
+  if (start === -1) {
+    const next = later.map((other) => page.indexOf(`<!-- record:${other} `)).find((index) => index !== -1);
+    if (next !== undefined) return `${page.slice(0, next)}${section}\n\n${page.slice(next)}`;
+    return `${page.replace(/\n*$/, '')}\n\n${section}\n`;
+  }
   const end = page.indexOf(closing, start);
   if (end === -1) throw new Error(`BENCHMARKS.md: section ${name} is not closed`);
   return page.slice(0, start) + section + page.slice(end + closing.length);

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ROOT } from './layout.js';
 import { formatSection, hashText, judgeQuiet, MEASURED_PATHS, QUIET, renderBody, replaceSection, type QuietSample } from './record.js';
-import { scenario, type Scenario } from './record-scenarios.js';
+import { scenario, SCENARIOS, type Scenario } from './record-scenarios.js';
 
 /** How long a recording waits for the load average to fall to QUIET.LOAD_BEFORE before it gives up. */
 const LOAD_WAIT_SECONDS = 300;
@@ -156,7 +156,8 @@ export function finishRecording(figures: RunFigures, benchmarksFile = path.join(
     details: figures.details,
   });
   const section = formatSection(run.scenario.name, { epoch: run.scenario.epoch, pending: false, commit: run.commit, tree }, body);
-  fs.writeFileSync(benchmarksFile, replaceSection(fs.readFileSync(benchmarksFile, 'utf8'), run.scenario.name, section));
+  const later = SCENARIOS.slice(SCENARIOS.indexOf(run.scenario) + 1).map((other) => other.name);
+  fs.writeFileSync(benchmarksFile, replaceSection(fs.readFileSync(benchmarksFile, 'utf8'), run.scenario.name, section, later));
   run.log(`record: wrote the ${run.scenario.name} section of ${path.relative(ROOT, benchmarksFile)}`);
 }
 

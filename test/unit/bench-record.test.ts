@@ -60,7 +60,7 @@ describe('the record writer', () => {
     assert.deepEqual(sectionProblems(parsed, 2), []);
   });
 
-  it('replaces a section in place and appends one the page lacks, leaving the rest of the page alone', () => {
+  it('replaces a section in place and adds one the page lacks in the scenarios\' order, leaving the rest alone', () => {
     const stamp = { epoch: 1, pending: false, commit: 'abcdef1', tree: '0123456789abcdef' };
     const first = formatSection('creates', stamp, renderBody(run()));
     const other = formatSection('feed', stamp, renderBody(run({ title: 'Change feed' })));
@@ -71,6 +71,8 @@ describe('the record writer', () => {
     const added = replaceSection(page, 'soak', formatSection('soak', stamp, renderBody(run({ title: 'Soak' }))));
     assert.deepEqual(parseSections(added).map((section) => section.name), ['creates', 'feed', 'soak']);
     assert.ok(added.startsWith(page.trimEnd()));
+    const inserted = replaceSection(page, 'metrics', formatSection('metrics', stamp, renderBody(run({ title: 'Metrics' }))), ['soak', 'feed']);
+    assert.deepEqual(parseSections(inserted).map((section) => section.name), ['creates', 'metrics', 'feed'], 'before the first later scenario the page has');
   });
 
   it('finds a body edited by hand, an old epoch, a pending section without its notice, and an unknown scenario', () => {
