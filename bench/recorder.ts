@@ -45,7 +45,8 @@ interface Ticks {
 }
 
 function ticks(): Ticks {
-  const machine = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal: guest and guest_nice are counted in user and nice already.
+  const machine = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1, 9).map(Number);
   const all = machine.reduce((sum, value) => sum + value, 0);
   const stat = fs.readFileSync('/proc/self/stat', 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
