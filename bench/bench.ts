@@ -14,6 +14,7 @@
  *   measure.ts       one load run with /proc sampling (metrics.ts)
  *   scenarios/       creates.ts (ceiling/app-only/plantstore pairs), soak.ts, reads.ts, webhook.ts, workers.ts, scrapers.ts
  *   report.ts        meta, markdown tables, the result files
+ *   recorder.ts      --record: the machine's quietness and the scenario's section of BENCHMARKS.md (record.ts)
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -21,6 +22,8 @@ import { pinning, unpinned } from './environment.js';
 import { chooseGenerator } from './generator.js';
 import { PROGRAMS, ROOT } from './layout.js';
 import { BENCH_USAGE, readOptions, UsageError, workloadTitle } from './options.js';
+import { benchScenario } from './record-scenarios.js';
+import { RecordRefused, startRecording } from './recorder.js';
 import { runBulk } from './scenarios/bulk.js';
 import { runCreates } from './scenarios/creates.js';
 import { runReads } from './scenarios/reads.js';
@@ -38,6 +41,11 @@ async function main(): Promise<void> {
     return;
   }
   for (const file of PROGRAMS) if (!fs.existsSync(file)) throw new UsageError(`${path.relative(ROOT, file)} is missing: run npm run build`);
+  if (options.record) {
+    const chosen = benchScenario(options, ROOT);
+    if ('refused' in chosen) throw new UsageError(`--record: ${chosen.refused}`);
+    await startRecording(chosen.name, log);
+  }
   const setup: BenchSetup = { options, pinning: options.workers ? unpinned() : pinning(), generator: chooseGenerator(options.generator), log };
   log(`bench: ${workloadTitle(options)} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
   log(`bench: ${setup.pinning.note}; load generator: ${setup.generator.description} (${setup.generator.note})`);
@@ -57,6 +65,10 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   if (error instanceof UsageError) {
     process.stderr.write(`bench: ${error.message}\n\n${BENCH_USAGE}`);
+    process.exit(2);
+  }
+  if (error instanceof RecordRefused) {
+    process.stderr.write(`bench: --record: ${error.message}\n`);
     process.exit(2);
   }
   process.stderr.write(`bench: ${(error as Error).stack ?? String(error)}\n`);

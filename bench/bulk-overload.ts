@@ -1,5 +1,5 @@
 /**
- * `node dist/bench/bulk-overload.js [streams|blank|long|sigterm|all]`: streamed bulk creates under overload, against
+ * `node dist/bench/bulk-overload.js [streams|blank|long|sigterm|all] [--record]`: streamed bulk creates under overload, against
  * a real `plantstore serve` in its default configuration on a fresh SQLite file (issue 37's bulk-stream figures):
  *
  *   streams  one stream of 50,000 lines alone, then 20 concurrent streams of 50,000 lines from one token, while
@@ -23,8 +23,14 @@ import { createToken, startServer, type ServerProcess } from '../test/helpers/pr
 import { procStatusKb } from './metrics.js';
 import { plantstoreEnv } from './servers.js';
 import { CLI } from './layout.js';
+import { finishRecording, recordIfAsked, recording } from './recorder.js';
 
-const log = (line: string) => process.stdout.write(`${line}\n`);
+/** Every figure printed, kept for --record. */
+const printed: string[] = [];
+const log = (line: string) => {
+  printed.push(line);
+  process.stdout.write(`${line}\n`);
+};
 const rssMiB = (pid: number) => (procStatusKb(pid, 'VmRSS') ?? 0) / 1024;
 
 interface StreamResult {
@@ -256,8 +262,12 @@ async function sigterm(): Promise<void> {
 const SCENARIOS: Record<string, () => Promise<void>> = { streams, blank, long, sigterm };
 
 async function main(): Promise<void> {
+  await recordIfAsked('bulk-overload');
   const chosen = process.argv[2] ?? 'all';
+  if (recording() && chosen !== 'all') throw new Error('--record runs every scenario: leave out the scenario name');
   for (const [name, run] of Object.entries(SCENARIOS)) if (chosen === 'all' || chosen === name) await run();
+  const headline = printed.find((line) => /^\d+ streams of /.test(line)) ?? printed[0] ?? '';
+  finishRecording({ headline, details: printed.filter((line) => line !== headline).map((line) => `- ${line}`), ratios: [] });
 }
 
 main().catch((error: unknown) => {

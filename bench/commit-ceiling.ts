@@ -5,8 +5,8 @@
  * the instance's own WriteQueue on a SQLite store, merging the batches that arrive during a commit into the next.
  * For each batch size it reports creates/s, rows per commit, and the CPU of the main thread (the serial part:
  * decoding, the transaction, answering) and of the feeders (building plants, packing them, unpacking answers), then
- * fits the main thread's CPU per commit as a + b × rows. docs/benchmarks/workers.md ("Worker threads") projects from these
- * (bench/workers-model.ts): with one feeder, every commit holds one batch, so --handoff-only's fixed cost is the cost
+ * fits the main thread's CPU per commit as a + b × rows. bench/workers-model.ts projects from these;
+ * with one feeder, every commit holds one batch, so --handoff-only's fixed cost is the cost
  * of one worker batch on the main thread.
  *
  * --handoff-only answers every batch at once without storage: what the hand-off and merging cost by themselves.
@@ -27,6 +27,7 @@ import type { MainOperations, WorkerOperations } from '../src/workers/protocol.j
 import { MAIN_OPERATION_CHECKS, WORKER_OPERATION_CHECKS } from '../src/workers/message-checks.js';
 import { Endpoint } from '../src/workers/rpc.js';
 import { packOutcomes, packPlants, unpackOutcomes, unpackPlants } from '../src/workers/wire.js';
+import { finishRecording, recordIfAsked } from './recorder.js';
 
 interface FeederData {
   readonly feeder: number;
@@ -179,6 +180,7 @@ function fit(points: readonly Point[]): { perCommitMicros: number; perRowMicros:
 }
 
 async function main(): Promise<void> {
+  await recordIfAsked('commit-ceiling');
   const { values } = parseArgs({
     options: {
       seconds: { type: 'string', default: '3' },
@@ -214,6 +216,8 @@ async function main(): Promise<void> {
         `load average at end ${os.loadavg().map((n) => n.toFixed(2)).join(' ')}`,
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
+    await store?.close();
+    finishRecording({ headline: `main thread CPU per commit ≈ ${fit(points).perCommitMicros} µs + ${fit(points).perRowMicros} µs × rows`, details: lines.slice(0, -2), ratios: [] });
   } finally {
     await store?.close();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -21,9 +21,11 @@ import { DatabaseSync } from 'node:sqlite';
 import { prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { createDatabase, TestPostgres } from '../test/helpers/postgres.js';
 import { cliOf } from './layout.js';
+import { finishRecording, recordIfAsked, type RunFigures } from './recorder.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const cli = cliOf(root);
+await recordIfAsked('data-movement');
 const { values } = parseArgs({ options: { rows: { type: 'string', default: '1000000' }, ids: { type: 'string', default: 'spread' } } });
 const rows = Number(values.rows);
 const ids = values.ids;
@@ -81,6 +83,7 @@ function sha256(file: string): string {
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-data-movement-'));
 const log = (line: string) => process.stderr.write(`${line}\n`);
 let postgres: TestPostgres | undefined;
+let figures: RunFigures | undefined;
 try {
   const source = path.join(dir, 'source.db');
   const migrated = spawnSync(process.execPath, [cli, 'migrate'], { env: { ...process.env, DATABASE_URL: `sqlite:${source}` }, encoding: 'utf8' });
@@ -117,14 +120,18 @@ try {
 
   const bytes = fs.statSync(exportFile).size;
   process.stdout.write(`\n${rows} plants, ${ids} ids; export file ${(bytes / 1e6).toFixed(1)} MB; load average at the end ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}\n\n`);
-  process.stdout.write('| command | wall s | rows/s | CPU s | peak RSS MiB |\n| --- | ---: | ---: | ---: | ---: |\n');
+  const table = ['| command | wall s | rows/s | CPU s | peak RSS MiB |', '| --- | ---: | ---: | ---: | ---: |'];
   for (const run of [exported, importRun, copied]) {
     const command = run.command.replace(dir, '$DIR').replace(target.url, 'postgres://…');
-    process.stdout.write(
-      `| \`${command.replaceAll(dir, '$DIR')}\` | ${run.seconds.toFixed(1)} | ${Math.round(rows / run.seconds).toLocaleString('en-US')} | ${run.cpuSeconds.toFixed(1)} | ${run.peakRssMiB.toFixed(0)} |\n`,
+    table.push(
+      `| \`${command.replaceAll(dir, '$DIR')}\` | ${run.seconds.toFixed(1)} | ${Math.round(rows / run.seconds).toLocaleString('en-US')} | ${run.cpuSeconds.toFixed(1)} | ${run.peakRssMiB.toFixed(0)} |`,
     );
   }
+  process.stdout.write(`${table.join('\n')}\n`);
+  const peak = Math.max(exported.peakRssMiB, importRun.peakRssMiB, copied.peakRssMiB);
+  figures = { headline: `peak RSS at most ${peak.toFixed(0)} MiB over ${rows.toLocaleString('en-US')} plants (${ids} ids)`, details: table, ratios: [] };
 } finally {
   await postgres?.stop();
   fs.rmSync(dir, { recursive: true, force: true });
 }
+if (figures) finishRecording(figures);

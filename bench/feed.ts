@@ -1,5 +1,5 @@
 /**
- * `node dist/bench/feed.js [STREAMS] [SECONDS] [--unpinned]`: what the change feed (GET /plants/events) costs, on one
+ * `node dist/bench/feed.js [STREAMS] [SECONDS] [--unpinned] [--record]`: what the change feed (GET /plants/events) costs, on one
  * plantstore serve on a fresh SQLite file in its default configuration but for the stream and per-address connection
  * bounds (raised so one client address may hold STREAMS streams, default 1000, beside the creating connections) and
  * METRICS_CACHE_MS (0: the bench reads the server's count of stream writes from /metrics around each phase):
@@ -32,6 +32,7 @@ import { createToken, startServer, type ServerProcess } from '../test/helpers/pr
 import { parsePrometheusText } from '../test/helpers/prometheus.js';
 import { median, percentile, procStatusKb, round, sampleProcessDuring } from './metrics.js';
 import { pinning, unpinned as unpinnedPlaces } from './environment.js';
+import { finishRecording, recordIfAsked, type RunFigures } from './recorder.js';
 import { plantstoreEnv } from './servers.js';
 
 const CONNECTIONS = 32;
@@ -291,6 +292,7 @@ function summary(result: { sorted: number[]; missing: number }): Record<string, 
 }
 
 async function main(): Promise<void> {
+  await recordIfAsked('feed');
   const unpinned = process.argv.includes('--unpinned');
   const [streamArgument, secondsArgument] = process.argv.slice(2).filter((argument) => argument !== '--unpinned');
   const streamCount = Number(streamArgument ?? 1000);
@@ -357,6 +359,7 @@ async function main(): Promise<void> {
       streamWritesPerCreate: round(writes / done, 2),
     };
   };
+  let recorded: RunFigures | undefined;
   try {
     // Not counted: the first seconds of a fresh server run cold (JIT, the new database's first pages and WAL).
     await createsPerSecond(WARM_UP_SECONDS);
@@ -420,6 +423,23 @@ async function main(): Promise<void> {
     });
     const unreadBaseline = ((withouts.at(-1) as Phase).perSecond + afterUnread.perSecond) / 2;
     const list = (phases: Phase[], figure: (phase: Phase) => number) => phases.map((phase) => round(figure(phase), 3));
+    const idle = summary(idleFanout);
+    const underLoad = summary(loadFanout);
+    recorded = {
+      headline: `creates/s with ${streamCount} streams ÷ without ${median(creates)} (median round); fan-out p99 ${idle.p99} ms idle, ${underLoad.p99} ms under load`,
+      details: [
+        '| figure | value |',
+        '| --- | ---: |',
+        `| creates/s with streams ÷ without, rounds | ${creates.join(', ')} |`,
+        `| server CPU per create, without ÷ with, rounds | ${serverCpu.join(', ')} |`,
+        `| fan-out idle, p50 / p99 / max ms | ${idle.p50} / ${idle.p99} / ${idle.max} |`,
+        `| fan-out under load, p50 / p99 / max ms | ${underLoad.p50} / ${underLoad.p99} / ${underLoad.max} |`,
+        `| writes to the streams per create, rounds | ${list(withs, (phase) => phase.streamWritesPerCreate).join(', ')} |`,
+        `| RSS per idle stream, KiB | ${rssPerIdleStreamKiB} |`,
+        `| creates/s beside streams that never read ÷ without | ${round(withUnread.perSecond / unreadBaseline, 3)} |`,
+      ],
+      ratios: creates,
+    };
     process.stdout.write(
       JSON.stringify({
         streams: streamCount,
@@ -468,6 +488,7 @@ async function main(): Promise<void> {
     agent.destroy();
     probeAgent.destroy();
   }
+  if (recorded) finishRecording(recorded);
 }
 
 if (isMainThread) await main();

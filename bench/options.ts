@@ -47,6 +47,8 @@ export interface BenchOptions {
   /** The checkout whose plantstore is measured (its root, built): this one unless --plantstore names another. */
   readonly plantstoreRoot: string;
   readonly cpuProf: boolean;
+  /** Rewrite this scenario's section of BENCHMARKS.md from the run, if the machine was quiet (bench/recorder.ts). */
+  readonly record: boolean;
   readonly out: string;
   /** Where the temporary SQLite database lives (default: the OS temp dir); a tmpfs here shows what fsync costs. */
   readonly dbDir: string;
@@ -72,6 +74,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --generator auto|wrk|autocannon                       the load generator
   --baseline DIR --baseline-env NAME=VALUE ...          an A/B in one run: another built checkout and/or settings
   --plantstore DIR                                      measure another built checkout's plantstore
+  --record                                              rewrite the scenario's section of BENCHMARKS.md (quiet machine only)
   --quick --cpu-prof --out DIR --db-dir DIR --help
 `;
 
@@ -109,6 +112,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
         'baseline-env': { type: 'string', multiple: true },
         plantstore: { type: 'string' },
         'cpu-prof': { type: 'boolean' },
+        record: { type: 'boolean' },
         out: { type: 'string' },
         'db-dir': { type: 'string' },
         help: { type: 'boolean' },
@@ -189,6 +193,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
     baseline: wantsBaseline ? { root: path.resolve(values.baseline ?? ROOT), env: baselineEnv } : null,
     plantstoreRoot: path.resolve(values.plantstore ?? ROOT),
     cpuProf: values['cpu-prof'] ?? false,
+    record: values.record ?? false,
     out: path.resolve(values.out ?? path.join(ROOT, 'bench/results')),
     dbDir: path.resolve(values['db-dir'] ?? os.tmpdir()),
   };

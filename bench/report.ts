@@ -9,6 +9,7 @@ import { machine, sourceRevision, type Machine, type Pinning } from './environme
 import type { LoadGenerator } from './generator.js';
 import type { LoadResult } from './load.js';
 import { commandLine, type BenchOptions } from './options.js';
+import { figuresFromMarkdown, finishRecording, pairRatios } from './recorder.js';
 
 /** A load process this busy is itself the bottleneck: its run measures the generator more than the server. */
 export const LOAD_BOUND_PERCENT = 90;
@@ -149,7 +150,7 @@ const RESULT_WRITERS: readonly ResultWriter[] = [
   { extension: 'svg', render: (report) => (report.chart ? renderBarChart(report.chart) : undefined) },
 ];
 
-/** Writes every result file into `outDir`, then prints the markdown and where the JSON went. */
+/** Writes every result file into `outDir`, records the run under --record, then prints the markdown and where the JSON went. */
 export function writeReport(outDir: string, report: Report): void {
   fs.mkdirSync(outDir, { recursive: true });
   const base = path.join(outDir, `${report.result.meta.date.replace(/[:.]/g, '-')}-${report.label}`);
@@ -160,5 +161,6 @@ export function writeReport(outDir: string, report: Report): void {
     fs.writeFileSync(`${base}.${writer.extension}`, content);
     written.push(writer.extension);
   }
+  finishRecording(figuresFromMarkdown(report.markdown, pairRatios(report.result.runs)));
   process.stdout.write(`${report.markdown}\nresults: ${base}.json\n${written.includes('svg') ? `chart: ${base}.svg\n` : ''}`);
 }

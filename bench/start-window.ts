@@ -3,7 +3,7 @@
  * and a SIGHUP then ends the process by Node's default (docs/deploying.md, "Signals are handled from the first
  * instruction"). The bin installs its handlers in that first statement; this measures the floor under it.
  *
- *   npm run --silent compile && node dist/bench/start-window.js [RUNS]
+ *   npm run --silent compile && node dist/bench/start-window.js [RUNS] [--record]
  *
  * 1. Spawn to first statement: a module whose first statement reads the clock, started RUNS times.
  * 2. A SIGHUP at 20, 50, 90 and 130 ms after spawn() returns, to a module whose first statement handles it: how many
@@ -17,7 +17,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { percentile, round } from './metrics.js';
+import { finishRecording, recordIfAsked } from './recorder.js';
 
+await recordIfAsked('start-window');
 const runs = Number(process.argv[2] ?? 20);
 const SIGHUP_BIT = 1n << 0n;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-start-window-'));
@@ -65,16 +67,27 @@ try {
   }
 
   const waitForJs = ['-e', "process.stdout.write('up'); setTimeout(() => {}, 10_000)"];
-  process.stdout.write(
-    JSON.stringify({
-      node: process.version,
-      load: os.loadavg().map((value) => round(value, 2)),
-      spawnToFirstStatementMs: { min: round(firstStatementMs[0] as number), median: round(percentile(firstStatementMs, 50)), max: round(firstStatementMs.at(-1) as number) },
-      livedThroughSighup,
-      sighupStillIgnoredAfter: (await handedDown('sh', ['-c', `trap '' HUP; exec "${process.execPath}" "$@"`, 'sh', ...waitForJs])).ignored,
-      sighupStillBlockedAfter: (await handedDown('env', ['--block-signal=HUP', process.execPath, ...waitForJs])).blocked,
-    }) + '\n',
-  );
+  const result = {
+    node: process.version,
+    load: os.loadavg().map((value) => round(value, 2)),
+    spawnToFirstStatementMs: { min: round(firstStatementMs[0] as number), median: round(percentile(firstStatementMs, 50)), max: round(firstStatementMs.at(-1) as number) },
+    livedThroughSighup,
+    sighupStillIgnoredAfter: (await handedDown('sh', ['-c', `trap '' HUP; exec "${process.execPath}" "$@"`, 'sh', ...waitForJs])).ignored,
+    sighupStillBlockedAfter: (await handedDown('env', ['--block-signal=HUP', process.execPath, ...waitForJs])).blocked,
+  };
+  const first = result.spawnToFirstStatementMs;
+  finishRecording({
+    headline: `spawn to first statement ${first.min} / ${first.median} / ${first.max} ms (min / median / max of ${runs})`,
+    details: [
+      '| SIGHUP after spawn | processes that lived |',
+      '| ---: | ---: |',
+      ...Object.entries(livedThroughSighup).map(([after, lived]) => `| ${after} | ${lived} |`),
+      '',
+      `SIGHUP still ignored once Node runs: ${result.sighupStillIgnoredAfter ? 'yes' : 'no'}; still blocked: ${result.sighupStillBlockedAfter ? 'yes' : 'no'}.`,
+    ],
+    ratios: [],
+  });
+  process.stdout.write(JSON.stringify(result) + '\n');
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });
 }

@@ -1,7 +1,7 @@
 /**
  * `node dist/bench/workers-model.js --worker-cpu µs --per-commit µs --per-batch µs --per-row µs --commit-wait µs
  * [--batch-limit N] [--cores 2,4,8,16] [--svg FILE]`: durable creates/s an instance of WORKERS = cores could reach on SQLite, projected
- * from measured parts (docs/benchmarks/workers.md, "Worker threads: where the CPU goes, the writer, the model"), with the load generated on other machines:
+ * from measured parts (`npm run bench:commits` and `npm run bench -- --workers`), with the load generated on other machines:
  *
  *   --worker-cpu   CPU per create in a worker thread: HTTP, validation, its side of the hand-off (bench --workers:
  *                  the process's CPU per create less the main thread's)

@@ -76,7 +76,7 @@ const FEED_BATCH_SIZE = 500;
 
 /**
  * The change feed's share of the event loop while commits keep coming, and the longest a change waits for it: with
- * 1,000 streams a read's writes take milliseconds, and one write per stream then carries every commit since, so the
+ * many streams a read's writes take milliseconds, and one write per stream then carries every commit since, so the
  * fan-out's cost does not grow with the rate of commits (BENCHMARKS.md, "Change feed").
  */
 const FEED_LOOP_SHARE = 0.2;

@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Sequence } from '../measure.js';
 import { cpuSeconds, mb, median, procStatusKb, ratio3 } from '../metrics.js';
+import { finishRecording } from '../recorder.js';
 import { cliToken } from '../servers.js';
 import { withSession, type BenchSetup } from '../session.js';
 
@@ -91,17 +92,21 @@ export function runBulk(setup: BenchSetup): Promise<void> {
     await session.stop(server);
     log(`one request of ${BULK_LINES} lines: ${big.ok} answered 200 in ${big.seconds.toFixed(1)} s; server RSS ${mb(rssBefore)} MiB before, peak ${mb(rssPeak)} MiB (growth ${mb(rssPeak - rssBefore)} MiB)`);
 
+    const medianLine = `median ratio ${median(ratios).toFixed(3)}; median server CPU per bulk plant ${median(cpuPerPlant).toFixed(1)} µs`;
+    const table = ['| pair | single req/s | µs CPU/req | bulk plants/s | µs CPU/plant | bulk not 200 | ratio |', '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |', ...rows];
+    const after = [
+      `single-create p99 alone ${alone.load.latency.p99.toFixed(2)} ms, beside a bulk stream ${withBulk.load.latency.p99.toFixed(2)} ms`,
+      `RSS growth over a ${BULK_LINES}-line request, after one of ${BULK_LINES / 10} lines: ${mb(rssPeak - rssBefore)} MiB (${mb(rssBefore)} -> ${mb(rssPeak)} MiB)`,
+    ];
+    finishRecording({ headline: medianLine, details: [...table, '', ...after], ratios });
     process.stdout.write(
       [
         `bulk (${options.store}, ${BULK_STREAMS} streams) vs single creates (${options.connections} connections), ${options.pairs} pair(s) x ${options.duration}s`,
         '',
-        '| pair | single req/s | µs CPU/req | bulk plants/s | µs CPU/plant | bulk not 200 | ratio |',
-        '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-        ...rows,
+        ...table,
         '',
-        `median ratio ${median(ratios).toFixed(3)}; median server CPU per bulk plant ${median(cpuPerPlant).toFixed(1)} µs`,
-        `single-create p99 alone ${alone.load.latency.p99.toFixed(2)} ms, beside a bulk stream ${withBulk.load.latency.p99.toFixed(2)} ms`,
-        `RSS growth over a ${BULK_LINES}-line request, after one of ${BULK_LINES / 10} lines: ${mb(rssPeak - rssBefore)} MiB (${mb(rssBefore)} -> ${mb(rssPeak)} MiB)`,
+        medianLine,
+        ...after,
         '',
       ].join('\n'),
     );

@@ -10,7 +10,7 @@
  *
  * export, import and copy stream rows through a live heap that does not depend on the table's size, yet V8, left
  * uncapped, lets its young and old generations grow with the bytes allocated, so peak RSS would rise with the row
- * count (docs/benchmarks/data-movement.md, "Data movement: the bounded heap"). A heap limit is fixed when the isolate starts and cannot be set from inside
+ * count (docs/benchmarks.md, "Figures other pages rest on"). A heap limit is fixed when the isolate starts and cannot be set from inside
  * it, so these commands run in a child Node started with bounded heap flags, unless the operator already chose limits
  * (on the command line or in NODE_OPTIONS), which are kept. The child shares this process's stdin, stdout and
  * stderr (a terminal stays a terminal, a pipe keeps its backpressure), receives the signals this process is sent, and

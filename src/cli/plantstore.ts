@@ -4,7 +4,7 @@
  * SIGTERM and SIGINT, and only then is anything else loaded (./launcher.ts does the rest).
  *
  * Node ends the process on each of these signals unless a handler is installed, and loading plantstore's modules takes
- * a while (over 100 ms on a loaded machine): a log rotator's SIGHUP in that time would kill a starting server with
+ * a while, longer on a loaded machine: a log rotator's SIGHUP in that time would kill a starting server with
  * nothing logged. Static imports are loaded before a module's body runs, so this module has none (a type import
  * leaves nothing behind) and loads the launcher with a dynamic import once the handlers are in place. The handlers
  * only record what came; the launcher hands the record over (src/serve/signals.ts takes it for `serve`, every other

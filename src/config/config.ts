@@ -143,24 +143,23 @@ const MAX_TAG_LENGTH = 600;
 const BULK_WINDOW = 1024;
 
 /**
- * MAX_CONNECTIONS' default, from docs/memory.md's budget ("The whole instance"), a 512 MiB container with the server's
- * own ~130 MiB: an idle keep-alive connection costs the server some 23 KiB, 72 KiB with TLS (2,048 of those: some
- * 144 MiB), and a pipelining flood of 3,000 connections from 64 addresses with 4,096 allowed grew it by some 100 to
- * 130 MiB (BENCHMARKS.md, "Pipelining without reading"). At 4,096, idle TLS connections alone would take 290 MiB.
- * Past it, connections wait (MAX_QUEUED_CONNECTIONS) instead of being closed.
+ * MAX_CONNECTIONS' default, from docs/memory.md's budget ("The whole instance"): as many idle keep-alive connections,
+ * TLS ones included, as fit a 512 MiB container beside the server's own memory and a pipelining flood's growth;
+ * twice as many idle TLS connections would not fit. Past it, connections wait (MAX_QUEUED_CONNECTIONS) instead of
+ * being closed.
  */
 const DEFAULT_MAX_CONNECTIONS = 2048;
 
 /**
- * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with 50
- * connections; 1,000 creates at once from one address were all answered 200), few enough that one address holds an
+ * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with fewer),
+ * few enough that one address holds an
  * eighth of MAX_CONNECTIONS (docs/connections.md).
  */
 export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64;
 
 /**
- * MAX_QUEUED_CONNECTIONS' default: a waiting connection is not read, so it costs a socket object (some 5.5 KiB) and
- * not its request: 4,096 cost about 22 MiB (docs/memory.md, "The whole instance").
+ * MAX_QUEUED_CONNECTIONS' default: a waiting connection is not read, so it costs a socket object and not its
+ * request, and this many fit the budget of docs/memory.md ("The whole instance").
  */
 const DEFAULT_MAX_QUEUED_CONNECTIONS = 4096;
 
@@ -272,7 +271,7 @@ function currentHost(): HostFacts {
 
 /**
  * Memory `WORKERS=auto` allows each worker: a worker is a V8 isolate with the whole app, and under full load one
- * process's resident memory settles at 190–250 MB (docs/memory.md), most of it young generation per isolate.
+ * process's resident memory settles below this (docs/memory.md), most of it young generation per isolate.
  */
 export const AUTO_WORKER_MEMORY_BYTES = 256 * 1024 * 1024;
 

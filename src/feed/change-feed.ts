@@ -5,8 +5,8 @@ import type { ChangeLog, PlantChange } from '../storage/change-store.js';
  * change out to the loop's live streams (`GET /plants/events`). However many streams are open, the log is read once
  * per wake-up: a commit heard from storage (SQLite: the write path; PostgreSQL: LISTEN), a wake() from outside (a
  * worker thread is told by its instance's writer), or the slow fallback poll, for a wake-up lost on the way. Each
- * change is rendered and encoded once, into a buffer every stream writes a view of; and each read writes each stream
- * at most once, all its new events in one write, however many commits the read covers.
+ * change is rendered and encoded once, into a buffer every stream writes a view of. A read takes the log a page
+ * (`batchSize` changes) at a time, and each page is one write to each stream, however many commits it covers.
  */
 
 /**
@@ -90,8 +90,8 @@ export interface ChangeFeedOptions {
 }
 
 /**
- * The longest the fan-out writes without letting the event loop run: a write to a socket is a syscall of some 10 to
- * 30 µs, so 1,000 streams take tens of milliseconds, and in one piece they would hold up every create's answer and
+ * The longest the fan-out writes without letting the event loop run: a write to a socket is a system call, so
+ * a thousand streams take milliseconds, and in one piece they would hold up every create's answer and
  * the next commit for as long (BENCHMARKS.md, "Change feed").
  */
 const HAND_OUT_SLICE_MS = 4;

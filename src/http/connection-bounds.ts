@@ -39,8 +39,8 @@ export type ConnectionOverrun =
 /**
  * Connections of the instance that may pipeline past `handledAtOnce` at once (each thread an equal share). A
  * connection that sends many requests in one write has them all parsed in one go, up to `unanswered`, before
- * anything can stop it, and that burst, not the connection, is what a flood costs: some 0.5 MiB of heap for 409
- * pipelined requests (docs/memory.md). Clients that wait for each answer (browsers, fetch, most HTTP libraries) never
+ * anything can stop it, and that burst, not the connection, is what a flood costs: the heap its parsed requests
+ * hold (docs/memory.md). Clients that wait for each answer (browsers, fetch, most HTTP libraries) never
  * pipeline, so they are never counted; pipelining clients get this many connections, which bounds a flood's cost
  * whatever MAX_CONNECTIONS is.
  */
@@ -109,8 +109,8 @@ export class ConnectionBounds {
   /**
    * No connection may have more than `handledAtOnce` requests unanswered: a pipelining connection was closed for
    * `maxPending`, and the server still holds more than half of it. Without this, each connection a flood opens next
-   * parses as many requests as the room left under `maxPending` before it is closed for the same bound, a few hundred
-   * that die unanswered (what that cost: BENCHMARKS.md, "Pipelining without reading"); with it, four. Pipelining is
+   * parses as many requests as the room left under `maxPending` before it is closed for the same bound, all of them
+   * dying unanswered; with it, a handful. Pipelining is
    * allowed again once the requests held fall to half of `maxPending`: clients that wait for each answer never notice.
    */
   #pipeliningShut = false;

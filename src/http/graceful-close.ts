@@ -13,8 +13,7 @@ const IDLE_CLOSE_GRACE_MS = 500;
  * Makes closing `server` leave idle keep-alive connections alone for IDLE_CLOSE_GRACE_MS, then close those still
  * idle, again every IDLE_CLOSE_GRACE_MS until the server has closed. Node's close() calls closeIdleConnections() at
  * once (and Fastify's close again), destroying every connection between two requests, which under load is about half
- * of them, some with a request already on the way (issue 30: 6 to 29 connections lost per SIGTERM under 32
- * connections of load).
+ * of them, some with a request already on the way that would be lost.
  */
 export function closeIdleConnectionsAfterGrace(server: Server, graceMs: number = IDLE_CLOSE_GRACE_MS): void {
   const closeIdleNow = server.closeIdleConnections.bind(server);

@@ -5,8 +5,8 @@ const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
 /**
  * The log of writes refused because the write queue was full (503, WriteQueueFullError): an expected answer to
- * overload, not a fault, so it is not logged per request at error level with a stack (twenty streams refused half a
- * million lines that way, 387 MB of log in 40 s). The first refusal of a burst is logged at once at `warn`, the
+ * overload, not a fault, so it is not logged per request at error level with a stack (bulk streams refused under a
+ * flood would write more log than plants). The first refusal of a burst is logged at once at `warn`, the
  * others counted and logged in one line when REFUSAL_LOG_INTERVAL_MS has passed.
  */
 export class RefusalLog {

@@ -467,7 +467,7 @@ export class WriteQueue {
    * A sync just returned (pacing): the batches it covered are about to be answered, and their clients, most of them,
    * send again within a round trip. Committing what waits at once would leave those for the next sync and split the
    * clients into two halves, each answered every other sync: twice the commits and syncs, each of which costs the
-   * core a few hundred microseconds whatever its size (BENCHMARKS.md, "Durable creates: the sync off the loop"). So the
+   * core about as much whatever its size (docs/benchmarks.md, "Figures other pages rest on"). So the
    * commit waits until most of as many rows wait as are being answered (three quarters, not to wait for stragglers;
    * with those already waiting, up to the batch limit), or until postSyncHoldMs passes with none arriving. A hold
    * that ends by its time (the clients answered did not send again: not a closed loop) stops holding for the next

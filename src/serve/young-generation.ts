@@ -3,9 +3,9 @@ import v8 from 'node:v8';
 
 /**
  * The young generation (V8's new space, both semi-spaces) `serve` keeps to: what a start leaves it at on Node 24.
- * Left alone, V8 doubles it up to 128 MiB under any sustained allocation (a bulk stream, a connection flood, a busy
- * minute), and keeps it: most of what a server grew by under issue 37's floods and streams, while the same runs with
- * 32 MiB grew by a third as much at no cost in CPU we could measure (BENCHMARKS.md, "Bulk streams under overload").
+ * Left alone, V8 doubles it to its maximum under any sustained allocation (a bulk stream, a connection flood, a busy
+ * minute), and keeps it: most of what a server grows by under floods and bulk streams, while the same runs with the
+ * cap grow far less at no cost in CPU the bench can measure (BENCHMARKS.md, "Bulk streams under overload").
  */
 export const YOUNG_GENERATION_MIB = 32;
 
@@ -17,7 +17,7 @@ const SIZED_BY_FLAG = /--(max-semi-space-size|semi-space-growth-factor)\b/;
 
 /**
  * Whether this V8 sizes its new space the way the cap was measured on (Node 22 to 24, V8 12 and 13): Node 26's V8
- * grew the new space to 38.5 MiB under the cap, past the 32.5 it reached without it under the same allocation
+ * grows the new space further under the cap than without it under the same allocation
  * (test/process/young-generation.test.ts), so there the cap is left off and V8 sizes it alone.
  */
 export function youngGenerationCapApplies(v8Version = process.versions.v8): boolean {

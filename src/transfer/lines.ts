@@ -15,8 +15,8 @@ const EMPTY = Buffer.alloc(0);
  *
  * With `blankRuns`, a run of blank lines (isBlank) within a chunk is one line, numbered as the last of the run, its
  * text empty: the numbers of the lines after it are unchanged, and ten million `\n` sent to a server cost a few
- * objects rather than a Buffer view each (a view per line made its heap grow by some 170 bytes per line, 145 MiB for
- * such a request: issue 37). Without it, as a count of lines needs, every blank line is one.
+ * objects rather than a Buffer view each (a view per line would grow the heap with the count of blank lines).
+ * Without it, as a count of lines needs, every blank line is one.
  */
 export async function* readLines(chunks: AsyncIterable<Buffer | string>, maxBytes: number, { blankRuns = false } = {}): AsyncGenerator<InputLine[]> {
   let parts: Buffer[] = [];

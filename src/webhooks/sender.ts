@@ -142,7 +142,7 @@ class Attempt implements Dispatcher.DispatchHandler {
  * whole attempt, and an answer read only up to ANSWER_BODY_LIMIT_BYTES and never trusted. It uses undici's dispatch
  * API rather than `request()`, which would make a body stream and a promise chain per answer only to throw them
  * away; an attempt is made for every create and subscription, so that cost is paid per create
- * (docs/benchmarks/webhook.md, "Webhook: where an event's CPU goes").
+ * (docs/benchmarks.md, "Figures other pages rest on").
  */
 export class WebhookSender {
   readonly #agent: Agent;

@@ -17,15 +17,15 @@ import { createToken, startServer, type ServerProcess } from '../helpers/process
 const CONNECTIONS = 48;
 const PIPELINED = 7500;
 /**
- * The most the server's resident memory may grow under one of these attacks (issue 23): each connection may hold up
- * to CONNECTION_LIMITS.unanswered parsed requests before it is closed, and V8 keeps the heap it grew for them.
- * Measured figures are in BENCHMARKS.md, "Pipelining without reading".
+ * The most the server's resident memory may grow under one of these attacks: each connection may hold up to
+ * CONNECTION_LIMITS.unanswered parsed requests before it is closed, and V8 keeps the heap it grew for them
+ * (docs/memory.md, "Connections").
  */
 const RSS_GROWTH_LIMIT_MIB = 100;
 /**
  * The connections that stay under CONNECTION_LIMITS.unanswered are held to more: they stay open until their answers
  * stall, so all their parsed requests are alive at once, and on a server whose young generation V8 has not yet widened
- * those alone reach the target above, handlers or none (BENCHMARKS.md, "Pipelining without reading"). What this case
+ * those alone reach the target above, handlers or none. What this case
  * checks is that the stall rule closes them and that what they hold stays bounded.
  */
 const RSS_GROWTH_LIMIT_STALLED_MIB = 140;

@@ -5,8 +5,8 @@
  * subfolders included) names a file of this repository, so a fresh clone has everything its documents point to
  * (README.md once linked the interface document at ../shared/interface.md, outside the repository); and a link to a
  * section (`page.md#section`, `#section`) names a heading that page has, so moving a section from one page to another
- * cannot leave its old links pointing nowhere. A page a comment in src/, test/ or bench/ names (`docs/page.md`, with an
- * anchor or a quoted section) exists and has that heading, for the same reason.
+ * cannot leave its old links pointing nowhere. A page a comment in src/, test/ or bench/ names (`docs/page.md` or
+ * `BENCHMARKS.md`, with an anchor or a quoted section) exists and has that heading, for the same reason.
  *
  * Shape: no page under docs/ is over 15 KB (a deep dive gets a page of its own); docs/design.md shows every folder of
  * src/ in its diagram and its table of folders, and links every deep dive of docs/design/; the README's quick start
@@ -101,12 +101,12 @@ function sources(folder: string): string[] {
 }
 
 /**
- * What is wrong with the pages a source file's comments name: `docs/page.md`, `docs/page.md#anchor`, or
- * `docs/page.md, "Section"` / `docs/page.md ("Section")`, where a heading of the page starts with the section named.
+ * What is wrong with the pages a source file's comments name: `docs/page.md` or `BENCHMARKS.md`, with `#anchor`, or
+ * `, "Section"` / ` ("Section")`, where a heading of the page starts with the section named.
  */
 function brokenReferences(root: string, file: string, source: string): string[] {
   const broken: string[] = [];
-  for (const match of source.matchAll(/\b(docs\/[\w/.-]+?\.md)(?:#([\w-]+))?(?:,? \(?"([^"\n]+)")?/g)) {
+  for (const match of source.matchAll(/\b((?:docs\/[\w/.-]+?|BENCHMARKS)\.md)(?:#([\w-]+))?(?:,? \(?"([^"\n]+)")?/g)) {
     const page = match[1] as string;
     const fragment = match[2];
     const sectionName = match[3];
@@ -213,11 +213,14 @@ describe('documentation links', () => {
     const source = [
       '// docs/design.md, docs/nowhere.md, docs/api.md#errors, docs/api.md#nowhere',
       '// (docs/api.md, "Errors") (docs/api.md, "Nowhere") docs/design/write-path.md ("int64 without loss")',
+      '// (BENCHMARKS.md, "Change feed") (BENCHMARKS.md, "Durable creates: the sync off the loop") BENCHMARKS.md#nowhere',
     ].join('\n');
     assert.deepEqual(brokenReferences(ROOT, 'x.ts', source), [
       'x.ts: docs/nowhere.md names no page',
       'x.ts: docs/api.md#nowhere names no heading',
       'x.ts: docs/api.md, "Nowhere" names no heading',
+      'x.ts: BENCHMARKS.md, "Durable creates: the sync off the loop" names no heading',
+      'x.ts: BENCHMARKS.md#nowhere names no heading',
     ]);
   });
 

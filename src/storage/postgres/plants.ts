@@ -10,7 +10,7 @@ import type { Query } from './connection.js';
  * two batches sharing ids (from this replica or another) wait on each other in one direction only and never
  * deadlock. It is a named (prepared) statement, parsed and planned once per connection: cheaper per row than an
  * unnamed one, and than a single statement that also read back the rows already there (a CTE joined to plants);
- * the figures are in docs/benchmarks/storage.md ("PostgreSQL: the insert statement").
+ * the figures are in docs/benchmarks.md ("Figures other pages rest on").
  */
 const INSERT_PLANTS: pg.QueryConfig = {
   name: 'plantstore_insert_plants',

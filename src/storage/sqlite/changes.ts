@@ -162,9 +162,9 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
 
   /**
    * THE place where the feed is woken on SQLite: called by SqlitePlants once a write that recorded changes through
-   * `through` has committed durably (today a commit is durable when it returns: synchronous=FULL). It lets reads go
-   * up to `through` and wakes the listeners. Anything that moves durability after the commit (an fdatasync on the
-   * thread pool) must call this after the sync that covers the commit instead.
+   * `through` is durable, that is committed and covered by a WAL sync that began after the commit (SqliteStore's
+   * write resolves only then). It lets reads go up to `through` and wakes the listeners: a change handed out before
+   * its sync could be one a crash loses.
    */
   changesDurable(through: bigint): void {
     this.advance(through);

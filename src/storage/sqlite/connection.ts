@@ -19,9 +19,10 @@ export const BUSY_TIMEOUT_MS = 5000;
 export type ReadRunner = <T>(work: () => T) => Promise<T>;
 
 /**
- * Runs one write that is a single durable commit, retried as a read is, and made only while the database file at the
- * path is the one open, acknowledged only if it still is once committed (SqliteStore's #write): a commit into a
- * removed or replaced file would be lost. Only a store that checks the file's identity hands one out.
+ * Runs one write that is a single commit, retried as a read is, and made only while the database file at the path is
+ * the one open; it resolves only if the file still is once committed, and once a WAL sync that began after the commit
+ * has returned (SqliteStore's #write): a commit into a removed or replaced file would be lost, and one not yet synced
+ * is not durable. Only a store that checks the file's identity hands one out.
  */
 export type WriteRunner = <T>(work: () => T) => Promise<T>;
 
@@ -45,7 +46,8 @@ export function openDatabase(file: string, options: ConnectionOptions = {}): Con
 
 /**
  * One connection with this service's settings: WAL, and synchronous=FULL so a commit returns only after the
- * WAL is fsync'd. `cacheMiB` is this connection's page cache: random-id inserts touch pages all over the
+ * WAL is fsync'd; the store's write connection lowers it to NORMAL and syncs the WAL off the event loop instead
+ * (SqliteStore, WalSync). `cacheMiB` is this connection's page cache: random-id inserts touch pages all over the
  * primary key, and a cache that holds them saves a read per insert. Opening waits up to BUSY_TIMEOUT_MS for
  * another connection's lock; the server's connections then wait 0 and retry on a timer instead (SqliteStore).
  */

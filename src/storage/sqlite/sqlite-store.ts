@@ -20,7 +20,7 @@ import { WalSync, type SyncFile } from './wal-sync.js';
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
  * past the end of the database in SQLite's page cache, and the next commit then scans the cache's whole hash
  * table to drop it: a cost per commit that grows with the cache, more than the extra page reads a smaller cache
- * causes (they come from the OS page cache). The sizes measured are in docs/benchmarks/storage.md ("Random ids at 5 million rows").
+ * causes (they come from the OS page cache). The sizes measured are in docs/benchmarks.md ("Figures other pages rest on").
  */
 const WRITER_CACHE_MIB = 16;
 const READER_CACHE_MIB = 16;
