@@ -178,6 +178,23 @@ class EventStream implements FeedSubscriber {
   }
 }
 
+/** The head of every stream's answer: 200 text/event-stream, to be read until the connection closes. */
+function writeStreamHead(response: ServerResponse, headers: Record<string, string | number | string[]>): void {
+  // The body ends with the connection (Connection: close), so it needs no chunked framing: each write is the
+  // event bytes alone.
+  response.useChunkedEncodingByDefault = false;
+  response.writeHead(200, {
+    ...headers,
+    'content-type': `${EVENT_STREAM}; charset=utf-8`,
+    'cache-control': 'no-store',
+    // nginx buffers a proxied answer unless told not to: a stream's events would wait in it.
+    'x-accel-buffering': 'no',
+    // A stream ends only when the server lets go (shutdown, a slow reader): a reconnection must be a new connection,
+    // to this server once it is back or to another, never one left to a server that is closing.
+    connection: 'close',
+  });
+}
+
 /**
  * The streams of one app: each opened by the route, all kept alive by one heartbeat timer (not one per stream), all
  * ended by closeAll() when the server shuts down (the clients resume elsewhere).
@@ -216,7 +233,7 @@ export class EventStreams {
     return { cursor: requested, reset: false };
   }
 
-  /** Whether streams are being refused: the server is shutting down. */
+  /** Whether the server is shutting down: a stream asked for now ends at once (endAtOnce). */
   get closing(): boolean {
     return this.#closing;
   }
@@ -235,19 +252,7 @@ export class EventStreams {
     this.#heartbeat ??= setInterval(() => {
       for (const open of this.#open) open.heartbeat();
     }, this.settings.heartbeatMs).unref();
-    // The body ends with the connection (Connection: close), so it needs no chunked framing: each write is the
-    // event bytes alone.
-    response.useChunkedEncodingByDefault = false;
-    response.writeHead(200, {
-      ...headers,
-      'content-type': `${EVENT_STREAM}; charset=utf-8`,
-      'cache-control': 'no-store',
-      // nginx buffers a proxied answer unless told not to: a stream's events would wait in it.
-      'x-accel-buffering': 'no',
-      // A stream ends only when the server lets go (shutdown, a slow reader): a reconnection must be a new connection,
-      // to this server once it is back or to another, never one left to a server that is closing.
-      connection: 'close',
-    });
+    writeStreamHead(response, headers);
     response.write(`retry: ${RETRY_MS}\n\n`);
     // A stream is bounded as a connection (MAX_CONNECTIONS, the stream limits), not as a request waiting for its answer.
     stopCountingAsPending(response);
@@ -270,7 +275,18 @@ export class EventStreams {
     }
   }
 
-  /** Ends every stream cleanly, and answers 503 to any opened from now on. */
+  /**
+   * The answer to a stream asked for while the server shuts down (on a connection it accepted before it stopped
+   * accepting): a stream that ends at once, its `retry:` alone. A browser's EventSource that gets any answer but a
+   * 200 text/event-stream stops for good; after a stream that ends it reconnects, to this server once it is back or
+   * to another, as every stream ended by closeAll() does.
+   */
+  endAtOnce(response: ServerResponse, headers: Record<string, string | number | string[]>): void {
+    writeStreamHead(response, headers);
+    response.end(`retry: ${RETRY_MS}\n\n`);
+  }
+
+  /** Ends every stream cleanly; any asked for from now on ends at once (endAtOnce). */
   closeAll(): void {
     this.#closing = true;
     for (const stream of [...this.#open]) stream.end('shutdown');

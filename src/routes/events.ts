@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import { acceptsEventStream, EVENT_STREAM, parseCursor, type EventStreams } from '../http/event-stream.js';
-import { NotAcceptableError, ServiceUnavailableError } from '../http/errors.js';
+import { NotAcceptableError } from '../http/errors.js';
 import { typedRoute, type RouteSpec } from '../http/route-spec.js';
 import type { StreamLimits } from '../http/stream-limits.js';
 import { ErrorRecord } from '../schemas.js';
@@ -69,7 +69,11 @@ export function eventRoutes(streams: EventStreams, limits: StreamLimits): RouteS
             : request.query.after === undefined
               ? undefined
               : parseCursor(request.query.after, 'querystring.after');
-        if (streams.closing) throw new ServiceUnavailableError('the server is shutting down; connect again', 1);
+        if (streams.closing) {
+          reply.hijack();
+          streams.endAtOnce(reply.raw, reply.getHeaders() as Record<string, string | number | string[]>);
+          return reply;
+        }
         const release = limits.open(request.tokenName, request.ip);
         try {
           const start = await streams.startingPoint(requested);
