@@ -8,6 +8,7 @@ import { startingPoint, type StartingPoint } from '../feed/starting-point.js';
 import type { PlantChange } from '../storage/change-store.js';
 import { stopCountingAsPending } from './connection-bounds.js';
 import { BadRequestError } from './errors.js';
+import { StreamTurns, type Turn } from './stream-turns.js';
 
 /**
  * `GET /plants/events`: Server-Sent Events (the WHATWG HTML standard's text/event-stream), one per change of the
@@ -247,10 +248,7 @@ export class EventStreams {
   readonly feed: ChangeFeed;
   readonly settings: EventStreamSettings;
   readonly #open = new Set<EventStream>();
-  /** The connections a stream holds: nothing pipelined behind a stream is ever answered on them. */
-  readonly #carrying = new WeakSet<Socket>();
-  /** Stream requests pipelined behind another answer, by connection, told when a stream starts ahead of them. */
-  readonly #waiting = new Map<Socket, Set<() => void>>();
+  readonly #turns = new StreamTurns();
   #heartbeat: NodeJS.Timeout | undefined;
   #closing = false;
 
@@ -284,34 +282,9 @@ export class EventStreams {
     return this.#closing;
   }
 
-  /**
-   * When a stream request may be answered, holding nothing before: 'now' for a connection's only request, or once Node
-   * hands a pipelined one the socket (the answer before it has been written); 'closed' when the connection closes
-   * first (an earlier answer said `Connection: close`, or the client left); 'behind a stream' when a stream holds the
-   * connection ahead of it, which ends only with the connection: such a request is never answered, and must hold no
-   * stream slot and no pending place while it waits for that close.
-   */
-  turn(request: IncomingMessage, response: ServerResponse): Promise<'now' | 'closed' | 'behind a stream'> {
-    const connection = request.socket;
-    if (response.socket !== null || connection.destroyed) return Promise.resolve(connection.destroyed ? 'closed' : 'now');
-    if (this.#carrying.has(connection)) return Promise.resolve('behind a stream');
-    return new Promise((resolve) => {
-      let waiters = this.#waiting.get(connection);
-      if (waiters === undefined) this.#waiting.set(connection, (waiters = new Set()));
-      const settle = (outcome: 'now' | 'closed' | 'behind a stream') => {
-        response.off('socket', assigned);
-        connection.off('close', closed);
-        waiters.delete(behind);
-        if (waiters.size === 0) this.#waiting.delete(connection);
-        resolve(outcome);
-      };
-      const assigned = () => settle('now');
-      const closed = () => settle('closed');
-      const behind = () => settle('behind a stream');
-      response.once('socket', assigned);
-      connection.once('close', closed);
-      waiters.add(behind);
-    });
+  /** When a stream request may be answered (StreamTurns.turn): now, never (the connection closed), or behind a stream. */
+  turn(request: IncomingMessage, response: ServerResponse): Promise<Turn> {
+    return this.#turns.turn(request, response);
   }
 
   /** Answers a HEAD: the head a stream would have, and no body; no stream is opened. */
@@ -337,8 +310,7 @@ export class EventStreams {
     if (socket === null || socket.destroyed) return;
     const stream = new EventStream(response, socket, this);
     this.#open.add(stream);
-    this.#carrying.add(socket);
-    for (const behind of [...(this.#waiting.get(socket) ?? [])]) behind();
+    this.#turns.streamStarted(socket);
     this.observer?.streamOpened();
     this.#heartbeat ??= setInterval(() => {
       for (const open of this.#open) open.heartbeat();
