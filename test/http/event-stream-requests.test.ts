@@ -115,6 +115,32 @@ for (const database of DATABASES) {
       assert.ok(writes >= Math.ceil(bytes / 1024), `${bytes} bytes in ${writes} writes`);
     });
 
+    it('replays at the pace of a reader that stops reading for a while: what waits for it stays within the bound', async (context) => {
+      const bound = 64 * 1024;
+      const t = await app(context, { FEED_STREAM_BUFFER_BYTES: String(bound), NAME_MAX_LENGTH: '4096' });
+      const port = await listening(t);
+      const sockets = new Set<net.Socket>();
+      t.app.server.on('connection', (socket: net.Socket) => sockets.add(socket));
+      // More than the kernel's socket buffers take in: what is left waits in the server's.
+      const name = 'n'.repeat(4000);
+      for (let from = 1n; from <= 1000n; from += 100n) {
+        await t.store.plants.create(Array.from({ length: 100 }, (_, index) => ({ id: from + BigInt(index), name, tag: null })));
+      }
+      const stream = await EventStreamClient.open(`http://127.0.0.1:${port}/plants/events?after=0`, { authorization: `Bearer ${t.token}` });
+      context.after(() => stream.close());
+      stream.pause();
+      let most = 0;
+      for (let sample = 0; sample < 50; sample += 1) {
+        for (const socket of sockets) most = Math.max(most, socket.writableLength);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      // One event past the bound at most: a piece never starts beyond it.
+      assert.ok(most <= bound + 4200, `${most} bytes waited for the reader`);
+      stream.resume();
+      const events = await stream.waitForEvents(1000);
+      assert.deepEqual(events.map((event) => BigInt(event.id ?? -1)), Array.from({ length: 1000 }, (_, index) => BigInt(index + 1)));
+    });
+
     it('replays every change kept for ?after=0 after a prune, in order, with no reset; an older cursor gets one', async (context) => {
       const t = await app(context, { FEED_RETENTION_COUNT: '100' });
       const port = await listening(t);
