@@ -86,40 +86,42 @@ for (const database of DATABASES) {
       });
     }
 
-    it('ends a streamed bulk create whose token is revoked with a last 401 line; no line after it is stored', async (context) => {
-      const t = await app(context);
-      const base = await listening(t);
-      const token = await extraToken(t, 'pusher');
-      const request = openBulkCreate(base, token);
-      context.after(() => request.destroy());
-      const response = await new Promise<IncomingMessage>((resolve) => {
-        request.once('response', resolve);
-        request.write(`${plantJson('1', 'first')}\n`);
+    for (const how of ['revoked', 'expired'] as const) {
+      it(`ends a streamed bulk create whose token is ${how} with a last 401 line; no line after it is stored`, async (context) => {
+        const t = await app(context);
+        const base = await listening(t);
+        const token = await extraToken(t, 'pusher', how === 'expired' ? new Date(Date.now() + 1000) : null);
+        const request = openBulkCreate(base, token);
+        context.after(() => request.destroy());
+        const response = await new Promise<IncomingMessage>((resolve) => {
+          request.once('response', resolve);
+          request.write(`${plantJson('1', 'first')}\n`);
+        });
+        assert.equal(response.statusCode, 200);
+        let body = '';
+        response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+        const ended = new Promise<void>((resolve) => response.once('end', resolve).once('close', resolve));
+        while (!body.includes('\n')) await sleep(10);
+        if (how === 'revoked') assert.equal(await t.store.tokens.revoke('pusher'), true);
+        let sent = 1;
+        for (let line = 2; ; line += 1) {
+          const finished = await Promise.race([ended.then(() => true), sleep(20).then(() => false)]);
+          if (finished || request.destroyed) break;
+          request.write(`${plantJson(String(line), `line ${line}`)}\n`);
+          sent = line;
+        }
+        const results = body.split('\n').filter((text) => text !== '').map((text) => JSON.parse(text) as { line: number; status: number; message?: string });
+        const final = results.at(-1);
+        assert.equal(final?.status, 401, body);
+        assert.match(final?.message ?? '', how === 'revoked' ? /revoked.*lines from \d+ on were not read/ : /expired.*lines from \d+ on were not read/);
+        // Every line before the final one is answered 200, in order, and stored; none from the final line's number on is.
+        assert.deepEqual(results.slice(0, -1).map(({ line, status }) => [line, status]), results.slice(0, -1).map((_, index) => [index + 1, 200]));
+        assert.equal(final?.line, results.length);
+        for (let id = 1; id <= sent; id += 1) {
+          const stored = await t.store.plants.get(BigInt(id));
+          assert.equal(stored !== undefined, id < (final?.line ?? 0), `line ${id} of ${sent}`);
+        }
       });
-      assert.equal(response.statusCode, 200);
-      let body = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-      const ended = new Promise<void>((resolve) => response.once('end', resolve).once('close', resolve));
-      while (!body.includes('\n')) await sleep(10);
-      assert.equal(await t.store.tokens.revoke('pusher'), true);
-      let sent = 1;
-      for (let line = 2; ; line += 1) {
-        const finished = await Promise.race([ended.then(() => true), sleep(20).then(() => false)]);
-        if (finished || request.destroyed) break;
-        request.write(`${plantJson(String(line), `line ${line}`)}\n`);
-        sent = line;
-      }
-      const results = body.split('\n').filter((text) => text !== '').map((text) => JSON.parse(text) as { line: number; status: number; message?: string });
-      const final = results.at(-1);
-      assert.equal(final?.status, 401, body);
-      assert.match(final?.message ?? '', /revoked.*lines from \d+ on were not read/);
-      // Every line before the final one is answered 200, in order, and stored; none from the final line's number on is.
-      assert.deepEqual(results.slice(0, -1).map(({ line, status }) => [line, status]), results.slice(0, -1).map((_, index) => [index + 1, 200]));
-      assert.equal(final?.line, results.length);
-      for (let id = 1; id <= sent; id += 1) {
-        const stored = await t.store.plants.get(BigInt(id));
-        assert.equal(stored !== undefined, id < (final?.line ?? 0), `line ${id} of ${sent}`);
-      }
-    });
+    }
   });
 }
