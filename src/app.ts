@@ -5,7 +5,7 @@ import { httpServer } from './http/http-server.js';
 import { API_REFERENCE_PATH, apiReference } from './http/plugins/api-reference.js';
 import { STRICT_AJV_OPTIONS, newPlantReader } from './http/new-plant.js';
 import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
-import { authentication } from './http/plugins/authentication.js';
+import { authentication, presentedToken } from './http/plugins/authentication.js';
 import { bodyParsers } from './http/plugins/body-parsers.js';
 import { errorHandler, errorReplier } from './http/plugins/error-handler.js';
 import { malformedRequests } from './http/plugins/malformed-requests.js';
@@ -115,6 +115,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     readPlant: newPlantReader(config.limits, 'line'),
     errorRecord: (error, request) => toErrorReply(error, request.log, config.limits.bodyBytes, refusals).body,
     stopping: stopping.signal,
+    watchToken: (request, onRefused) => services.tokens.watch(presentedToken(request), 'plants:create', onRefused),
     ...(app.tokenRateLimit ? { admitLine: app.tokenRateLimit.admitLine } : {}),
   };
   // The change feed's streams (GET /plants/events): ended first when the app closes, so that a shutdown is not held
@@ -132,7 +133,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const streamLimits = new StreamLimits(config.feed.streamsPerToken, config.feed.streamsPerAddress);
   const routes: RouteSpec[] = [
     // Before /plants/:id, so that the document lists it beside the collection; the router prefers the static path anyway.
-    ...eventRoutes(streams, streamLimits),
+    ...eventRoutes(streams, streamLimits, (request, onRefused) => services.tokens.watch(presentedToken(request, true), 'plants:read', onRefused)),
     ...plantRoutes(schemas, services.plants, bulk),
     // The document describes every route, itself included, so it is built after the list and read lazily.
     ...systemRoutes(services.readiness, () => (openApiJson ??= JSON.stringify(openApi)), metrics),

@@ -66,8 +66,11 @@ export interface FeedObserver {
   readonly resetSent: () => void;
 }
 
-/** Why a stream ended: the client left, it did not read (its buffer passed the bound), or the server is shutting down. */
-export type StreamEnd = 'client' | 'slow' | 'shutdown' | 'error';
+/**
+ * Why a stream ended: the client left, it did not read (its buffer passed the bound), the server is shutting down,
+ * storage failed mid-stream, or its token was refused (revoked, expired, without the scope).
+ */
+export type StreamEnd = 'client' | 'slow' | 'shutdown' | 'error' | 'refused';
 
 export interface ChangeFeedOptions {
   /** A change's event, as every stream writes it: made once per change. */

@@ -21,3 +21,11 @@ export function resetEvent(newest: bigint): string {
   return `event: reset\nid: ${newest}\ndata: ${JSON.stringify({ message: RESET_MESSAGE })}\n\n`;
 }
 
+
+/**
+ * The last event of a stream whose token is refused from now on (revoked, expired, or without the scope): its data is
+ * the Error record a new request with the token gets, its id the stream's cursor (a reconnection resumes there).
+ */
+export function refusedEvent(cursor: bigint, record: { readonly error: number; readonly message: string }): string {
+  return `event: token-refused\nid: ${cursor}\ndata: ${JSON.stringify(record)}\n\n`;
+}

@@ -1,10 +1,14 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { MissingScopeError } from '../auth/errors.js';
+import type { TokenWatch } from '../auth/authenticator.js';
 import type { ChangeFeed, FeedBatch, FeedObserver, FeedSubscriber, StreamEnd } from '../feed/change-feed.js';
-import { changeEvent, resetEvent } from '../feed/events.js';
+import { changeEvent, refusedEvent, resetEvent } from '../feed/events.js';
+import { startingPoint, type StartingPoint } from '../feed/starting-point.js';
 import type { PlantChange } from '../storage/change-store.js';
 import { stopCountingAsPending } from './connection-bounds.js';
 import { BadRequestError } from './errors.js';
+import { StreamTurns, type Turn } from './stream-turns.js';
 
 /**
  * `GET /plants/events`: Server-Sent Events (the WHATWG HTML standard's text/event-stream), one per change of the
@@ -42,12 +46,6 @@ export function acceptsEventStream(accept: string | undefined): boolean {
   });
 }
 
-/** Where a stream starts: after `cursor`; with `reset`, its first event is a reset to that cursor (the newest change). */
-export interface StartingPoint {
-  readonly cursor: bigint;
-  readonly reset: boolean;
-}
-
 export interface EventStreamSettings {
   /** A live stream whose unsent bytes pass this is closed (FEED_STREAM_BUFFER_BYTES). */
   readonly bufferBytes: number;
@@ -61,6 +59,20 @@ export interface EventStreamSettings {
 /** The `retry:` advised: how long a client waits before reconnecting. */
 const RETRY_MS = 2000;
 
+/** Watches the stream's token for as long as the stream lasts (TokenAuthenticator.watch), calling back once it is refused. */
+export type WatchToken = (onRefused: (error: Error) => void) => TokenWatch;
+
+/** The answer's head, for GET and HEAD alike. */
+const STREAM_HEADERS = {
+  'content-type': `${EVENT_STREAM}; charset=utf-8`,
+  'cache-control': 'no-store',
+  // nginx buffers a proxied answer unless told not to: a stream's events would wait in it.
+  'x-accel-buffering': 'no',
+  // A stream ends only when the server lets go (shutdown, a slow reader, a refused token): a reconnection must be a new
+  // connection, to this server once it is back or to another, never one left to a server that is closing.
+  connection: 'close',
+} as const;
+
 /**
  * One open stream. Once the answer's head is out, events are written to the connection's socket itself, not through
  * the ServerResponse: the body needs no framing (Connection: close, no chunked encoding), and the response corks the
@@ -73,6 +85,8 @@ class EventStream implements FeedSubscriber {
   readonly #streams: EventStreams;
   #cursor = 0n;
   #live = false;
+  /** The stream asked for everything kept (`?after=0`) and has sent nothing yet: a prune meanwhile moves its start on. */
+  #fromOldestKept = false;
   #ended: StreamEnd | undefined;
   #unsubscribe: (() => void) | undefined;
   readonly done: Promise<void>;
@@ -93,10 +107,11 @@ class EventStream implements FeedSubscriber {
   }
 
   /** Writes the reset the start calls for, if any, then the backlog after the cursor, then joins the feed. */
-  async run(start: StartingPoint): Promise<void> {
+  async run(start: StartingPoint & { readonly fromOldestKept: boolean }): Promise<void> {
     const { feed } = this.#streams;
     const log = feed.log;
     this.#cursor = start.cursor;
+    this.#fromOldestKept = start.fromOldestKept;
     if (start.reset) this.#reset(start.cursor);
     while (!this.ended) {
       const page = await log.changesAfter(this.#cursor, feed.batchSize);
@@ -104,15 +119,13 @@ class EventStream implements FeedSubscriber {
       const first = page[0];
       // Sequences have no gaps (both databases number changes one by one, in their transaction): a gap means the
       // changes after the cursor were pruned since it was checked.
-      if (first && first.sequence !== this.#cursor + 1n) {
-        this.#reset(await log.newestSequence());
+      if (first ? first.sequence !== this.#cursor + 1n : this.#cursor < feed.position) {
+        if (first && this.#fromOldestKept) this.#cursor = first.sequence - 1n;
+        else this.#reset(await log.newestSequence());
         continue;
       }
       if (page.length > 0) {
-        const text = page.map((change) => changeEvent(change)).join('');
-        this.#cursor = (page.at(-1) as PlantChange).sequence;
-        this.#streams.observer?.eventsSent(page.length);
-        if (!this.#socket.write(text)) await this.#drained();
+        await this.#replay(page);
         if (this.ended) return;
       }
       // No await between this check and subscribing: every change after the feed's position reaches this stream.
@@ -124,9 +137,46 @@ class EventStream implements FeedSubscriber {
     }
   }
 
+  /**
+   * Writes a page of the backlog in pieces that keep what waits for the client within the stream's bound (an event
+   * larger than the bound goes alone), each after the client has read the one before: a slow reader that reads is
+   * never cut off for a page it could not take in one go.
+   */
+  async #replay(page: readonly PlantChange[]): Promise<void> {
+    const { bufferBytes } = this.#streams.settings;
+    let piece = '';
+    let pieceBytes = 0;
+    let count = 0;
+    let last = this.#cursor;
+    const send = async () => {
+      this.#cursor = last;
+      this.#fromOldestKept = false;
+      this.#streams.observer?.eventsSent(count);
+      const more = this.#socket.write(piece);
+      piece = '';
+      pieceBytes = 0;
+      count = 0;
+      if (!more) await this.#drained();
+    };
+    for (const change of page) {
+      const event = changeEvent(change);
+      const bytes = Buffer.byteLength(event);
+      if (count > 0 && this.#socket.writableLength + pieceBytes + bytes > bufferBytes) {
+        await send();
+        if (this.ended) return;
+      }
+      piece += event;
+      pieceBytes += bytes;
+      count += 1;
+      last = change.sequence;
+    }
+    if (count > 0) await send();
+  }
+
   #reset(newest: bigint): void {
     this.#socket.write(resetEvent(newest));
     this.#cursor = newest;
+    this.#fromOldestKept = false;
     this.#streams.observer?.resetSent();
   }
 
@@ -168,12 +218,24 @@ class EventStream implements FeedSubscriber {
     return true;
   }
 
+  /**
+   * The stream's token is refused from now on (revoked, expired, without the scope): a last event says why, as the
+   * Error record a new request would get, and the stream ends with nothing after it. A client that reconnects gets
+   * that refusal as its answer (an EventSource stops there).
+   */
+  refuse(error: Error): void {
+    if (this.ended) return;
+    const status = error instanceof MissingScopeError ? 403 : 401;
+    this.#socket.write(refusedEvent(this.#cursor, { error: status, message: error.message }));
+    this.end('refused');
+  }
+
   end(why: StreamEnd): void {
     if (this.#ended) return;
     this.#ended = why;
     this.#unsubscribe?.();
     this.#streams.forget(this, why);
-    if (why === 'shutdown') this.#response.end();
+    if (why === 'shutdown' || why === 'refused') this.#response.end();
     this.#finish();
   }
 }
@@ -183,16 +245,7 @@ function writeStreamHead(response: ServerResponse, headers: Record<string, strin
   // The body ends with the connection (Connection: close), so it needs no chunked framing: each write is the
   // event bytes alone.
   response.useChunkedEncodingByDefault = false;
-  response.writeHead(200, {
-    ...headers,
-    'content-type': `${EVENT_STREAM}; charset=utf-8`,
-    'cache-control': 'no-store',
-    // nginx buffers a proxied answer unless told not to: a stream's events would wait in it.
-    'x-accel-buffering': 'no',
-    // A stream ends only when the server lets go (shutdown, a slow reader): a reconnection must be a new connection,
-    // to this server once it is back or to another, never one left to a server that is closing.
-    connection: 'close',
-  });
+  response.writeHead(200, { ...headers, ...STREAM_HEADERS });
 }
 
 /**
@@ -203,6 +256,7 @@ export class EventStreams {
   readonly feed: ChangeFeed;
   readonly settings: EventStreamSettings;
   readonly #open = new Set<EventStream>();
+  readonly #turns = new StreamTurns();
   #heartbeat: NodeJS.Timeout | undefined;
   #closing = false;
 
@@ -220,17 +274,15 @@ export class EventStreams {
   }
 
   /**
-   * Where a stream asking for the changes after `requested` starts (the newest change when undefined). Read before
-   * the answer begins, so that storage being unavailable is still an Error record (503).
+   * Where a stream asking for the changes after `requested` starts (the newest change when undefined): the rule of
+   * src/feed/starting-point.ts. Read before the answer begins, so that storage being unavailable is still an Error
+   * record (503).
    */
-  async startingPoint(requested: bigint | undefined): Promise<StartingPoint> {
+  async startingPoint(requested: bigint | undefined): Promise<StartingPoint & { readonly fromOldestKept: boolean }> {
     await this.feed.start();
     const newest = await this.feed.log.newestSequence();
-    if (requested === undefined) return { cursor: newest, reset: false };
-    const oldest = await this.feed.log.oldestRetained();
-    // A cursor past the newest change is one this store never wrote (another database, or one restored from a backup).
-    if (requested > newest || (oldest !== undefined && requested < oldest - 1n)) return { cursor: newest, reset: true };
-    return { cursor: requested, reset: false };
+    const oldest = requested === undefined ? undefined : await this.feed.log.oldestRetained();
+    return { ...startingPoint(requested, newest, oldest), fromOldestKept: requested === 0n };
   }
 
   /** Whether the server is shutting down: a stream asked for now ends at once (endAtOnce). */
@@ -238,16 +290,34 @@ export class EventStreams {
     return this.#closing;
   }
 
+  /** When a stream request may be answered (StreamTurns.turn): now, never (the connection closed), or behind a stream. */
+  turn(request: IncomingMessage, response: ServerResponse): Promise<Turn> {
+    return this.#turns.turn(request, response);
+  }
+
+  /** Answers a HEAD: the head a stream would have, and no body; no stream is opened. */
+  answerHead(response: ServerResponse, headers: Record<string, string | number | string[]>): void {
+    writeStreamHead(response, headers);
+    response.end();
+  }
+
   /**
    * Answers 200 text/event-stream on `response` (with `headers`) and streams from `start` until the client leaves,
-   * it is closed for not reading, or the server shuts down; resolves then.
+   * it is closed for not reading, its token is refused (`watchToken`), or the server shuts down; resolves then. Called
+   * once the request's turn() has come.
    */
-  async serve(response: ServerResponse, headers: Record<string, string | number | string[]>, start: StartingPoint): Promise<void> {
+  async serve(
+    response: ServerResponse,
+    headers: Record<string, string | number | string[]>,
+    start: StartingPoint & { readonly fromOldestKept: boolean },
+    watchToken?: WatchToken,
+  ): Promise<void> {
     const { socket } = response;
     // The client left while the starting point was read: its 'close' has been and gone, and nobody waits for a stream.
     if (socket === null || socket.destroyed) return;
     const stream = new EventStream(response, socket, this);
     this.#open.add(stream);
+    this.#turns.streamStarted(socket);
     this.observer?.streamOpened();
     this.#heartbeat ??= setInterval(() => {
       for (const open of this.#open) open.heartbeat();
@@ -256,6 +326,7 @@ export class EventStreams {
     response.write(`retry: ${RETRY_MS}\n\n`);
     // A stream is bounded as a connection (MAX_CONNECTIONS, the stream limits), not as a request waiting for its answer.
     stopCountingAsPending(response);
+    const watch = watchToken?.((error) => stream.refuse(error));
     try {
       await stream.run(start);
     } catch (error) {
@@ -264,6 +335,7 @@ export class EventStreams {
       this.settings.onError(error);
     }
     await stream.done;
+    watch?.stop();
   }
 
   forget(stream: EventStream, why: StreamEnd): void {

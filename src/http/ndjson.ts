@@ -52,6 +52,13 @@ export interface BulkCreateOptions {
    * 503 line naming the first line it did not take.
    */
   readonly stopping?: AbortSignal;
+  /**
+   * Watches the request's token for as long as the stream lasts (TokenAuthenticator.watch): once it is refused (revoked,
+   * expired, without the scope) the stream stops reading, answers every line it took, and ends with a final line
+   * carrying the refusal's status (401, 403) and naming the first line not taken; nothing after it is stored. Also
+   * asked (`check`) before each batch of lines read is taken.
+   */
+  readonly watchToken?: (onRefused: (error: Error) => void) => { check(): Error | undefined; stop(): void };
 }
 
 interface Entry {
@@ -84,8 +91,16 @@ export class BulkCreateAnswer extends Readable {
   #backedUp = false;
   #wake: (() => void) | undefined;
   #stopped = false;
-  /** The server is shutting down (options.stopping). */
+  /** The server is shutting down (options.stopping), or the token was refused (`#refused`). */
   #shuttingDown = false;
+  /** Why the request's token is refused from now on, if it is: the stream stops as at shutdown, with its own last line. */
+  #refused: Error | undefined;
+  readonly #watch: { check(): Error | undefined; stop(): void } | undefined;
+  readonly #onRefused = (error: Error): void => {
+    if (this.#refused !== undefined) return;
+    this.#refused = error;
+    this.#onStopping();
+  };
   readonly #onStopping = (): void => {
     this.#shuttingDown = true;
     this.#options.lane?.close();
@@ -107,6 +122,7 @@ export class BulkCreateAnswer extends Readable {
       if (stopping.aborted) this.#onStopping();
       else stopping.addEventListener('abort', this.#onStopping, { once: true });
     }
+    this.#watch = options.watchToken?.(this.#onRefused);
     void this.#readAll();
   }
 
@@ -159,12 +175,18 @@ export class BulkCreateAnswer extends Readable {
     return Promise.race([waiting, stopped]).finally(() => (this.#stopWaiter = undefined));
   }
 
-  /** The last line at shutdown: lines from `line` on were not taken, and can be sent again (to another instance). */
+  /**
+   * The last line at shutdown: lines from `line` on were not taken, and can be sent again (to another instance). Or,
+   * when the token was refused, the refusal: lines from `line` on were not taken, nor will be with that token.
+   */
   #shutdownLine(line: number): void {
-    this.#finalLine = errorLine(line, {
-      error: 503,
-      message: `the server is shutting down; lines from ${line} on were not read: send them again`,
-    });
+    const refused = this.#refused;
+    this.#finalLine = errorLine(
+      line,
+      refused === undefined
+        ? { error: 503, message: `the server is shutting down; lines from ${line} on were not read: send them again` }
+        : { error: this.#options.errorRecord(refused).error, message: `${refused.message}; lines from ${line} on were not read` },
+    );
     this.unreadRequest = true;
   }
 
@@ -197,6 +219,10 @@ export class BulkCreateAnswer extends Readable {
           return;
         }
         if (next.done) return;
+        // A token refused since the last batch (its expiry passed, a reload found it revoked): none of these is taken.
+        const refused = this.#watch?.check();
+        if (refused) this.#onRefused(refused);
+        if (this.#shuttingDown) return this.#shutdownLine(lastLine + 1);
         for (const line of next.value) {
           if (this.#stopped) return;
           if (line.number > maxLines) {
@@ -265,6 +291,7 @@ export class BulkCreateAnswer extends Readable {
       this.unreadRequest = true;
     } finally {
       lane?.close();
+      this.#watch?.stop();
       this.#options.stopping?.removeEventListener('abort', this.#onStopping);
       this.#reading = false;
       this.#scheduleFlush();

@@ -78,7 +78,7 @@ function processMetrics(): Registry {
  * when scraped (`collect`), and each request's duration goes to a histogram child made once per route, method and
  * status (prom-client has no cheaper way in). Gauges are read when scraped, never kept up to date.
  */
-const STREAM_ENDS: readonly StreamEnd[] = ['client', 'slow', 'shutdown', 'error'];
+const STREAM_ENDS: readonly StreamEnd[] = ['client', 'slow', 'shutdown', 'error', 'refused'];
 
 export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserver, WriteQueueObserver, FeedObserver {
   readonly #registry = new Registry();
@@ -94,7 +94,7 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
    * The change feed's streams: open now, events sent and the socket writes that carried them, resets sent, streams
    * ended by why (counted in plain numbers).
    */
-  readonly #feed = { open: 0, events: 0, writes: 0, resets: 0, ended: { client: 0, slow: 0, shutdown: 0, error: 0 } as Record<StreamEnd, number> };
+  readonly #feed = { open: 0, events: 0, writes: 0, resets: 0, ended: { client: 0, slow: 0, shutdown: 0, error: 0, refused: 0 } as Record<StreamEnd, number> };
   readonly #render: () => Promise<string>;
 
   /**
@@ -161,7 +161,7 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
     });
     new Counter({
       name: 'plantstore_event_streams_closed_total',
-      help: 'Event streams ended, by reason: client (it left), slow (its unread bytes passed FEED_STREAM_BUFFER_BYTES), shutdown, error (storage failed mid-stream)',
+      help: 'Event streams ended, by reason: client (it left), slow (its unread bytes passed FEED_STREAM_BUFFER_BYTES), shutdown, error (storage failed mid-stream), refused (its token was revoked, expired or lacks the scope)',
       labelNames: ['reason'],
       registers,
       collect() {

@@ -1,4 +1,7 @@
 import { Type } from 'typebox';
+import type { FastifyRequest } from 'fastify';
+import type { TokenWatch } from '../auth/authenticator.js';
+import { stopCountingAsPending } from '../http/connection-bounds.js';
 import { acceptsEventStream, EVENT_STREAM, parseCursor, type EventStreams } from '../http/event-stream.js';
 import { NotAcceptableError } from '../http/errors.js';
 import { typedRoute, type RouteSpec } from '../http/route-spec.js';
@@ -10,7 +13,7 @@ const EventsQueryString = Type.Object(
     after: Type.Optional(
       Type.String({
         description:
-          'Start after this event id: every change after it, in order, then live. `0` replays every change kept. ' +
+          'Start after this event id: every change after it, in order, then live. `0` replays every change kept, from the oldest one kept. ' +
           'A Last-Event-ID header (sent by a browser reconnecting) wins over it. Without either the stream starts at the newest change.',
       }),
     ),
@@ -31,15 +34,20 @@ const EVENT_STREAM_DESCRIPTION =
   '```\nevent: plant.created\nid: 42\ndata: {"id":9007199254740993,"name":"Monstera","tag":"aroid"}\n\n' +
   'event: plant.deleted\nid: 43\ndata: {"id":9007199254740993}\n```\n\n' +
   '`data` of plant.created is a StoredPlant (the id an exact JSON integer; `tag` only when the plant has one), of plant.deleted `{"id": <int64>}`. ' +
-  'When the cursor is older than the changes kept, the first event is `event: reset` with the newest sequence as its `id:` and ' +
-  '`data: {"message": "..."}`: list the store again, then go on. The stream starts with `retry: 2000` and sends a comment line (`: keep-alive`) every FEED_HEARTBEAT_MS.';
+  'When a change the cursor needs is no longer kept (or the cursor is past the newest change), the first event is `event: reset` with the newest sequence as its `id:` and ' +
+  '`data: {"message": "..."}`: list the store again, then go on. When the token is revoked or expires, the last event is ' +
+  '`event: token-refused` whose `data` is the Error record a new request would get. The stream starts with `retry: 2000` and sends a comment line (`: keep-alive`) every FEED_HEARTBEAT_MS.';
 
 /**
  * `GET /plants/events`: the change feed as Server-Sent Events (src/http/event-stream.ts). Authentication, the
  * scope, the cursor, Accept and the stream limits are all checked before the answer begins, so each refusal is an
  * Error record; after that the answer is the stream.
  */
-export function eventRoutes(streams: EventStreams, limits: StreamLimits): RouteSpec[] {
+export function eventRoutes(
+  streams: EventStreams,
+  limits: StreamLimits,
+  watchToken: (request: FastifyRequest, onRefused: (error: Error) => void) => TokenWatch,
+): RouteSpec[] {
   return [
     typedRoute({
       method: 'GET',
@@ -69,16 +77,33 @@ export function eventRoutes(streams: EventStreams, limits: StreamLimits): RouteS
             : request.query.after === undefined
               ? undefined
               : parseCursor(request.query.after, 'querystring.after');
+        const headers = () => reply.getHeaders() as Record<string, string | number | string[]>;
+        // Pipelined behind another answer: nothing is taken (a slot, the starting point) before this one's turn.
+        const turn = await streams.turn(request.raw, reply.raw);
+        if (turn !== 'now') {
+          reply.hijack();
+          // Behind a stream it is never answered (the stream ends with the connection): it waits for that close
+          // without counting as a pending request.
+          if (turn === 'behind a stream') stopCountingAsPending(reply.raw);
+          return reply;
+        }
+        // The head alone: no stream, no slot.
+        if (request.method === 'HEAD') {
+          reply.hijack();
+          streams.answerHead(reply.raw, headers());
+          return reply;
+        }
+        // Shutting down: a stream that ends at once, which an EventSource retries (a 503 would end it for good).
         if (streams.closing) {
           reply.hijack();
-          streams.endAtOnce(reply.raw, reply.getHeaders() as Record<string, string | number | string[]>);
+          streams.endAtOnce(reply.raw, headers());
           return reply;
         }
         const release = limits.open(request.tokenName, request.ip);
         try {
           const start = await streams.startingPoint(requested);
           reply.hijack();
-          await streams.serve(reply.raw, reply.getHeaders() as Record<string, string | number | string[]>, start);
+          await streams.serve(reply.raw, headers(), start, (onRefused) => watchToken(request, onRefused));
         } finally {
           release();
         }

@@ -40,6 +40,8 @@ export interface BulkCreateSettings extends Pick<BulkCreateOptions, 'maxLineByte
   errorRecord(error: unknown, request: FastifyRequest): ErrorBody;
   /** Waits for the request's token to earn one more create (rate limiting), or undefined at once when it may go. */
   admitLine?(request: FastifyRequest): Promise<void> | undefined;
+  /** Watches the request's token for as long as its stream lasts (BulkCreateOptions.watchToken). */
+  readonly watchToken?: (request: FastifyRequest, onRefused: (error: Error) => void) => { check(): Error | undefined; stop(): void };
 }
 
 /**
@@ -83,6 +85,7 @@ function closeAfterTheRest(rest: IncomingMessage, lingerMs: number): void {
 function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: FastifyReply, plants: PlantService, bulk: BulkCreateSettings) {
   // The stream waits for room in the write queue instead of having lines refused, in turn with other streams.
   const lane = plants.openLane();
+  const { watchToken } = bulk;
   const answer = new BulkCreateAnswer(body.source, {
     maxLineBytes: bulk.maxLineBytes,
     maxLines: bulk.maxLines,
@@ -95,6 +98,7 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
     plantBody: toPlantBody,
     errorRecord: (error) => bulk.errorRecord(error, request),
     ...(bulk.admitLine ? { admitLine: () => bulk.admitLine?.(request) } : {}),
+    ...(watchToken ? { watchToken: (onRefused: (error: Error) => void) => watchToken(request, onRefused) } : {}),
   });
   reply.raw.once('prefinish', () => {
     if (answer.unreadRequest && !request.raw.complete) closeAfterTheRest(request.raw, bulk.stopping?.aborted ? SHUTDOWN_LINGER_MS : UNREAD_LINGER_MS);

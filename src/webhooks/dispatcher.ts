@@ -6,7 +6,7 @@ import { decideOutcome } from './retry-policy.js';
 import { WebhookSender } from './sender.js';
 import { sendEvent, type DeliveryTracer } from './send-event.js';
 import { SoonestTimer } from './soonest-timer.js';
-import { SubscriptionQueues, type SubscriptionState } from './subscription-queues.js';
+import { SubscriptionQueues, type InFlightBudget, type SubscriptionState } from './subscription-queues.js';
 
 /** Counts of this instance's dispatcher since it started (waiting: over all replicas, as of the last look). */
 export interface WebhookStatsSnapshot {
@@ -103,6 +103,7 @@ export class WebhookDispatcher implements WebhookStats {
   #stopped = false;
   readonly #tracer: DeliveryTracer | undefined;
   #stats = { waiting: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 };
+  readonly #budget: InFlightBudget;
 
   constructor(store: WebhookOutbox, options: DispatcherOptions) {
     this.#store = store;
@@ -115,6 +116,12 @@ export class WebhookDispatcher implements WebhookStats {
     this.#tracer = options.tracer;
     this.#lease = claimLease(options.config);
     this.#subscriptions = new SubscriptionQueues(holdBounds(options.config));
+    this.#budget = {
+      perSubscription: options.config.maxInFlightPerSubscription,
+      total: options.config.maxInFlight,
+      inFlight: () => this.#inFlight,
+      open: () => !this.#stopped,
+    };
     this.#sender = new WebhookSender({
       timeoutMs: options.config.timeoutMs,
       allowPrivateNetworks: options.config.allowPrivateNetworks,
@@ -298,13 +305,14 @@ export class WebhookDispatcher implements WebhookStats {
     this.#results.push({ event, attemptedAt: new Date(), status: null, error: null, outcome: { kind: 'released' } });
   }
 
-  /** Starts queued events while their subscription and the instance have room; releases those queued too long. */
+  /**
+   * Starts queued events while the in-flight budget, shared among the subscriptions in turn, has room for them
+   * (SubscriptionQueues.take); releases those queued too long.
+   */
   #pump(): void {
     const now = performance.now();
     let released = false;
-    const hasRoom = (state: SubscriptionState) =>
-      state.inFlight < this.#config.maxInFlightPerSubscription && this.#inFlight < this.#config.maxInFlight && !this.#stopped;
-    for (const { state, queued } of this.#subscriptions.take(hasRoom)) {
+    for (const { state, queued } of this.#subscriptions.take(this.#budget)) {
       if (now - queued.claimedAt <= this.#lease.startWithinMs) this.#attempt(state, queued.event);
       else {
         this.#release(queued.event);

@@ -29,6 +29,8 @@ export interface SubscriptionState {
 export class SubscriptionQueues {
   readonly #bounds: HoldBounds;
   #states = new Map<bigint, SubscriptionState>();
+  /** Where the next take() starts its turn among the subscriptions. */
+  #turn = 0;
 
   constructor(bounds: HoldBounds) {
     this.#bounds = bounds;
@@ -112,14 +114,49 @@ export class SubscriptionQueues {
   }
 
   /**
-   * The queued events, subscription by subscription in order, each taken off its queue as it is yielded, for as long
-   * as `hasRoom` allows its subscription one more: the caller starts (or releases) each before the next is asked for.
+   * The queued events to start now, each taken off its queue as it is yielded: the caller starts (or releases) each
+   * before the next is asked for. The instance's in-flight budget is shared among the subscriptions in turn (the
+   * first asked rotates from one call to the next): first each, one at a time, up to its share (the budget over the
+   * subscriptions, within the per-subscription bound); then, for those with more waiting, beyond it up to the
+   * per-subscription bound, one at a time, keeping one attempt free for each other subscription still below its
+   * share (at most a quarter of the budget). A subscription whose attempts hang holds no more than its share while
+   * others have events, and the others' next events start at once; alone, or beside idle ones, it may use nearly all.
    */
-  *take(hasRoom: (state: SubscriptionState) => boolean): Generator<{ readonly state: SubscriptionState; readonly queued: QueuedEvent }> {
-    for (const state of this.#states.values()) {
-      while (state.queue.length > 0 && hasRoom(state)) yield { state, queued: state.queue.shift() as QueuedEvent };
+  *take(budget: InFlightBudget): Generator<{ readonly state: SubscriptionState; readonly queued: QueuedEvent }> {
+    const states = [...this.#states.values()];
+    if (states.length === 0) return;
+    const share = Math.max(1, Math.min(budget.perSubscription, Math.floor(budget.total / states.length)));
+    const first = this.#turn % states.length;
+    this.#turn = (first + 1) % states.length;
+    const order = [...states.slice(first), ...states.slice(0, first)];
+    const maxReserve = Math.floor(budget.total / 4);
+    for (const beyondShare of [false, true]) {
+      for (let started = true; started; ) {
+        started = false;
+        const reserve = beyondShare ? Math.min(maxReserve, order.filter((state) => state.inFlight < share).length) : 0;
+        for (const state of order) {
+          if (!budget.open() || budget.inFlight() >= budget.total) return;
+          if (state.queue.length === 0 || state.inFlight >= (beyondShare ? budget.perSubscription : share)) continue;
+          // Beyond its share, a subscription leaves room for the others below theirs.
+          if (beyondShare && budget.total - budget.inFlight() - 1 < reserve) return;
+          started = true;
+          yield { state, queued: state.queue.shift() as QueuedEvent };
+        }
+      }
     }
   }
+}
+
+/** What the dispatcher may have in flight, and how much it has: what take() shares among the subscriptions. */
+export interface InFlightBudget {
+  /** WEBHOOK_MAX_IN_FLIGHT_PER_SUBSCRIPTION. */
+  readonly perSubscription: number;
+  /** WEBHOOK_MAX_IN_FLIGHT. */
+  readonly total: number;
+  /** Attempts in flight now, over every subscription (those gone since included). */
+  inFlight(): number;
+  /** Whether attempts may start at all (not once the dispatcher stops). */
+  open(): boolean;
 }
 
 /** Empties the state's queue into `into`. */

@@ -112,6 +112,11 @@ export class EventStreamClient {
     this.#response.pause();
   }
 
+  /** Reads again after pause(). */
+  resume(): void {
+    this.#response.resume();
+  }
+
   close(): void {
     this.#response.destroy();
   }

@@ -11,6 +11,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { once } from 'node:events';
+import net from 'node:net';
 import { describe, it } from 'node:test';
 import { DATABASES, postgresDatabase } from '../helpers/databases.js';
 import { EventStreamClient, type ReceivedEvent } from '../helpers/event-stream.js';
@@ -200,5 +202,31 @@ describe('the change feed, traced', () => {
     assert.deepEqual(mine.map((span) => span.name), ['GET /plants/events']);
     assert.ok(!JSON.stringify(spans).includes(token));
     await server.stop();
+  });
+});
+
+describe('the change feed, asked for on pipelined connections', () => {
+  it('exits 0 at SIGTERM with streams pipelined after GET /healthz beside plain ones: each is a stream that ends', async (context) => {
+    const db = await DATABASES[0].create();
+    context.after(() => db.cleanup());
+    const env = { DATABASE_URL: db.url, ...FEED_ENV };
+    const token = createToken('pipelined', env);
+    const server = await startServer(env);
+    context.after(() => server.kill());
+    const plain = await Promise.all([1, 2, 3, 4, 5].map(() => open(server, token)));
+    const sockets = [1, 2, 3, 4, 5].map(() => net.connect({ host: '127.0.0.1', port: server.port }));
+    const received = sockets.map(() => '');
+    sockets.forEach((socket, index) => {
+      context.after(() => socket.destroy());
+      socket.setEncoding('utf8').on('data', (chunk: string) => (received[index] += chunk));
+      socket.write(`GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /plants/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+    });
+    const closed = sockets.map((socket) => once(socket, 'close'));
+    await waitFor('every pipelined stream to be answered', () => received.every((text) => text.includes('retry: 2000')));
+    await create(server, token, '1', 'seen by all ten');
+    await waitFor('the event on each pipelined stream', () => received.every((text) => text.includes('"seen by all ten"')));
+    for (const stream of plain) await stream.waitForEvents(1);
+    assert.deepEqual(await server.stop('SIGTERM'), { code: 0, signal: null });
+    await Promise.all([...closed, ...plain.map((stream) => stream.ended)]);
   });
 });

@@ -46,6 +46,15 @@ function tokenFromQuery(query: unknown, header: string | undefined): string | un
   return value;
 }
 
+/**
+ * The token a request was admitted with, read again from its headers (and its query, for a route that takes one): for
+ * a long request that watches its token for as long as it lasts (TokenAuthenticator.watch), never on the hot path.
+ */
+export function presentedToken(request: FastifyRequest, queryToken = false): string {
+  const header = singleAuthorization(request.raw.rawHeaders);
+  return (queryToken ? tokenFromQuery(request.query, header) : undefined) ?? readBearerToken(header);
+}
+
 /** Bearer tokens: each route checks the token for its own scope (RouteSpec.scope), at onRequest. */
 export const authentication = fastifyPlugin<AuthenticationOptions>(
   (app, { tokens, metrics, tracing, failureLimit, threads, now }, done) => {
