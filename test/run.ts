@@ -30,6 +30,7 @@ const ALONE: ReadonlyMap<string, string> = new Map([
   ['process/http-limits.test.js', 'times how soon slow clients are cut off'],
   ['process/instance-bounds.test.js', "floods an instance with connections and bounds its memory"],
   ['process/pipelining.test.js', "floods a server with pipelined requests and bounds its RSS and /healthz's latency"],
+  ['process/real-clients.test.js', 'opens a thousand connections at once from each of seven clients'],
   ['process/postgres-outage.test.js', 'times how soon requests are answered while PostgreSQL is down or frozen'],
   ['process/signals.test.js', 'times the shutdown after SIGTERM under load'],
   ['process/start-failure.test.js', 'times how soon a failed start exits'],
