@@ -27,6 +27,7 @@ const ALONE: ReadonlyMap<string, string> = new Map([
   ['process/bench-smoke.test.js', 'runs the bench: a load generator against a server, both busy on every core'],
   ['process/cli-memory.test.js', "bounds the CLI's peak RSS"],
   ['process/connection-fairness.test.js', 'floods a server from one address and bounds its RSS while others are served'],
+  ['process/feed-viewers.test.js', 'holds 500 change-feed streams open at once'],
   ['process/http-limits.test.js', 'times how soon slow clients are cut off'],
   ['process/instance-bounds.test.js', "floods an instance with connections and bounds its memory"],
   ['process/pipelining.test.js', "floods a server with pipelined requests and bounds its RSS and /healthz's latency"],
