@@ -7,8 +7,11 @@
  * 16, 0 non-2xx, 0 transport errors, a maximum latency of at most 2 s at 100 and 5 s at 1,000.
  *
  *   npm run --silent compile && node dist/bench/clients.js [client ...]
+ *   npm run --silent compile && node dist/bench/clients.js contention
  *
- * `client` is any of the names in the table (e.g. fetch 'ab -k'); default: every one installed.
+ * `client` is any of the names in the table (e.g. fetch 'ab -k'); default: every one installed. `contention`: two
+ * undici Pools at once from two addresses, one on 1,000 connections and one on 10, and the one on 10 alone, on one
+ * server: each one's rate, median and maximum latency (docs/connections.md).
  */
 import os from 'node:os';
 import type { ClientSummary } from '../test/helpers/client-summary.js';
@@ -27,6 +30,11 @@ const MAX_LATENCY_MS = new Map([
   [100, 2000],
   [1000, 5000],
 ]);
+
+if (process.argv[2] === 'contention') {
+  await contention();
+  process.exit(0);
+}
 
 const asked = process.argv.slice(2) as ClientKind[];
 const kinds = (asked.length > 0 ? asked : CLIENT_KINDS).filter((kind) => {
@@ -78,3 +86,30 @@ try {
   workspace.cleanup();
 }
 console.log(`load average after: ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}; ${failures} row(s) not met`);
+
+async function contention(): Promise<void> {
+  const db = await sqliteDatabase();
+  const env = plantstoreEnv(db.url);
+  const token = createToken('contention', env);
+  const server = await startServer({ ...env, LOG_LEVEL: 'warn' });
+  const workspace = new ClientWorkspace();
+  const row = (name: string, summary: ClientSummary) =>
+    console.log(`| ${name} | ${summary.sent} | ${rate(summary).toFixed(0)} | ${summary.p50Ms.toFixed(1)} | ${summary.p99Ms.toFixed(0)} | ${summary.maxMs.toFixed(0)} | ${JSON.stringify(summary.statuses)} | ${JSON.stringify(summary.errors)} |`);
+  try {
+    console.log(`plantstore serve, defaults, SQLite, Node ${process.version}, load average ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}`);
+    console.log('| client | creates | creates/s | p50 ms | p99 ms | max ms | not 2xx | transport errors |');
+    console.log('| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |');
+    row('10 connections, alone (127.0.0.3)', await workspace.run('undici Pool', { base: server.base, token, concurrency: 10, total: 3000, firstId: 1n, localAddress: '127.0.0.3' }));
+    const [heavy, light] = await Promise.all([
+      workspace.run('undici Pool', { base: server.base, token, concurrency: 1000, total: 20_000, firstId: 100_000n, localAddress: '127.0.0.2' }),
+      workspace.run('undici Pool', { base: server.base, token, concurrency: 10, total: 3000, firstId: 200_000n, localAddress: '127.0.0.3' }),
+    ]);
+    row('1,000 connections (127.0.0.2), beside the next', heavy);
+    row('10 connections (127.0.0.3), beside the one above', light);
+    console.log(`load average after: ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}`);
+  } finally {
+    workspace.cleanup();
+    await server.kill();
+    await db.cleanup();
+  }
+}

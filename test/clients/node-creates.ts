@@ -3,17 +3,21 @@
  * undici's global pool, every setting at its default) or an undici `Pool` (default options). `concurrency` workers
  * each send their next create as soon as the last is answered, `total` in all; the summary (test/helpers/clients.ts)
  * is printed as one JSON line.
- *   node node-creates.js fetch|pool URL TOKEN CONCURRENCY TOTAL FIRST_ID
+ *   node node-creates.js fetch|pool URL TOKEN CONCURRENCY TOTAL FIRST_ID [LOCAL_ADDRESS]
+ *
+ * With LOCAL_ADDRESS, connections come from it (fetch then runs on an undici Agent of its own, otherwise at its
+ * defaults): the bench's two clients under contention are two addresses.
  */
-import { Pool } from 'undici';
+import { Agent, Pool } from 'undici';
 import { summarize, type Outcome } from '../helpers/client-summary.js';
 
-const [mode, base = '', token = '', concurrencyText = '16', totalText = '1000', firstIdText = '1'] = process.argv.slice(2);
+const [mode, base = '', token = '', concurrencyText = '16', totalText = '1000', firstIdText = '1', localAddress] = process.argv.slice(2);
 const concurrency = Number(concurrencyText);
 const total = Number(totalText);
 const firstId = BigInt(firstIdText);
 const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-const pool = mode === 'pool' ? new Pool(base) : undefined;
+const pool = mode === 'pool' ? new Pool(base, localAddress ? { localAddress } : {}) : undefined;
+const agent = mode !== 'pool' && localAddress ? new Agent({ localAddress }) : undefined;
 
 async function create(id: bigint): Promise<number> {
   const body = `{"id":${id},"name":"client ${id}"}`;
@@ -22,7 +26,8 @@ async function create(id: bigint): Promise<number> {
     await answer.body.arrayBuffer();
     return answer.statusCode;
   }
-  const response = await fetch(`${base}/plants`, { method: 'POST', headers, body });
+  // undici's own Agent type and the one Node's fetch is typed with are two copies of one shape.
+  const response = await fetch(`${base}/plants`, { method: 'POST', headers, body, ...(agent ? { dispatcher: agent } : {}) } as RequestInit);
   await response.arrayBuffer();
   return response.status;
 }
@@ -57,4 +62,5 @@ await Promise.all(
 );
 const elapsedMs = performance.now() - started;
 await pool?.close();
+await agent?.close();
 process.stdout.write(`${JSON.stringify(summarize(outcomes, elapsedMs))}\n`);

@@ -37,6 +37,8 @@ export interface ClientRun {
   readonly concurrency: number;
   readonly total: number;
   readonly firstId: bigint;
+  /** Where its connections come from (fetch and undici Pool only); default the kernel's choice, 127.0.0.1. */
+  readonly localAddress?: string;
 }
 
 /**
@@ -54,11 +56,12 @@ export class ClientWorkspace {
   /** Runs one client to completion and reads its summary. */
   async run(kind: ClientKind, run: ClientRun): Promise<ClientSummary> {
     const args = [run.base, run.token, String(run.concurrency), String(run.total), String(run.firstId)];
+    const from = run.localAddress ? [run.localAddress] : [];
     switch (kind) {
       case 'fetch':
-        return parseSummary(await execute(process.execPath, [NODE_CLIENT, 'fetch', ...args]));
+        return parseSummary(await execute(process.execPath, [NODE_CLIENT, 'fetch', ...args, ...from]));
       case 'undici Pool':
-        return parseSummary(await execute(process.execPath, [NODE_CLIENT, 'pool', ...args]));
+        return parseSummary(await execute(process.execPath, [NODE_CLIENT, 'pool', ...args, ...from]));
       case 'aiohttp':
       case 'requests':
         return parseSummary(await execute(located(pythonWithHttpClients()), [path.join(SOURCES, 'creates.py'), kind, ...args]));
