@@ -138,6 +138,13 @@ export function trustedProxies(entries: readonly string[]): (address: string) =>
   };
 }
 
+/** The one 'close' listener of every started response: no closure per request. */
+function answered(this: ServerResponse): void {
+  const request = this.req;
+  const connection = (request.socket as Socket & { [CONNECTION]?: Connection })[CONNECTION];
+  connection?.owner.answered(connection, request, this);
+}
+
 function first<T>(set: Set<T>): T | undefined {
   for (const item of set) return item;
   return undefined;
@@ -493,11 +500,12 @@ export class ConnectionAdmission {
   #start(connection: Connection, request: IncomingMessage, response: ServerResponse): void {
     connection.handled.set(request, response);
     this.#inFlight += 1;
-    response.once('close', () => this.#answered(connection, request, response));
+    response.once('close', answered);
     this.#handler(request, response);
   }
 
-  #answered(connection: Connection, request: IncomingMessage, response: ServerResponse): void {
+  /** A started request's answer is done, or its connection closed (its response's 'close'). */
+  answered(connection: Connection, request: IncomingMessage, response: ServerResponse): void {
     if (!connection.handled.delete(request)) return;
     const counted = connection.uncounted?.delete(response) !== true;
     if (counted && !connection.gone) this.#answersFell(1, 1);
