@@ -9,20 +9,20 @@ import type { TLSSocket } from 'node:tls';
 
 /**
  * Puts `accept` between `server`'s listener and the handling its own 'connection' listeners do (HTTP parsing, or a
- * TLS handshake): every accepted socket reaches `accept` paused and unread, and `serve` hands it on when a slot is
- * free. Node documents `pauseOnConnect` as an option of net.createServer only, and documents neither reading it from
- * the instance as each socket is accepted nor that http.Server's parsing is one 'connection' listener among others.
+ * TLS handshake): every accepted socket reaches `accept` paused (socket.pause(), before the event loop has read any
+ * of it: what the client sent stays in the kernel), and `serve` hands it on when a slot is free. Undocumented: that
+ * http.Server's (and tls.Server's) handling is its 'connection' listeners, which can be taken off and called later.
  */
 export function interposeConnections(server: NetServer, accept: (socket: Socket, serve: () => void) => void): void {
   const listeners = server.listeners('connection') as Array<(socket: Socket) => void>;
   server.removeAllListeners('connection');
-  (server as NetServer & { pauseOnConnect: boolean }).pauseOnConnect = true;
-  server.on('connection', (socket: Socket) =>
+  server.on('connection', (socket: Socket) => {
+    socket.pause();
     accept(socket, () => {
       for (const listener of listeners) listener.call(server, socket);
       socket.resume();
-    }),
-  );
+    });
+  });
 }
 
 /** The TCP socket a server-side TLS socket runs on (the one the 'connection' event gave): Node keeps it as `_parent`. */

@@ -37,7 +37,7 @@ describe('the Node behaviour src/http/node-internals.ts relies on', () => {
       client.on('data', (chunk: Buffer) => (answer += chunk.toString()));
       while (!serve) await new Promise((resolve) => setTimeout(resolve, 10));
       await new Promise((resolve) => setTimeout(resolve, 100));
-      assert.equal(pausedOnAccept, true, 'pauseOnConnect, set on the instance, pauses each socket as it is accepted');
+      assert.equal(pausedOnAccept, true, 'each socket reaches accept paused');
       assert.deepEqual(requests, [], 'nothing is parsed before the socket is served');
       serve();
       await once(client, 'close');
