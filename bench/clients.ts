@@ -7,11 +7,12 @@
  * 16, 0 non-2xx, 0 transport errors, a maximum latency of at most 2 s at 100 and 5 s at 1,000.
  *
  *   npm run --silent compile && node dist/bench/clients.js [client ...]
- *   npm run --silent compile && node dist/bench/clients.js contention
+ *   npm run --silent compile && node dist/bench/clients.js contention [MAX_PENDING_REQUESTS]
  *
  * `client` is any of the names in the table (e.g. fetch 'ab -k'); default: every one installed. `contention`: two
  * undici Pools at once from two addresses, one on 1,000 connections and one on 10, and the one on 10 alone, on one
- * server: each one's rate, median and maximum latency (docs/connections.md).
+ * server: each one's rate, median and maximum latency (docs/connections.md). A large MAX_PENDING_REQUESTS (a quarter of
+ * it is the handlers in flight) shows the same without turns.
  */
 import os from 'node:os';
 import type { ClientSummary } from '../test/helpers/client-summary.js';
@@ -31,11 +32,6 @@ const MAX_LATENCY_MS = new Map([
   [1000, 5000],
 ]);
 
-if (process.argv[2] === 'contention') {
-  await contention();
-  process.exit(0);
-}
-
 const asked = process.argv.slice(2) as ClientKind[];
 const kinds = (asked.length > 0 ? asked : CLIENT_KINDS).filter((kind) => {
   const missing = prerequisitesOf(kind).filter((prerequisite) => prerequisite.location === undefined);
@@ -44,6 +40,10 @@ const kinds = (asked.length > 0 ? asked : CLIENT_KINDS).filter((kind) => {
 });
 
 const rate = (summary: ClientSummary) => (summary.sent / summary.elapsedMs) * 1000;
+if (process.argv[2] === 'contention') {
+  await contention();
+  process.exit(0);
+}
 const workspace = new ClientWorkspace();
 console.log(`plantstore serve, defaults, SQLite, Node ${process.version}, load average ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}`);
 console.log('| client | concurrency | creates | creates/s | of the rate at 16 | p50 ms | max ms | not 2xx | transport errors | verdict |');
@@ -91,12 +91,13 @@ async function contention(): Promise<void> {
   const db = await sqliteDatabase();
   const env = plantstoreEnv(db.url);
   const token = createToken('contention', env);
-  const server = await startServer({ ...env, LOG_LEVEL: 'warn' });
+  const pending = process.argv[3];
+  const server = await startServer({ ...env, LOG_LEVEL: 'warn', ...(pending ? { MAX_PENDING_REQUESTS: pending } : {}) });
   const workspace = new ClientWorkspace();
   const row = (name: string, summary: ClientSummary) =>
     console.log(`| ${name} | ${summary.sent} | ${rate(summary).toFixed(0)} | ${summary.p50Ms.toFixed(1)} | ${summary.p99Ms.toFixed(0)} | ${summary.maxMs.toFixed(0)} | ${JSON.stringify(summary.statuses)} | ${JSON.stringify(summary.errors)} |`);
   try {
-    console.log(`plantstore serve, defaults, SQLite, Node ${process.version}, load average ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}`);
+    console.log(`plantstore serve, ${pending ? `MAX_PENDING_REQUESTS=${pending}` : 'defaults'}, SQLite, Node ${process.version}, load average ${os.loadavg().map((load) => load.toFixed(1)).join(' ')}`);
     console.log('| client | creates | creates/s | p50 ms | p99 ms | max ms | not 2xx | transport errors |');
     console.log('| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |');
     row('10 connections, alone (127.0.0.3)', await workspace.run('undici Pool', { base: server.base, token, concurrency: 10, total: 3000, firstId: 1n, localAddress: '127.0.0.3' }));
