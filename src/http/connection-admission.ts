@@ -1,23 +1,17 @@
 import { BlockList, isIP, type Server, type Socket } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { CONNECTION, type ConnectionLimits, type ConnectionOverrun, type CountedConnection } from './connection-bounds.js';
-import { destroyWithoutStackTraces, interposeConnections, tcpSocketOf } from './node-internals.js';
+import { CONNECTION, connectionOf, ConnectionRequests, RequestBounds, type ConnectionLimits, type ConnectionOverrun, type InstanceRequestLimits } from './connection-bounds.js';
+import { interposeConnections, tcpSocketOf } from './node-internals.js';
 
 /** What the instance (this thread's share of it) serves at once, and what waits. */
-export interface AdmissionLimits {
+export interface AdmissionLimits extends InstanceRequestLimits {
   /** Connections served at once: read, parsed, answered (MAX_CONNECTIONS). */
   readonly connections: number;
   /** Connections accepted and waiting, unread, for a slot (MAX_QUEUED_CONNECTIONS). */
   readonly queued: number;
   /** How long a connection waits for a slot at most before it is answered 503 (HEADERS_TIMEOUT_MS + KEEP_ALIVE_TIMEOUT_MS). */
   readonly queueTimeoutMs: number;
-  /** Requests parsed and not answered over all connections (MAX_PENDING_REQUESTS). */
-  readonly pending: number;
-  /** Handlers running at once; past them requests start in turn by address. */
-  readonly inFlight: number;
-  /** Connections pipelining past `handledAtOnce` at once. */
-  readonly pipelining: number;
 }
 
 /** Why a connection was answered 503 instead of being served. */
@@ -55,8 +49,6 @@ interface Book {
   readonly fresh: Set<Connection>;
   /** Its connections waiting for a slot, oldest first. */
   readonly waiting: Waiting[];
-  /** Its connections with a request waiting for a handler slot (`inFlight`), in the order they asked. */
-  readonly ready: Connection[];
 }
 
 interface Waiting {
@@ -66,48 +58,26 @@ interface Waiting {
   readonly serve: () => void;
 }
 
-/** One served connection: its slot, and what its requests hold. */
-class Connection implements CountedConnection {
-  /** The socket its requests come on: the TCP socket, or the TLS socket over it. */
-  wire: Socket;
-  /** Handlers started whose answers are not done. */
-  readonly handled = new Map<IncomingMessage, ServerResponse>();
-  /** Of `handled`, those that stopped counting (stopCountingAsPending). */
-  uncounted: Set<ServerResponse> | undefined;
-  /** Parsed requests waiting for a handler, oldest first from `head` on. */
-  queue: Array<readonly [IncomingMessage, ServerResponse]> = [];
-  head = 0;
-  /** When an answer last left for the kernel. */
-  progressAt = performance.now();
-  releaseScheduled = false;
-  /** In its book's `ready`. */
-  ready = false;
-  pipelining = false;
-  /** Its requests no longer count: it is closing. */
-  gone = false;
+/** One served connection: its slot, and (ConnectionRequests) what its requests hold. */
+class Connection extends ConnectionRequests {
   /** It no longer holds a slot: closed, or evicted and closing. */
   released = false;
-  /** A sweep has seen it: the event loop has had a turn to read what its client sent as it connected. */
-  looked = false;
+  /**
+   * Sweeps that have seen it: after two, the event loop has had a turn (a poll phase) since it was served, and has
+   * read what its client sent as it connected.
+   */
+  sweeps = 0;
   /** Its current answer says `Connection: close`: its slot passes on to one waiting after it. */
   closing = false;
   /** When its last answer ended. */
   idleSince = 0;
 
   constructor(
-    readonly owner: ConnectionAdmission,
+    bounds: RequestBounds<Connection>,
     readonly socket: Socket,
     readonly book: Book,
   ) {
-    this.wire = socket;
-  }
-
-  get unanswered(): number {
-    return this.handled.size + this.queue.length - this.head;
-  }
-
-  stopCounting(response: ServerResponse): void {
-    this.owner.stopCounting(this, response);
+    super(bounds, book.address, socket);
   }
 }
 
@@ -138,62 +108,40 @@ export function trustedProxies(entries: readonly string[]): (address: string) =>
   };
 }
 
-/** The one 'close' listener of every started response: no closure per request. */
-function answered(this: ServerResponse): void {
-  const request = this.req;
-  const connection = (request.socket as Socket & { [CONNECTION]?: Connection })[CONNECTION];
-  connection?.owner.answered(connection, request, this);
-}
-
 function first<T>(set: Set<T>): T | undefined {
   for (const item of set) return item;
   return undefined;
 }
 
 /**
- * The instance's connections and what their requests hold, in one record per connection (work-conserving: a share
- * binds only when there is contention).
+ * The instance's connections, one record per connection (a Connection, whose requests RequestBounds bounds and
+ * starts in turn: src/http/connection-bounds.ts), shared work-conservingly: a share binds only when there is
+ * contention.
  *
- * Slots. A connection is served at once while the instance serves fewer than `connections`, however many of them its
+ * A connection is served at once while the instance serves fewer than `connections`, however many of them its
  * address holds. When the instance is full, an idle connection (nothing parsed and unanswered) makes room at once for
  * one waiting: first one of the waiting connection's own address, then one of the address holding the most (more
  * than the waiting address would with this one); a trusted proxy's are not taken for others. Otherwise it waits,
  * accepted but unread (its request stays in the kernel's buffers), and the waiting addresses get slots in turn: as
  * many busy connections as there are waiting, of the waiting one's own address or of the address holding the most,
- * answer `Connection: close`, and each slot passes on after that answer without a reset. Past `queued` waiting (the newest of the address with the most waiting is
- * the one refused), or after `queueTimeoutMs`, a connection is answered 503 with Retry-After, unread, never reset.
- *
- * Requests. At most `handledAtOnce` handlers of a connection run at once, and none starts while its socket has more
- * than `bufferedBytes` unwritten; more than `unanswered` requests ahead close it, and so does a connection whose
- * answers wait unread for `stalledMs`. Over all connections, more than `pending` requests parsed close the connection
- * that pipelines past them, and at most `inFlight` handlers run: past that, requests start in turn by address, so a
- * client on a thousand connections gets the same turns as one on ten. A connection's first request starts at once
- * from Node's request event; a pipelined one, or one that waits its turn, starts from the check phase
- * (`#scheduleRelease`), so that a connection that overruns within one socket read runs no further handler.
+ * answer `Connection: close`, and each slot passes on after that answer without a reset. Past `queued` waiting (the
+ * newest of the address with the most waiting is the one refused), or after `queueTimeoutMs`, a connection is
+ * answered 503 with Retry-After, unread, never reset.
  */
 export class ConnectionAdmission {
   readonly #limits: AdmissionLimits;
-  readonly #perConnection: ConnectionLimits;
-  readonly #handler: Handler;
+  readonly #requests: RequestBounds<Connection>;
   readonly #exempt: (address: string) => boolean;
   readonly #events: AdmissionEvents;
   readonly #refusal: (why: Refusal) => string | undefined;
   readonly #books = new Map<string, Book>();
   /** Addresses with connections waiting, in the order they get slots. */
   readonly #waitingTurns = new Map<string, Book>();
-  /** Addresses with requests waiting for a handler slot, in the order they get them. */
-  readonly #readyTurns = new Map<string, Book>();
   #served = 0;
   #waitingCount = 0;
   /** Connections whose answer says `Connection: close` for one waiting, not yet closed. */
   #closingCount = 0;
   #lingering = 0;
-  #pending = 0;
-  #inFlight = 0;
-  #pipelining = 0;
-  /** Pipelining is refused while the requests held stay above half of `pending` after one overran it. */
-  #pipeliningShut = false;
-  #turnsScheduled = false;
   #sweeper: NodeJS.Timeout | undefined;
 
   /**
@@ -209,8 +157,14 @@ export class ConnectionAdmission {
     refusal: (why: Refusal) => string | undefined,
   ) {
     this.#limits = limits;
-    this.#perConnection = perConnection;
-    this.#handler = handler;
+    this.#requests = new RequestBounds<Connection>(perConnection, limits, handler, {
+      parsed: (connection, response, first) => this.#parsed(connection, response, first),
+      idle: (connection) => this.#becameIdle(connection),
+      overran: (connection, why) => {
+        this.#events.overran(connection.wire, why);
+        this.shedWaiting(connection.address);
+      },
+    });
     this.#exempt = exempt;
     this.#events = events;
     this.#refusal = refusal;
@@ -228,7 +182,7 @@ export class ConnectionAdmission {
 
   /** Requests parsed and not yet answered, over every open connection. */
   get pending(): number {
-    return this.#pending;
+    return this.#requests.pending;
   }
 
   /** Puts this admission in front of `server`'s HTTP (or TLS) handling; `handle` is to be its request listener. */
@@ -241,7 +195,7 @@ export class ConnectionAdmission {
       if (!connection) return;
       connection.wire = socket;
       (socket as TLSSocket & { [CONNECTION]?: Connection })[CONNECTION] = connection;
-      socket.on('drain', () => this.#progressed(connection));
+      socket.on('drain', () => this.#requests.progressed(connection));
     });
     server.on('close', () => this.stop());
   }
@@ -286,75 +240,36 @@ export class ConnectionAdmission {
 
   /** The server's request listener. */
   readonly handle: Handler = (request, response) => {
-    const connection = this.#connectionOf(request.socket);
-    // Parsed on a connection already closed (Node finishes parsing the read it is in): nobody waits for its answer.
-    if (!connection || connection.gone) return;
-    const unanswered = connection.unanswered;
-    if (unanswered > 0 && !this.#admitsAnother(connection, unanswered)) return;
-    if (unanswered === 0) {
+    const connection = connectionOf(request.socket) as Connection | undefined;
+    if (connection) this.#requests.handle(connection, request, response);
+  };
+
+  /** A request counted on `connection`: it is busy, and may be told to close after its answer for one waiting. */
+  #parsed(connection: Connection, response: ServerResponse, first: boolean): void {
+    if (first) {
       connection.book.idle.delete(connection);
       connection.book.fresh.delete(connection);
     }
-    this.#pending += 1;
     if (this.#waitingCount > this.#closingCount && this.#shouldYield(connection)) this.#closeAfter(connection, response);
-    if (unanswered === 0 && this.#inFlight < this.#limits.inFlight && this.#readyTurns.size === 0) {
-      this.#start(connection, request, response);
-      return;
-    }
-    connection.queue.push([request, response]);
-    this.#scheduleRelease(connection);
-  };
-
-  /** Whether `connection` may have one more request beyond the `unanswered` it has; if not, it is closed. */
-  #admitsAnother(connection: Connection, unanswered: number): boolean {
-    const limits = this.#perConnection;
-    if (unanswered >= limits.unanswered) return this.#overrun(connection, 'too many unanswered requests');
-    if (unanswered >= limits.handledAtOnce && this.#pipeliningShut) return this.#overrun(connection, 'the server holds too many unanswered requests');
-    if (unanswered >= limits.handledAtOnce && !connection.pipelining) {
-      if (this.#pipelining >= this.#limits.pipelining) return this.#overrun(connection, 'too many connections pipelining');
-      connection.pipelining = true;
-      this.#pipelining += 1;
-    }
-    if (this.#pending >= this.#limits.pending) {
-      // The connection that brought the request is closed, not the one holding the most: Node parses every socket
-      // read of a turn of the event loop, each whole, before anything else runs, so only closing the connection being
-      // parsed stops more requests being made. A connection's only request is let through: it is not what fills the
-      // server, and closing it would reset a client that did nothing wrong.
-      this.#overrun(connection, 'the server holds too many unanswered requests');
-      if (unanswered >= limits.handledAtOnce && this.#pending > this.#limits.pending / 2) this.#pipeliningShut = true;
-      return false;
-    }
-    return true;
-  }
-
-  /** Its request stops counting towards the pending requests and the handlers in flight (see stopCountingAsPending). */
-  stopCounting(connection: Connection, response: ServerResponse): void {
-    if (!connection.handled.has(response.req) || connection.uncounted?.has(response)) return;
-    (connection.uncounted ??= new Set()).add(response);
-    if (!connection.gone) this.#answersFell(1, 1);
-  }
-
-  #connectionOf(socket: Socket): Connection | undefined {
-    return (socket as Socket & { [CONNECTION]?: Connection })[CONNECTION];
   }
 
   #bookOf(address: string): Book {
     let book = this.#books.get(address);
-    if (!book) this.#books.set(address, (book = { address, exempt: this.#exempt(address), served: new Set(), idle: new Set(), fresh: new Set(), waiting: [], ready: [] }));
+    if (!book) this.#books.set(address, (book = { address, exempt: this.#exempt(address), served: new Set(), idle: new Set(), fresh: new Set(), waiting: [] }));
     return book;
   }
 
   #dropIfEmpty(book: Book): void {
-    if (book.served.size === 0 && book.waiting.length === 0 && book.ready.length === 0) this.#books.delete(book.address);
+    if (book.served.size === 0 && book.waiting.length === 0) this.#books.delete(book.address);
   }
 
   #serve(socket: Socket, book: Book, serve: () => void): void {
-    const connection = new Connection(this, socket, book);
+    const connection = new Connection(this.#requests, socket, book);
     (socket as Socket & { [CONNECTION]?: Connection })[CONNECTION] = connection;
     book.served.add(connection);
     book.fresh.add(connection);
     this.#served += 1;
-    socket.on('drain', () => this.#progressed(connection));
+    socket.on('drain', () => this.#requests.progressed(connection));
     socket.once('close', () => this.#closed(connection));
     this.#startSweeper();
     serve();
@@ -391,7 +306,7 @@ export class ConnectionAdmission {
     const idle = first(book.idle);
     if (idle && performance.now() - idle.idleSince >= REUSE_GRACE_MS) return idle;
     const fresh = first(book.fresh);
-    return fresh?.looked ? fresh : undefined;
+    return fresh !== undefined && fresh.sweeps >= 2 ? fresh : undefined;
   }
 
   /**
@@ -400,7 +315,7 @@ export class ConnectionAdmission {
    */
   #evict(connection: Connection): void {
     this.#events.evicted(connection.book.address);
-    this.#forget(connection);
+    this.#requests.forget(connection);
     this.#release(connection, false);
     connection.wire.end();
     setTimeout(() => connection.wire.destroy(), LINGER_MS).unref();
@@ -464,140 +379,15 @@ export class ConnectionAdmission {
   }
 
   #closed(connection: Connection): void {
-    this.#forget(connection);
-    connection.queue = [];
-    // Node aborts the requests and responses of a connection that closes, unless it stopped parsing as for an
-    // upgrade (node-internals.ts), and then it leaves them be: the handlers that run end here all the same.
-    for (const [request, response] of connection.handled) {
-      request.destroy();
-      response.destroy();
-    }
+    this.#requests.closed(connection);
     this.#release(connection);
   }
 
-  /** Its requests stop counting: it is closing. */
-  #forget(connection: Connection): void {
-    this.#stopPipelining(connection);
-    if (connection.gone) return;
-    connection.gone = true;
-    const counted = connection.handled.size - (connection.uncounted?.size ?? 0);
-    this.#answersFell(counted + connection.queue.length - connection.head, counted);
-  }
-
-  #answersFell(pending: number, inFlight: number): void {
-    this.#pending -= pending;
-    this.#inFlight -= inFlight;
-    if (this.#pipeliningShut && this.#pending <= this.#limits.pending / 2) this.#pipeliningShut = false;
-    if (inFlight > 0 && this.#readyTurns.size > 0) this.#scheduleTurns();
-  }
-
-  #stopPipelining(connection: Connection): void {
-    if (!connection.pipelining) return;
-    connection.pipelining = false;
-    this.#pipelining -= 1;
-  }
-
-  #start(connection: Connection, request: IncomingMessage, response: ServerResponse): void {
-    connection.handled.set(request, response);
-    this.#inFlight += 1;
-    response.once('close', answered);
-    this.#handler(request, response);
-  }
-
-  /** A started request's answer is done, or its connection closed (its response's 'close'). */
-  answered(connection: Connection, request: IncomingMessage, response: ServerResponse): void {
-    if (!connection.handled.delete(request)) return;
-    const counted = connection.uncounted?.delete(response) !== true;
-    if (counted && !connection.gone) this.#answersFell(1, 1);
-    connection.progressAt = performance.now();
-    if (connection.head < connection.queue.length) this.#scheduleRelease(connection);
-    else if (connection.handled.size === 0) this.#becameIdle(connection);
-  }
-
   #becameIdle(connection: Connection): void {
-    this.#stopPipelining(connection);
     // A closing one is closed by Node after its answer.
     if (connection.released || connection.gone || connection.closing) return;
     connection.idleSince = performance.now();
     connection.book.idle.add(connection);
-  }
-
-  #progressed(connection: Connection): void {
-    connection.progressAt = performance.now();
-    if (connection.head < connection.queue.length) this.#scheduleRelease(connection);
-  }
-
-  /** Starts the connection's waiting requests in the check phase, once per turn of the event loop. */
-  #scheduleRelease(connection: Connection): void {
-    if (connection.releaseScheduled) return;
-    connection.releaseScheduled = true;
-    setImmediate(() => {
-      connection.releaseScheduled = false;
-      this.#startWaiting(connection);
-    });
-  }
-
-  #mayStart(connection: Connection): boolean {
-    return connection.handled.size < this.#perConnection.handledAtOnce && connection.wire.writableLength <= this.#perConnection.bufferedBytes;
-  }
-
-  /** Starts waiting handlers while the connection has room for them, or queues it for its address's turn. */
-  #startWaiting(connection: Connection): void {
-    if (connection.gone) return;
-    while (connection.head < connection.queue.length && this.#mayStart(connection)) {
-      if (this.#inFlight >= this.#limits.inFlight || this.#readyTurns.size > 0) {
-        this.#askTurn(connection);
-        break;
-      }
-      this.#startNext(connection);
-    }
-  }
-
-  #startNext(connection: Connection): void {
-    const [request, response] = connection.queue[connection.head] as readonly [IncomingMessage, ServerResponse];
-    connection.head += 1;
-    if (connection.head === connection.queue.length) {
-      connection.queue = [];
-      connection.head = 0;
-    }
-    this.#start(connection, request, response);
-  }
-
-  #askTurn(connection: Connection): void {
-    if (connection.ready) return;
-    connection.ready = true;
-    connection.book.ready.push(connection);
-    if (!this.#readyTurns.has(connection.book.address)) this.#readyTurns.set(connection.book.address, connection.book);
-    if (this.#inFlight < this.#limits.inFlight) this.#scheduleTurns();
-  }
-
-  #scheduleTurns(): void {
-    if (this.#turnsScheduled) return;
-    this.#turnsScheduled = true;
-    setImmediate(() => {
-      this.#turnsScheduled = false;
-      this.#takeTurns();
-    });
-  }
-
-  /** Starts one waiting request of each address in turn while handlers have room. */
-  #takeTurns(): void {
-    while (this.#inFlight < this.#limits.inFlight && this.#readyTurns.size > 0) {
-      const book = this.#readyTurns.values().next().value as Book;
-      this.#readyTurns.delete(book.address);
-      const connection = book.ready.shift() as Connection;
-      connection.ready = false;
-      if (!connection.gone && connection.head < connection.queue.length && this.#mayStart(connection)) {
-        this.#startNext(connection);
-        if (connection.head < connection.queue.length && this.#mayStart(connection)) {
-          connection.ready = true;
-          book.ready.push(connection);
-        }
-      }
-      // The address goes to the back of the turn.
-      if (book.ready.length > 0) this.#readyTurns.set(book.address, book);
-      else this.#dropIfEmpty(book);
-    }
   }
 
   /** Serves waiting connections while there is room, the waiting addresses in turn. */
@@ -660,23 +450,11 @@ export class ConnectionAdmission {
     }
     for (const book of this.#books.values()) {
       for (const connection of book.served) {
-        connection.looked = true;
-        // Nothing waiting to be written counts as keeping up: the time runs from when answers start to wait.
-        if (connection.wire.writableLength === 0) connection.progressAt = now;
-        else if (now - connection.progressAt >= this.#perConnection.stalledMs) this.#overrun(connection, 'answers not read');
+        connection.sweeps += 1;
+        this.#requests.checkStalled(connection, now);
       }
     }
     if (this.#served === 0 && this.#waitingCount === 0) this.stop();
-  }
-
-  /** Closes a connection for overrunning its bounds; always false, for #admitsAnother. */
-  #overrun(connection: Connection, why: ConnectionOverrun): false {
-    if (connection.wire.destroyed) return false;
-    this.#forget(connection);
-    this.#events.overran(connection.wire, why);
-    this.shedWaiting(connection.book.address);
-    destroyWithoutStackTraces(connection.wire);
-    return false;
   }
 
   /**
