@@ -280,12 +280,15 @@ export class ConnectionAdmission {
    * the address holding the most connections, if it holds more than `book` would with one more.
    */
   #makeRoom(book: Book): boolean {
-    let victim = this.#evictable(book);
+    // Of its own address, only one idle after an answer: its client has moved on to the new connection. One that has
+    // sent nothing is no more use than the newcomer, and replacing it would let an address that opens silent
+    // connections churn its own for ever, none old enough to be taken for anyone else.
+    let victim = this.#evictable(book, false);
     if (!victim) {
       let heaviest: Book | undefined;
       for (const other of this.#books.values()) {
         if (other.exempt || other.served.size <= book.served.size + 1 || (heaviest && other.served.size <= heaviest.served.size)) continue;
-        const candidate = this.#evictable(other);
+        const candidate = this.#evictable(other, true);
         if (candidate) {
           heaviest = other;
           victim = candidate;
@@ -302,9 +305,13 @@ export class ConnectionAdmission {
    * that has sent nothing, once the event loop has had a turn to read it (a client sends its request as it connects,
    * so one admitted an instant ago is idle only because it has not been read yet).
    */
-  #evictable(book: Book): Connection | undefined {
+  #evictable(book: Book, fresh: boolean): Connection | undefined {
     const idle = first(book.idle);
     if (idle && performance.now() - idle.idleSince >= REUSE_GRACE_MS) return idle;
+    return fresh ? this.#seenTwice(book) : undefined;
+  }
+
+  #seenTwice(book: Book): Connection | undefined {
     const fresh = first(book.fresh);
     return fresh !== undefined && fresh.sweeps >= 2 ? fresh : undefined;
   }
