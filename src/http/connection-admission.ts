@@ -120,8 +120,8 @@ function first<T>(set: Set<T>): T | undefined {
  *
  * A connection is served at once while the instance serves fewer than `connections`, however many of them its
  * address holds. When the instance is full, an idle connection (nothing parsed and unanswered) makes room at once for
- * one waiting: first one of the waiting connection's own address, then one of the address holding the most (more
- * than the waiting address would with this one); a trusted proxy's are not taken for others. Otherwise it waits,
+ * one waiting: first an idle keep-alive one of the waiting connection's own address, then an idle one of the address
+ * holding the most (more than the waiting address would with this one); a trusted proxy's are not taken for others. Otherwise it waits,
  * accepted but unread (its request stays in the kernel's buffers), and the waiting addresses get slots in turn: as
  * many busy connections as there are waiting, of the waiting one's own address or of the address holding the most,
  * answer `Connection: close`, and each slot passes on after that answer without a reset. Past `queued` waiting (the
