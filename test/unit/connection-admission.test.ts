@@ -173,6 +173,22 @@ describe('ConnectionAdmission: connections', () => {
     assert.equal(served.has(connect('10.0.0.2')), false);
   });
 
+  it('a connection that has sent nothing, once swept twice, is taken for another address, never for its own', async () => {
+    const { subject, served, connect } = setUp({ connections: 2 });
+    const silent = [connect('10.0.0.1'), connect('10.0.0.1')];
+    // The sweeper runs while connections are served; two of its rounds see them.
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    const own = connect('10.0.0.1');
+    assert.equal(served.has(own), false, 'its own address would only churn its silent connections');
+    const other = connect('10.0.0.2');
+    assert.ok(served.has(other), 'another address is served in the place of one of them');
+    assert.equal(silent.filter((socket) => socket.ended !== undefined).length, 1);
+    other.destroy();
+    own.destroy();
+    for (const socket of silent) socket.destroy();
+    subject.stop();
+  });
+
   it('a trusted proxy’s idle connections are not taken for other addresses', async () => {
     const { served, connect, use } = setUp({ connections: 3 }, (address) => address === '10.0.0.9');
     Array.from({ length: 3 }, () => use(connect('10.0.0.9')));
