@@ -276,8 +276,9 @@ export class ConnectionAdmission {
   }
 
   /**
-   * Closes an idle connection so that one of `book`'s can be served: its own address's longest idle, else that of
-   * the address holding the most connections, if it holds more than `book` would with one more.
+   * Closes an idle connection so that one of `book`'s can be served: its own address's longest idle keep-alive one,
+   * else the longest idle of the address holding the most connections, if it holds more than `book` would with one
+   * more.
    */
   #makeRoom(book: Book): boolean {
     // Of its own address, only one idle after an answer: its client has moved on to the new connection. One that has
