@@ -307,7 +307,6 @@ async function main(): Promise<void> {
     FEED_STREAMS_PER_ADDRESS: String(streamCount),
     FEED_STREAMS_PER_TOKEN: String(streamCount),
     MAX_CONNECTIONS: String(streamCount + 256),
-    MAX_CONNECTIONS_PER_ADDRESS: String(streamCount + 64),
     METRICS_CACHE_MS: '0',
   };
   const token = createToken('bench', env);

@@ -101,10 +101,11 @@ export interface Config {
     readonly headersTimeoutMs: number;
     readonly keepAliveTimeoutMs: number;
     readonly maxHeaderBytes: number;
-    /** Connections the instance serves at once (TLS handshakes included); more wait, unread (src/http/connection-admission.ts). */
+    /**
+     * Connections the instance serves at once (TLS handshakes included), whatever address they come from; more wait,
+     * unread, and only then are the slots shared among addresses (src/http/connection-admission.ts).
+     */
     readonly maxConnections: number;
-    /** Connections one client address is served on at once; a trusted proxy (TRUST_PROXY) has the instance's. */
-    readonly maxConnectionsPerAddress: number;
     /** Connections accepted and waiting for a slot at most; one more is answered 503 with Retry-After. */
     readonly maxQueuedConnections: number;
     /**
@@ -151,13 +152,6 @@ const BULK_WINDOW = 1024;
 const DEFAULT_MAX_CONNECTIONS = 2048;
 
 /**
- * MAX_CONNECTIONS_PER_ADDRESS' default: enough for one client to keep the server busy (the bench saturates it with fewer),
- * few enough that one address holds an
- * eighth of MAX_CONNECTIONS (docs/connections.md).
- */
-export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64;
-
-/**
  * MAX_QUEUED_CONNECTIONS' default: a waiting connection is not read, so it costs a socket object and not its
  * request, and this many fit the budget of docs/memory.md ("The whole instance").
  */
@@ -170,6 +164,14 @@ const DEFAULT_MAX_QUEUED_CONNECTIONS = 4096;
  * in milliseconds. Two connections pipelining 512 requests each, or 128 pipelining 8, fit.
  */
 const DEFAULT_MAX_PENDING_REQUESTS = 1024;
+
+/**
+ * FEED_STREAMS_PER_TOKEN's and FEED_STREAMS_PER_ADDRESS' default: what the memory budget allows one client to hold
+ * (docs/memory.md): a stream costs its connection (some 23 KiB) and at most FEED_STREAM_BUFFER_BYTES of unsent events,
+ * so this many live viewers cost tens of MiB, a quarter of MAX_CONNECTIONS' default, and a dashboard whose viewers share
+ * one read-only token is served.
+ */
+const DEFAULT_FEED_STREAMS = 512;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -338,7 +340,6 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
       keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 3_600_000),
       maxHeaderBytes: integer(env, 'MAX_HEADER_BYTES', 8 * 1024, 1024, 1024 * 1024),
       maxConnections: integer(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1, 1_000_000),
-      maxConnectionsPerAddress: integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, 1, 1_000_000),
       maxQueuedConnections: integer(env, 'MAX_QUEUED_CONNECTIONS', DEFAULT_MAX_QUEUED_CONNECTIONS, 0, 1_000_000),
       maxPendingRequests: integer(env, 'MAX_PENDING_REQUESTS', DEFAULT_MAX_PENDING_REQUESTS, 1, 10_000_000),
       tlsHandshakeTimeoutMs: integer(env, 'TLS_HANDSHAKE_TIMEOUT_MS', 3_000, 1, 3_600_000),
@@ -353,8 +354,8 @@ export function loadConfig(env: Env = process.env, cwd: string = process.cwd(), 
       retentionCount: integer(env, 'FEED_RETENTION_COUNT', 1_000_000, 1, 1_000_000_000),
       heartbeatMs: integer(env, 'FEED_HEARTBEAT_MS', 15_000, 10, 3_600_000),
       streamBufferBytes: integer(env, 'FEED_STREAM_BUFFER_BYTES', 256 * 1024, 1024, 1024 * 1024 * 1024),
-      streamsPerToken: integer(env, 'FEED_STREAMS_PER_TOKEN', 16, 1, 1_000_000),
-      streamsPerAddress: integer(env, 'FEED_STREAMS_PER_ADDRESS', 32, 1, 1_000_000),
+      streamsPerToken: integer(env, 'FEED_STREAMS_PER_TOKEN', DEFAULT_FEED_STREAMS, 1, 1_000_000),
+      streamsPerAddress: integer(env, 'FEED_STREAMS_PER_ADDRESS', DEFAULT_FEED_STREAMS, 1, 1_000_000),
       pollMs: integer(env, 'FEED_POLL_MS', 5_000, 10, 3_600_000),
     },
     workers: workers(env, host),

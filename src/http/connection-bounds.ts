@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { destroyWithoutStackTraces } from './node-internals.js';
 
 /** What one connection may make the server hold. */
 export interface ConnectionLimits {
@@ -11,9 +12,9 @@ export interface ConnectionLimits {
   readonly handledAtOnce: number;
   /**
    * Requests one connection may have sent and not yet been answered (handled or waiting); one more closes the
-   * connection, and Node parses no further request of that read (http-server.ts). Each one waiting costs its request
-   * and response objects, so this is what a connection that never reads can make the server hold; it leaves room for
-   * a client that pipelines a few hundred requests at once and reads the answers.
+   * connection, and Node parses no further request of that read (src/http/node-internals.ts). Each one waiting costs
+   * its request and response objects, so this is what a connection that never reads can make the server hold; it
+   * leaves room for a client that pipelines a few hundred requests at once and reads the answers.
    */
   readonly unanswered: number;
   /** Bytes of answers one connection may have waiting for the kernel before no further handler starts. */
@@ -46,96 +47,130 @@ export type ConnectionOverrun =
  */
 export const PIPELINING_CONNECTIONS = 128;
 
-type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+/**
+ * Handlers running at once, as a fraction of MAX_PENDING_REQUESTS: past them, a request waits, parsed, for its
+ * address's turn (src/http/connection-admission.ts), so that under contention every address gets handlers started
+ * in turn, however many connections it holds. Enough for full group commits of a busy client on its own.
+ */
+export const IN_FLIGHT_SHARE_OF_PENDING = 1 / 4;
 
-/** How a started request stops counting as pending (stopCountingAsPending), by its response. */
-const uncounters = new WeakMap<ServerResponse, () => void>();
+/** Where the connection bookkeeping (src/http/connection-admission.ts) keeps a served socket's record. */
+export const CONNECTION = Symbol('connection');
+
+/** The record of a socket (under CONNECTION), for the functions that have only a request or a response. */
+export function connectionOf(socket: Socket | null | undefined): ConnectionRequests | undefined {
+  return (socket as (Socket & { [CONNECTION]?: ConnectionRequests }) | null | undefined)?.[CONNECTION];
+}
 
 /**
- * The request of `response` stops counting towards the server's pending requests (MAX_PENDING_REQUESTS): its answer
- * is a stream that lasts as long as its connection (GET /plants/events), bounded by the stream limits and the
- * connection budget instead. Counted, 1,000 open streams would fill the bound, and every connection that pipelines
- * would be closed. It still counts on its own connection (`unanswered`, `handledAtOnce`).
+ * The request of `response` stops counting towards the server's pending requests (MAX_PENDING_REQUESTS) and its
+ * handlers in flight: its answer is a stream that lasts as long as its connection (GET /plants/events), bounded by
+ * the stream limits and the connection budget instead. Counted, 1,000 open streams would fill the bound, and every
+ * connection that pipelines would be closed. It still counts on its own connection (`unanswered`, `handledAtOnce`).
  */
 export function stopCountingAsPending(response: ServerResponse): void {
-  uncounters.get(response)?.();
+  const connection = connectionOf(response.socket);
+  connection?.bounds.stopCounting(connection, response);
 }
 
-interface ConnectionState {
-  /** Handlers started whose answers have not been handed to the kernel: their requests and responses. */
-  readonly handled: Map<IncomingMessage, ServerResponse>;
-  /** Parsed requests waiting for a handler, oldest first from `head` on (shifting an array is linear). */
-  waiting: Array<readonly [IncomingMessage, ServerResponse]>;
-  head: number;
-  /** When an answer last left for the kernel (a response finished, or the socket drained). */
-  progressAt: number;
-  /** A release of this connection's waiting requests is scheduled (`#scheduleRelease`). */
-  releaseScheduled: boolean;
-  /** Closed, or being closed: its requests no longer count towards the server's pending total. */
-  gone: boolean;
-  /** It holds one of the pipelining slots: more than `handledAtOnce` of its requests were unanswered at once. */
-  pipelining: boolean;
-  /** Of `handled`, those that no longer count towards the pending total (stopCountingAsPending). */
-  uncounted: number;
+type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** Requests parsed and not answered over all connections, and handlers running at once. */
+export interface InstanceRequestLimits {
+  /** Requests parsed and not answered over all connections (MAX_PENDING_REQUESTS). */
+  readonly pending: number;
+  /** Handlers running at once; past them requests start in turn by address. */
+  readonly inFlight: number;
+  /** Connections pipelining past `handledAtOnce` at once. */
+  readonly pipelining: number;
+}
+
+/** What RequestBounds tells the connection bookkeeping. */
+export interface RequestEvents<C extends ConnectionRequests> {
+  /** A request was parsed and is counted; `first` when the connection had none unanswered. */
+  parsed(connection: C, response: ServerResponse, first: boolean): void;
+  /** The connection has nothing unanswered any more. */
+  idle(connection: C): void;
+  /** The connection is closed for overrunning its bounds. */
+  overran(connection: C, why: ConnectionOverrun): void;
+}
+
+/** What a connection's record needs of the RequestBounds it belongs to (methods: a subclass's bounds fit). */
+interface OwnBounds {
+  stopCounting(connection: ConnectionRequests, response: ServerResponse): void;
+  answered(connection: ConnectionRequests, request: IncomingMessage, response: ServerResponse): void;
+}
+
+/** What the requests of one connection hold; the connection bookkeeping's record of it extends this. */
+export class ConnectionRequests {
+  /** The socket its requests come on: the TCP socket, or the TLS socket over it. */
+  wire: Socket;
+  /** Handlers started whose answers are not done. */
+  readonly handled = new Map<IncomingMessage, ServerResponse>();
+  /** Of `handled`, those that stopped counting (stopCountingAsPending). */
+  uncounted: Set<ServerResponse> | undefined;
+  /** Parsed requests waiting for a handler, oldest first from `head` on. */
+  queue: Array<readonly [IncomingMessage, ServerResponse]> = [];
+  head = 0;
+  /** When an answer last left for the kernel. */
+  progressAt = performance.now();
+  releaseScheduled = false;
+  /** Waiting for its address's turn at a handler slot. */
+  ready = false;
+  pipelining = false;
+  /** Its requests no longer count: it is closing. */
+  gone = false;
+
+  constructor(
+    /** The bounds of the server it came to. */
+    readonly bounds: OwnBounds,
+    readonly address: string,
+    socket: Socket,
+  ) {
+    this.wire = socket;
+  }
+
+  get unanswered(): number {
+    return this.handled.size + this.queue.length - this.head;
+  }
+}
+
+/** The one 'close' listener of every started response: no closure per request. */
+function answered(this: ServerResponse): void {
+  const request = this.req;
+  const connection = connectionOf(request.socket);
+  connection?.bounds.answered(connection, request, this);
 }
 
 /**
- * The server's request handler, wrapped so that what one connection can make the server hold is bounded, however a
- * client pipelines and however slowly it reads (src/app.ts installs it through Fastify's serverFactory):
- * at most `handledAtOnce` handlers of a connection run at once, and none starts while its socket has more than
- * `bufferedBytes` unwritten; more than `unanswered` requests ahead close it; and a connection whose answers wait
- * unread for `stalledMs` is closed. Node's own back-pressure (it stops reading a socket whose answers exceed its
- * high-water mark) then keeps further requests in the kernel: it works once answers exist, which handlers that run
- * at once for every pipelined request would build ahead of it without bound.
- *
- * No handler starts from Node's request event itself, only from a release scheduled after the event loop's poll
- * phase (`#scheduleRelease`). Node parses a whole socket read in one go and emits a request for each request in it,
- * and the event loop reads every socket that has data before its check phase: a handler started from the event
- * would build its answer before the parser had reached the request that overruns `unanswered`, and a flood of large
- * answers (a page of a thousand plants each) built so, by connections about to be closed, cost more memory than all
- * their parsed requests. Released later, a connection that overruns within what the event loop read runs no handler
- * at all; and between two releases of one connection the event loop reads and serves the others.
- *
- * Answers keep the order of their requests: Node queues responses per connection, and waiting handlers start in
- * the order their requests came.
+ * What the requests of every connection may make the server hold, and in what turn their handlers start. At most
+ * `handledAtOnce` handlers of a connection run at once, and none starts while its socket has more than
+ * `bufferedBytes` unwritten; more than `unanswered` requests ahead close it, and so does a connection whose answers
+ * wait unread for `stalledMs`. Over all connections, more than `pending` requests parsed close the connection that
+ * pipelines past them, and at most `inFlight` handlers run: past that, requests start in turn by client address, one
+ * each, so a client on a thousand connections gets the same turns as one on ten. A connection's first request starts
+ * at once from Node's request event; a pipelined one, or one that waits its turn, from the check phase
+ * (`#scheduleRelease`), so that a connection that overruns within one socket read runs no further handler.
  */
-export class ConnectionBounds {
+export class RequestBounds<C extends ConnectionRequests> {
+  readonly #perConnection: ConnectionLimits;
+  readonly #limits: InstanceRequestLimits;
   readonly #handler: Handler;
-  readonly #limits: ConnectionLimits;
-  readonly #maxPending: number;
-  readonly #maxPipelining: number;
-  /** Connections holding a pipelining slot. */
-  #pipelining = 0;
-  /**
-   * No connection may have more than `handledAtOnce` requests unanswered: a pipelining connection was closed for
-   * `maxPending`, and the server still holds more than half of it. Without this, each connection a flood opens next
-   * parses as many requests as the room left under `maxPending` before it is closed for the same bound, all of them
-   * dying unanswered; with it, a handful. Pipelining is
-   * allowed again once the requests held fall to half of `maxPending`: clients that wait for each answer never notice.
-   */
-  #pipeliningShut = false;
-  readonly #onOverrun: (socket: Socket, why: ConnectionOverrun) => void;
-  readonly #connections = new Map<Socket, ConnectionState>();
-  /** Requests of every connection still open that are parsed and not answered (handled or waiting). */
+  readonly #events: RequestEvents<C>;
+  /** Connections waiting for a handler slot, by address; the map's order is the order addresses get turns in. */
+  readonly #turns = new Map<string, C[]>();
   #pending = 0;
-  #sweeper: NodeJS.Timeout | undefined;
+  #inFlight = 0;
+  #pipelining = 0;
+  /** Pipelining is refused while the requests held stay above half of `pending` after one overran it. */
+  #pipeliningShut = false;
+  #turnsScheduled = false;
 
-  /**
-   * `maxPending` bounds the requests parsed and not answered over all connections together (MAX_PENDING_REQUESTS,
-   * this thread's share of it): `unanswered` alone would let each of MAX_CONNECTIONS connections hold 512.
-   */
-  constructor(
-    handler: Handler,
-    limits: ConnectionLimits,
-    onOverrun: (socket: Socket, why: ConnectionOverrun) => void,
-    maxPending = Infinity,
-    maxPipelining = Infinity,
-  ) {
-    this.#handler = handler;
+  constructor(perConnection: ConnectionLimits, limits: InstanceRequestLimits, handler: Handler, events: RequestEvents<C>) {
+    this.#perConnection = perConnection;
     this.#limits = limits;
-    this.#maxPending = maxPending;
-    this.#maxPipelining = maxPipelining;
-    this.#onOverrun = onOverrun;
+    this.#handler = handler;
+    this.#events = events;
   }
 
   /** Requests parsed and not yet answered, over every open connection. */
@@ -143,183 +178,197 @@ export class ConnectionBounds {
     return this.#pending;
   }
 
-  /** The server's request listener: the handler, bounded per connection and over all of them. */
-  readonly handle: Handler = (request, response) => {
-    const { socket } = request;
-    const state = this.#stateOf(socket);
+  /** A request parsed on `connection`. */
+  handle(connection: C, request: IncomingMessage, response: ServerResponse): void {
     // Parsed on a connection already closed (Node finishes parsing the read it is in): nobody waits for its answer.
-    if (state.gone) return;
-    const unanswered = state.handled.size + state.waiting.length - state.head;
-    if (unanswered >= this.#limits.unanswered) {
-      this.#overrun(socket, 'too many unanswered requests');
+    if (connection.gone) return;
+    const unanswered = connection.unanswered;
+    if (unanswered > 0 && !this.#admitsAnother(connection, unanswered)) return;
+    this.#pending += 1;
+    this.#events.parsed(connection, response, unanswered === 0);
+    if (unanswered === 0 && this.#inFlight < this.#limits.inFlight && this.#turns.size === 0) {
+      this.#start(connection, request, response);
       return;
     }
-    if (unanswered >= this.#limits.handledAtOnce && this.#pipeliningShut) {
-      this.#overrun(socket, 'the server holds too many unanswered requests');
-      return;
-    }
-    if (unanswered >= this.#limits.handledAtOnce && !state.pipelining) {
-      if (this.#pipelining >= this.#maxPipelining) {
-        // Closed at once, like an overrun: the rest of what it sent in this read is not parsed (http-server.ts).
-        this.#overrun(socket, 'too many connections pipelining');
-        return;
-      }
-      state.pipelining = true;
+    connection.queue.push([request, response]);
+    this.#scheduleRelease(connection);
+  }
+
+  /** Whether `connection` may have one more request beyond the `unanswered` it has; if not, it is closed. */
+  #admitsAnother(connection: C, unanswered: number): boolean {
+    const limits = this.#perConnection;
+    if (unanswered >= limits.unanswered) return this.overrun(connection, 'too many unanswered requests');
+    if (unanswered >= limits.handledAtOnce && this.#pipeliningShut) return this.overrun(connection, 'the server holds too many unanswered requests');
+    if (unanswered >= limits.handledAtOnce && !connection.pipelining) {
+      if (this.#pipelining >= this.#limits.pipelining) return this.overrun(connection, 'too many connections pipelining');
+      connection.pipelining = true;
       this.#pipelining += 1;
     }
-    // A connection's only request is let through past the bound (the overshoot is at most one request per
-    // connection): it is not what fills the server, and closing it would reset a client that did nothing wrong.
-    if (this.#pending >= this.#maxPending && unanswered > 0) {
+    if (this.#pending >= this.#limits.pending) {
       // The connection that brought the request is closed, not the one holding the most: Node parses every socket
       // read of a turn of the event loop, each whole, before anything else runs, so only closing the connection being
-      // parsed stops more requests being made (http-server.ts); closing another frees nothing until the garbage
-      // collector runs, and 400 connections parsing 409 requests each made 160,000 requests in one turn.
-      this.#overrun(socket, 'the server holds too many unanswered requests');
-      // Its own requests no longer count (#overrun): pipelining stops if the others still hold most of the bound.
-      if (unanswered >= this.#limits.handledAtOnce && this.#pending > this.#maxPending / 2) this.#pipeliningShut = true;
-      return;
+      // parsed stops more requests being made. A connection's only request is let through: it is not what fills the
+      // server, and closing it would reset a client that did nothing wrong.
+      this.overrun(connection, 'the server holds too many unanswered requests');
+      if (unanswered >= limits.handledAtOnce && this.#pending > this.#limits.pending / 2) this.#pipeliningShut = true;
+      return false;
     }
-    state.waiting.push([request, response]);
-    this.#pending += 1;
-    this.#scheduleRelease(socket, state);
-  };
-
-  /** Stops the timer that closes stalled connections; the server calls it when it closes. */
-  stop(): void {
-    clearInterval(this.#sweeper);
-    this.#sweeper = undefined;
+    return true;
   }
 
-  #stateOf(socket: Socket): ConnectionState {
-    let state = this.#connections.get(socket);
-    if (!state) {
-      state = { handled: new Map(), waiting: [], head: 0, progressAt: performance.now(), releaseScheduled: false, gone: false, pipelining: false, uncounted: 0 };
-      this.#connections.set(socket, state);
-      const progressed = () => {
-        (state as ConnectionState).progressAt = performance.now();
-        this.#scheduleRelease(socket, state as ConnectionState);
-      };
-      socket.on('drain', progressed);
-      socket.once('close', () => {
-        this.#connections.delete(socket);
-        this.#forget(state as ConnectionState);
-        (state as ConnectionState).waiting = [];
-        // Node aborts the requests and responses of a connection that closes, unless it stopped parsing as for an
-        // upgrade (http-server.ts), and then it leaves them be: the handlers that run end here all the same.
-        for (const [request, response] of (state as ConnectionState).handled) {
-          request.destroy();
-          response.destroy();
-        }
-      });
-      this.#sweeper ??= setInterval(() => this.#sweep(), Math.min(1000, this.#limits.stalledMs)).unref();
+  /** Its request stops counting towards the pending requests and the handlers in flight (see stopCountingAsPending). */
+  stopCounting(connection: C, response: ServerResponse): void {
+    if (!connection.handled.has(response.req) || connection.uncounted?.has(response)) return;
+    (connection.uncounted ??= new Set()).add(response);
+    if (!connection.gone) this.#answersFell(1, 1);
+  }
+
+  /** Its requests stop counting: it is closing. */
+  forget(connection: C): void {
+    this.#stopPipelining(connection);
+    if (connection.gone) return;
+    connection.gone = true;
+    const counted = connection.handled.size - (connection.uncounted?.size ?? 0);
+    this.#answersFell(counted + connection.queue.length - connection.head, counted);
+  }
+
+  /** The connection closed: its handlers' requests and responses end here, whatever Node did with them. */
+  closed(connection: C): void {
+    this.forget(connection);
+    connection.queue = [];
+    // Node aborts the requests and responses of a connection that closes, unless it stopped parsing as for an
+    // upgrade (node-internals.ts), and then it leaves them be: the handlers that run end here all the same.
+    for (const [request, response] of connection.handled) {
+      request.destroy();
+      response.destroy();
     }
-    return state;
   }
 
-  #mayStart(socket: Socket, state: ConnectionState): boolean {
-    return state.handled.size < this.#limits.handledAtOnce && socket.writableLength <= this.#limits.bufferedBytes;
+  /** Answers left for the kernel (the socket drained): a waiting request may start. */
+  progressed(connection: C): void {
+    connection.progressAt = performance.now();
+    if (connection.head < connection.queue.length) this.#scheduleRelease(connection);
   }
 
-  #start(socket: Socket, state: ConnectionState, request: IncomingMessage, response: ServerResponse): void {
-    state.handled.set(request, response);
-    let counted = true;
-    uncounters.set(response, () => {
-      if (!counted || !state.handled.has(request)) return;
-      counted = false;
-      state.uncounted += 1;
-      if (!state.gone) this.#pendingFell(1);
-    });
-    const answered = () => {
-      if (!state.handled.delete(request)) return;
-      if (!counted) state.uncounted -= 1;
-      else if (!state.gone) this.#pendingFell(1);
-      if (state.handled.size === 0 && state.head === state.waiting.length) this.#stopPipelining(state);
-      state.progressAt = performance.now();
-      this.#scheduleRelease(socket, state);
-    };
-    response.once('finish', answered);
+  /** Closes the connection if its answers have waited unread, in the kernel's and Node's buffers, for `stalledMs`. */
+  checkStalled(connection: C, now: number): void {
+    // Nothing waiting to be written counts as keeping up: the time runs from when answers start to wait.
+    if (connection.wire.writableLength === 0) connection.progressAt = now;
+    else if (now - connection.progressAt >= this.#perConnection.stalledMs) this.overrun(connection, 'answers not read');
+  }
+
+  /** Closes a connection for overrunning its bounds; always false, for #admitsAnother. */
+  overrun(connection: C, why: ConnectionOverrun): false {
+    if (connection.wire.destroyed) return false;
+    this.forget(connection);
+    this.#events.overran(connection, why);
+    destroyWithoutStackTraces(connection.wire);
+    return false;
+  }
+
+  #answersFell(pending: number, inFlight: number): void {
+    this.#pending -= pending;
+    this.#inFlight -= inFlight;
+    if (this.#pipeliningShut && this.#pending <= this.#limits.pending / 2) this.#pipeliningShut = false;
+    if (inFlight > 0 && this.#turns.size > 0) this.#scheduleTurns();
+  }
+
+  #stopPipelining(connection: C): void {
+    if (!connection.pipelining) return;
+    connection.pipelining = false;
+    this.#pipelining -= 1;
+  }
+
+  #start(connection: C, request: IncomingMessage, response: ServerResponse): void {
+    connection.handled.set(request, response);
+    this.#inFlight += 1;
     response.once('close', answered);
     this.#handler(request, response);
   }
 
-  /** Releases the connection's waiting requests in the check phase, once per turn of the event loop (see the class). */
-  #scheduleRelease(socket: Socket, state: ConnectionState): void {
-    if (state.releaseScheduled) return;
-    state.releaseScheduled = true;
+  /** A started request's answer is done, or its connection closed (its response's 'close'). */
+  answered(connection: C, request: IncomingMessage, response: ServerResponse): void {
+    if (!connection.handled.delete(request)) return;
+    const counted = connection.uncounted?.delete(response) !== true;
+    if (counted && !connection.gone) this.#answersFell(1, 1);
+    connection.progressAt = performance.now();
+    if (connection.head < connection.queue.length) this.#scheduleRelease(connection);
+    else if (connection.handled.size === 0) {
+      this.#stopPipelining(connection);
+      if (!connection.gone) this.#events.idle(connection);
+    }
+  }
+
+  /** Starts the connection's waiting requests in the check phase, once per turn of the event loop. */
+  #scheduleRelease(connection: C): void {
+    if (connection.releaseScheduled) return;
+    connection.releaseScheduled = true;
     setImmediate(() => {
-      state.releaseScheduled = false;
-      this.#release(socket, state);
+      connection.releaseScheduled = false;
+      this.#startWaiting(connection);
     });
   }
 
-  /** Starts waiting handlers while the connection has room for them. */
-  #release(socket: Socket, state: ConnectionState): void {
-    if (socket.destroyed) return;
-    while (state.head < state.waiting.length && this.#mayStart(socket, state)) {
-      const [request, response] = state.waiting[state.head] as readonly [IncomingMessage, ServerResponse];
-      state.head += 1;
-      this.#start(socket, state, request, response);
+  #mayStart(connection: C): boolean {
+    return connection.handled.size < this.#perConnection.handledAtOnce && connection.wire.writableLength <= this.#perConnection.bufferedBytes;
+  }
+
+  /** Starts waiting handlers while the connection has room for them, or queues it for its address's turn. */
+  #startWaiting(connection: C): void {
+    if (connection.gone) return;
+    while (connection.head < connection.queue.length && this.#mayStart(connection)) {
+      if (this.#inFlight >= this.#limits.inFlight || this.#turns.size > 0) {
+        this.#askTurn(connection);
+        break;
+      }
+      this.#startNext(connection);
     }
-    if (state.head === state.waiting.length) {
-      state.waiting = [];
-      state.head = 0;
+  }
+
+  #startNext(connection: C): void {
+    const [request, response] = connection.queue[connection.head] as readonly [IncomingMessage, ServerResponse];
+    connection.head += 1;
+    if (connection.head === connection.queue.length) {
+      connection.queue = [];
+      connection.head = 0;
     }
+    this.#start(connection, request, response);
   }
 
-  /** Closes connections whose answers have waited unread, in the kernel's and Node's buffers, for `stalledMs`. */
-  #sweep(): void {
-    const now = performance.now();
-    for (const [socket, state] of this.#connections) {
-      // Nothing waiting to be written counts as keeping up: the time runs from when answers start to wait.
-      if (socket.writableLength === 0) state.progressAt = now;
-      else if (now - state.progressAt >= this.#limits.stalledMs) this.#overrun(socket, 'answers not read');
-    }
-    if (this.#connections.size === 0) this.stop();
+  #askTurn(connection: C): void {
+    if (connection.ready) return;
+    connection.ready = true;
+    const waiting = this.#turns.get(connection.address);
+    if (waiting) waiting.push(connection);
+    else this.#turns.set(connection.address, [connection]);
+    if (this.#inFlight < this.#limits.inFlight) this.#scheduleTurns();
   }
 
-  /** Gives back its pipelining slot, if it holds one: all its requests are answered, or it is closing. */
-  #stopPipelining(state: ConnectionState): void {
-    if (!state.pipelining) return;
-    state.pipelining = false;
-    this.#pipelining -= 1;
-  }
-
-  /** Its requests stop counting towards the pending total: the connection is closing, and with it they go. */
-  #forget(state: ConnectionState): void {
-    this.#stopPipelining(state);
-    if (state.gone) return;
-    state.gone = true;
-    this.#pendingFell(state.handled.size - state.uncounted + state.waiting.length - state.head);
-  }
-
-  /** Requests stopped counting towards the pending total (answered, or their connection closed). */
-  #pendingFell(by: number): void {
-    this.#pending -= by;
-    if (this.#pipeliningShut && this.#pending <= this.#maxPending / 2) this.#pipeliningShut = false;
-  }
-
-  #overrun(socket: Socket, why: ConnectionOverrun): void {
-    if (socket.destroyed) return;
-    const state = this.#connections.get(socket);
-    if (state) this.#forget(state);
-    this.#onOverrun(socket, why);
-    // When the socket closes, Node aborts every request it parsed and did not answer, each with an Error of its own,
-    // and capturing those stack traces cost more CPU and memory than everything else the flood made the server do
-    // (over a thousand requests from one 64 KiB read). Nobody reads them: the client is gone and the requests were
-    // never handed to a handler, so they are made without a stack, around Node's own 'close' listener only.
-    let stackTraceLimit: number | undefined;
-    const restore = () => {
-      if (stackTraceLimit === undefined) return;
-      Error.stackTraceLimit = stackTraceLimit;
-      stackTraceLimit = undefined;
-    };
-    socket.prependOnceListener('close', () => {
-      stackTraceLimit = Error.stackTraceLimit;
-      Error.stackTraceLimit = 0;
-      // Restored after the listeners, and in any case before anything else runs.
-      process.nextTick(restore);
+  #scheduleTurns(): void {
+    if (this.#turnsScheduled) return;
+    this.#turnsScheduled = true;
+    setImmediate(() => {
+      this.#turnsScheduled = false;
+      this.#takeTurns();
     });
-    socket.once('close', restore);
-    socket.destroy();
+  }
+
+  /** Starts one waiting request of each address in turn while handlers have room. */
+  #takeTurns(): void {
+    while (this.#inFlight < this.#limits.inFlight && this.#turns.size > 0) {
+      const [address, waiting] = this.#turns.entries().next().value as [string, C[]];
+      this.#turns.delete(address);
+      const connection = waiting.shift() as C;
+      connection.ready = false;
+      if (!connection.gone && connection.head < connection.queue.length && this.#mayStart(connection)) {
+        this.#startNext(connection);
+        if (connection.head < connection.queue.length && this.#mayStart(connection)) {
+          connection.ready = true;
+          waiting.push(connection);
+        }
+      }
+      // The address goes to the back of the turn.
+      if (waiting.length > 0) this.#turns.set(address, waiting);
+    }
   }
 }

@@ -1,63 +1,20 @@
-import { createServer, IncomingMessage, Server, ServerResponse, type ServerOptions } from 'node:http';
+import { createServer, type IncomingMessage, type Server, ServerResponse, type ServerOptions } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/config.js';
-import { clientAddress, ConnectionAdmission, trustedProxies, type Refusal } from './connection-admission.js';
-import { CONNECTION_LIMITS, ConnectionBounds, PIPELINING_CONNECTIONS } from './connection-bounds.js';
+import { ConnectionAdmission, trustedProxies, type Refusal } from './connection-admission.js';
+import { CONNECTION_LIMITS, IN_FLIGHT_SHARE_OF_PENDING, PIPELINING_CONNECTIONS } from './connection-bounds.js';
 import { refusalAnswer } from './error-reply.js';
 import { ApiError, BadRequestError, ExpectationFailedError, NotImplementedError } from './errors.js';
 import { closeIdleConnectionsAfterGrace } from './graceful-close.js';
+import { PARSING_STOPPABLE, StoppingIncomingMessage, stopsParsing } from './node-internals.js';
 import { secureContextOptions, type ServedPair } from './tls.js';
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
 /** Marks a request whose Expect header is not 100-continue; Node hands it over through 'checkExpectation'. */
 const UNMET_EXPECTATION = Symbol('unmetExpectation');
-
-/** Where a request's `upgrade` flag, as the parser found it, is kept (see StoppingIncomingMessage). */
-const PARSED_UPGRADE = Symbol('parsedUpgrade');
-/** Set on a request whose headers were parsed after its socket had been destroyed. */
-const AFTER_CLOSE = Symbol('afterClose');
-
-/**
- * Node's request object, except that a request parsed on a socket already destroyed claims to be an upgrade. Node
- * parses a whole socket read (up to 64 KiB, some 1,600 minimal requests) in one go and makes a request and a response
- * object for each; a 'request' listener cannot stop that, and destroying the socket does not either. An upgrade does:
- * when shouldUpgradeCallback accepts one, the parser stops right after its headers, the rest of the read is never
- * parsed, and with no 'upgrade' listener Node destroys the socket. So once ConnectionBounds has closed a connection,
- * the next request parsed on it ends the parsing of that read, instead of a thousand more objects that die unanswered.
- * Node then skips its own clean-up of the connection's unanswered requests, which ConnectionBounds does instead.
- */
-class StoppingIncomingMessage extends IncomingMessage {
-  declare [PARSED_UPGRADE]: boolean | null;
-  readonly [AFTER_CLOSE]: boolean;
-
-  constructor(socket: Socket) {
-    super(socket);
-    this[AFTER_CLOSE] = socket.destroyed;
-  }
-}
-Object.defineProperty(StoppingIncomingMessage.prototype, 'upgrade', {
-  get(this: StoppingIncomingMessage): boolean {
-    return this[AFTER_CLOSE] || (this[PARSED_UPGRADE] ?? false);
-  },
-  set(this: StoppingIncomingMessage, value: boolean | null) {
-    this[PARSED_UPGRADE] = value;
-  },
-});
-
-/** Accepts, as an upgrade, only a request parsed after its socket was destroyed: no real upgrade is served. */
-function stopsParsing(request: IncomingMessage): boolean {
-  return request instanceof StoppingIncomingMessage && request[AFTER_CLOSE];
-}
-
-/**
- * Node 24.9 and later ask shouldUpgradeCallback; older ones accept an upgrade only when there is an 'upgrade' listener
- * (there is none), and would treat such a request as an upgrade only after parsing the whole read: no gain, and
- * Node's own clean-up of the connection's requests skipped. There, the plain request object is used.
- */
-const PARSING_STOPPABLE = typeof (new Server() as Server & { shouldUpgradeCallback?: unknown }).shouldUpgradeCallback === 'function';
 
 /**
  * The HTTP/1.1 server the app runs on (Fastify's serverFactory), built so that every request reaches the app and
@@ -66,9 +23,10 @@ const PARSING_STOPPABLE = typeof (new Server() as Server & { shouldUpgradeCallba
  * - an Expect other than 100-continue (Node: a bare 417): the 'checkExpectation' listener hands it over, marked;
  * - CONNECT (Node: the socket closed unanswered): the 'connect' listener gives it a response and hands it over, and
  *   the router answers 405 or 404 like any method a path does not take.
- * Every request goes through ConnectionBounds, which bounds what one connection can make the server hold, and what
- * all of them together can (MAX_PENDING_REQUESTS). At most MAX_CONNECTIONS connections are open at once: Node closes
- * one more as soon as it is accepted, before a byte of it is read, which is what bounds the rest.
+ * Every connection and request goes through ConnectionAdmission, which serves connections at once while the instance
+ * has room (MAX_CONNECTIONS), shares the slots among addresses when it is full (the rest wait unread), and bounds
+ * what one connection, and all of them together, can make the server hold (MAX_PENDING_REQUESTS). Node's
+ * maxConnections is the hard ceiling on sockets behind it.
  * With `tls`, the same server speaks HTTPS only (node:https's is node:http's behind a TLS listener); a handshake not
  * done within TLS_HANDSHAKE_TIMEOUT_MS is cut off, and a connection in its handshake counts towards MAX_CONNECTIONS
  * (Node counts connections as it accepts them).
@@ -86,31 +44,29 @@ export function httpServer(
   threads = 1,
   trustProxy: readonly string[] = [],
 ): Server {
+  const pending = shareOf(http.maxPendingRequests, threads);
   const limits = {
     connections: shareOf(http.maxConnections, threads),
-    // Not divided among threads: one address's connections reach them unevenly (all the first while the others start).
-    perAddress: http.maxConnectionsPerAddress,
     queued: shareOf(http.maxQueuedConnections, threads),
     queueTimeoutMs: http.headersTimeoutMs + http.keepAliveTimeoutMs,
+    pending,
+    inFlight: Math.max(1, Math.floor(pending * IN_FLIGHT_SHARE_OF_PENDING)),
+    pipelining: shareOf(PIPELINING_CONNECTIONS, threads),
   };
-  const refused = countedLog((count, by) => log.warn({ refused: count, by }, `answered ${count} connection(s) 503 unread: the instance or the client address had no connection slot free`));
+  const refused = countedLog((count, by) => log.warn({ refused: count, by }, `answered ${count} connection(s) 503 unread: the instance had no connection slot free`));
   const evicted = countedLog((count, by) => log.warn({ evicted: count, by }, `closed ${count} idle connection(s) to serve others waiting`));
   const admission = new ConnectionAdmission(
     limits,
+    CONNECTION_LIMITS,
+    handler,
     trustedProxies(trustProxy),
-    { refused: (address: string, why: Refusal) => refused(`${address}: ${why}`), evicted: (address: string) => evicted(address) },
+    {
+      refused: (address: string, why: Refusal) => refused(`${address}: ${why}`),
+      evicted: (address: string) => evicted(address),
+      overran: (socket, why) => log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`),
+    },
     // Nothing can be answered on a TLS connection before its handshake: a refused one is closed.
     (why) => (tls ? undefined : refusalAnswer(why)),
-  );
-  const bounds = new ConnectionBounds(
-    handler,
-    CONNECTION_LIMITS,
-    (socket, why) => {
-      log.warn({ remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, why }, `closed a connection: ${why}`);
-      admission.shedWaiting(clientAddress(socket));
-    },
-    shareOf(http.maxPendingRequests, threads),
-    shareOf(PIPELINING_CONNECTIONS, threads),
   );
   const options = {
     headersTimeout: http.headersTimeoutMs,
@@ -123,8 +79,8 @@ export function httpServer(
   } as ServerOptions & { shouldUpgradeCallback: (request: IncomingMessage) => boolean };
   // Typed as node:http's: to everything here and in the app an https.Server is one (its requests and replies are node:http's).
   const server = tls
-    ? (createHttpsServer({ ...options, handshakeTimeout: http.tlsHandshakeTimeoutMs, ...secureContextOptions(tls) }, bounds.handle) as unknown as Server)
-    : createServer(options, bounds.handle);
+    ? (createHttpsServer({ ...options, handshakeTimeout: http.tlsHandshakeTimeoutMs, ...secureContextOptions(tls) }, admission.handle) as unknown as Server)
+    : createServer(options, admission.handle);
   admission.install(server);
   // The hard ceiling on sockets (file descriptors): those served and waiting, and as many again being refused.
   server.maxConnections = 2 * (limits.connections + limits.queued);
@@ -133,7 +89,7 @@ export function httpServer(
   server.keepAliveTimeout = http.keepAliveTimeoutMs;
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     (request as IncomingMessage & { [UNMET_EXPECTATION]?: true })[UNMET_EXPECTATION] = true;
-    bounds.handle(request, response);
+    admission.handle(request, response);
   });
   server.on('connect', (request: IncomingMessage, socket: Socket) => {
     // Node has let go of the connection: no request follows, so the answer is the last thing on it.
@@ -144,7 +100,6 @@ export function httpServer(
     socket.once('error', () => socket.destroy());
     handler(request, response);
   });
-  server.on('close', () => bounds.stop());
   closeIdleConnectionsAfterGrace(server);
   return server;
 }

@@ -44,11 +44,11 @@ export class EventStreamClient {
     });
   }
 
-  /** Opens a stream at `url`; resolves once the answer's headers arrive (any status). */
-  static open(url: string, headers: Record<string, string> = {}): Promise<EventStreamClient> {
+  /** Opens a stream at `url` (from `localAddress`, if given); resolves once the answer's headers arrive (any status). */
+  static open(url: string, headers: Record<string, string> = {}, localAddress?: string): Promise<EventStreamClient> {
     const get = url.startsWith('https:') ? https.get : http.get;
     return new Promise((resolve, reject) => {
-      const request = get(url, { headers: { accept: 'text/event-stream', ...headers }, agent: false }, (response) => resolve(new EventStreamClient(response)));
+      const request = get(url, { headers: { accept: 'text/event-stream', ...headers }, agent: false, ...(localAddress ? { localAddress } : {}) }, (response) => resolve(new EventStreamClient(response)));
       request.once('error', reject);
     });
   }

@@ -73,7 +73,7 @@ export interface Flood {
  * `connections` connections to 127.0.0.1:`port`, each writing `count` copies of `request` at once and never reading
  * an answer. Resolves once the writes have started, or with `untilSent` once every connection has written all its
  * requests (or been closed by the server). The connections come from `sources` in turn (loopback addresses; by
- * default 127.0.0.1 alone): the server serves one address on MAX_CONNECTIONS_PER_ADDRESS connections at most.
+ * default 127.0.0.1 alone): the server shares its connections among addresses when it is full.
  */
 export async function flood(
   port: number,

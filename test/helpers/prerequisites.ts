@@ -107,3 +107,40 @@ export function located(prerequisite: Prerequisite): string {
   if (prerequisite.location === undefined) throw new Error(prerequisite.missing);
   return prerequisite.location;
 }
+
+/** Go's toolchain, which builds test/clients/go (Go's net/http default client). */
+export function goToolchain(): Prerequisite {
+  return {
+    location: onPath('go', ['/usr/bin/go', '/usr/lib/go/bin/go']),
+    missing: `go not found on the PATH: the real-client tests build a Go net/http client. Install it (Debian, as root: apt-get update && apt-get install -y golang-go; ${INSTALLED_BY_CI})`,
+  };
+}
+
+/** A Python 3 that imports aiohttp and requests (Debian's /usr/bin/python3 first: a pyenv shim may lack them). */
+export function pythonWithHttpClients(): Prerequisite {
+  const found = ['/usr/bin/python3', onPath('python3')].find(
+    (candidate) => candidate !== undefined && spawnSync(candidate, ['-c', 'import aiohttp, requests'], { stdio: 'ignore' }).status === 0,
+  );
+  return {
+    location: found,
+    missing:
+      'no python3 that imports aiohttp and requests: the real-client tests drive the server with both. Install them ' +
+      `(Debian, as root: apt-get update && apt-get install -y python3-aiohttp python3-requests; ${INSTALLED_BY_CI})`,
+  };
+}
+
+/** ApacheBench (ab), one of the real clients. */
+export function apacheBench(): Prerequisite {
+  return {
+    location: onPath('ab', ['/usr/bin/ab']),
+    missing: `ab not found on the PATH: the real-client tests drive the server with ab -k. Install it (Debian, as root: apt-get update && apt-get install -y apache2-utils; ${INSTALLED_BY_CI})`,
+  };
+}
+
+/** curl, one of the real clients (curl --parallel). */
+export function curl(): Prerequisite {
+  return {
+    location: onPath('curl', ['/usr/bin/curl']),
+    missing: `curl not found on the PATH: the real-client tests drive the server with curl --parallel. Install it (Debian, as root: apt-get update && apt-get install -y curl; ${INSTALLED_BY_CI})`,
+  };
+}

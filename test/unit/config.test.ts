@@ -43,10 +43,10 @@ describe('configuration', () => {
     assert.equal(loadConfig({ METRICS: ' off ' }).metrics, false);
   });
 
-  it('bounds the instance by default: 2,048 connections, 64 per address, 4,096 waiting, 1,024 pending requests, 3 s TLS handshakes, 60 failed authentications a minute, metrics rendered once a second', () => {
+  it('bounds the instance by default: 2,048 connections whatever their addresses, 4,096 waiting, 512 feed streams a token and an address, 1,024 pending requests, 3 s TLS handshakes, 60 failed authentications a minute, metrics rendered once a second', () => {
     const config = loadConfig({});
     assert.equal(config.http.maxConnections, 2048);
-    assert.equal(config.http.maxConnectionsPerAddress, 64);
+    assert.deepEqual([config.feed.streamsPerToken, config.feed.streamsPerAddress], [512, 512]);
     assert.equal(config.http.maxQueuedConnections, 4096);
     assert.equal(config.http.maxPendingRequests, 1024);
     assert.equal(config.http.tlsHandshakeTimeoutMs, 3000);
@@ -56,9 +56,7 @@ describe('configuration', () => {
     assert.deepEqual([set.http.maxConnections, set.http.maxPendingRequests, set.http.tlsHandshakeTimeoutMs, set.authFailureLimit, set.metricsCacheMs], [5000, 99, 500, null, 0]);
     assert.throws(() => loadConfig({ MAX_CONNECTIONS: '0' }), /MAX_CONNECTIONS: must be between 1 and/);
     assert.throws(() => loadConfig({ MAX_PENDING_REQUESTS: 'lots' }), /MAX_PENDING_REQUESTS: must be a whole number/);
-    const shares = loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '2', MAX_QUEUED_CONNECTIONS: '0' });
-    assert.deepEqual([shares.http.maxConnectionsPerAddress, shares.http.maxQueuedConnections], [2, 0]);
-    assert.throws(() => loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '0' }), /MAX_CONNECTIONS_PER_ADDRESS: must be between 1 and/);
+    assert.equal(loadConfig({ MAX_QUEUED_CONNECTIONS: '0' }).http.maxQueuedConnections, 0);
     assert.throws(() => loadConfig({ MAX_QUEUED_CONNECTIONS: '-1' }), /MAX_QUEUED_CONNECTIONS: must be a whole number/);
   });
 
