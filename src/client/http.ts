@@ -96,7 +96,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /** The wait before attempt `failures + 1`: Retry-After with up to 20% more, else doubling with full jitter. */
-export function retryDelay(t: Transport, failures: number, retryAfter: number | undefined): number {
+function retryDelay(t: Transport, failures: number, retryAfter: number | undefined): number {
   if (retryAfter !== undefined) return retryAfter * 1000 * (1 + Math.random() * 0.2);
   return Math.min(t.maxDelayMs, t.baseDelayMs * 2 ** (failures - 1)) * (0.5 + Math.random() * 0.5);
 }

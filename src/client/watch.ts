@@ -12,8 +12,11 @@ export interface WatchOptions {
   readonly after?: bigint | number;
   /** Stops the watch: the iteration ends (no error). */
   readonly signal?: AbortSignal;
-  /** Told of each reconnection, with why and the cursor it resumes after (for a log line). */
-  readonly onReconnect?: (reason: PlantStoreError | Error, after: bigint | undefined) => void;
+  /**
+   * Told of each reconnection before its wait, with the cursor it resumes after: `reason` is the failure, undefined
+   * when the server ended the stream (a restart or a shutdown).
+   */
+  readonly onReconnect?: (reason: Error | undefined, after: bigint | undefined) => void;
 }
 
 /** Waits between reconnections: doubled after each failure in a row, from the server's `retry:` up to this. */
@@ -52,7 +55,7 @@ export async function* watch(t: Transport, options: WatchOptions = {}): AsyncGen
   try {
     while (!stop.signal.aborted) {
       let wait: number | undefined;
-      let reason: Error = new Error('the stream ended');
+      let reason: Error | undefined;
       try {
         const headers: Record<string, string> = { ...t.headers, accept: 'text/event-stream' };
         if (cursor !== undefined) headers['last-event-id'] = cursor.toString();
