@@ -40,6 +40,7 @@ describe('exact JSON in the client', () => {
     assert.equal(exactId(2 ** 53 - 1), 9007199254740991n);
     assert.equal(exactId(-(2n ** 63n)), -(2n ** 63n));
     assert.throws(() => exactId(2 ** 53), RangeError);
+    // eslint-disable-next-line no-loss-of-precision -- the rounded literal a caller would write is the point
     assert.throws(() => exactId(9007199254740993), /not a safe integer/);
     assert.throws(() => exactId(1.5), RangeError);
     assert.throws(() => exactId(2n ** 63n), /outside int64/);
