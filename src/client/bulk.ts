@@ -139,7 +139,10 @@ export async function* createMany(t: Transport, source: PlantSource, options: Bu
   if (streamed) {
     const body = requestBody(source, ids, failed);
     for await (const results of bulkRequest(t, body, options.signal, () => failure)) {
-      for (const result of results) yield { ...result, id: ids.take(result.line) } as BulkResult;
+      for (const result of results) {
+        (result as { id?: bigint | undefined }).id = ids.take(result.line);
+        yield result as BulkResult;
+      }
     }
     return;
   }
@@ -161,7 +164,12 @@ export async function* createMany(t: Transport, source: PlantSource, options: Bu
     }
     if (count === 0) return;
     for await (const results of bulkRequest(t, text, options.signal, () => failure)) {
-      for (const result of results) yield { ...result, line: result.line + offset, id: batchIds.take(result.line) } as BulkResult;
+      for (const result of results) {
+        const numbered = result as { line: number; id?: bigint | undefined };
+        numbered.id = batchIds.take(result.line);
+        numbered.line += offset;
+        yield result as BulkResult;
+      }
     }
     offset += count;
     if (count < batch) return;
