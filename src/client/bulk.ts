@@ -110,6 +110,9 @@ async function* bulkRequest(t: Transport, body: NonNullable<RequestInit['body']>
       body,
       // Node's fetch sends a stream only when told the answer may come while it is sent.
       duplex: 'half',
+      // A stream cannot be sent again to follow a redirect; and a fetch that may redirect tees the body, keeping a
+      // copy of every byte sent in the branch it never reads (Node's fetch does), which grows with the input.
+      redirect: 'error',
       ...(signal ? { signal } : {}),
     } as RequestInit);
   } catch (error) {
