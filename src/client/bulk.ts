@@ -37,28 +37,37 @@ const MAX_RESULT_CHARS = 1 << 20;
 /** Request bytes gathered into one chunk of the body: fewer, larger writes. */
 const CHUNK_CHARS = 64 * 1024;
 
-/** Ids of the lines sent and not yet answered, in order. */
+/**
+ * Ids of the lines sent and not yet answered, in order: a ring of raw int64s, so the ids in flight are no heap
+ * objects that survive collections (which would make V8 widen its young generation).
+ */
 class IdQueue {
-  #ids: bigint[] = [];
+  #ring = new BigInt64Array(1024);
   #head = 0;
+  #size = 0;
+  /** The request line number of the id at the head. */
   #firstLine = 1;
   push(id: bigint): void {
-    this.#ids.push(id);
+    if (this.#size === this.#ring.length) {
+      const grown = new BigInt64Array(this.#ring.length * 2);
+      for (let i = 0; i < this.#size; i += 1) grown[i] = this.#ring[(this.#head + i) % this.#ring.length] as bigint;
+      this.#ring = grown;
+      this.#head = 0;
+    }
+    this.#ring[(this.#head + this.#size) % this.#ring.length] = id;
+    this.#size += 1;
   }
   /** The id of request line `line`, dropping those before it (a final refusal may answer a later line). */
   take(line: number): bigint | undefined {
-    while (this.#firstLine < line && this.#head < this.#ids.length) {
-      this.#head += 1;
-      this.#firstLine += 1;
-    }
-    if (this.#firstLine !== line || this.#head >= this.#ids.length) return undefined;
-    const id = this.#ids[this.#head];
-    this.#head += 1;
+    while (this.#firstLine < line && this.#size > 0) this.#shift();
+    if (this.#firstLine !== line || this.#size === 0) return undefined;
+    return this.#shift();
+  }
+  #shift(): bigint {
+    const id = this.#ring[this.#head] as bigint;
+    this.#head = (this.#head + 1) % this.#ring.length;
+    this.#size -= 1;
     this.#firstLine += 1;
-    if (this.#head > 4096 && this.#head * 2 > this.#ids.length) {
-      this.#ids = this.#ids.slice(this.#head);
-      this.#head = 0;
-    }
     return id;
   }
 }
