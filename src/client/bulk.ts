@@ -159,23 +159,23 @@ export async function* createMany(t: Transport, source: PlantSource, options: Bu
     return;
   }
   const batch = options.batchLines ?? 1000;
-  // One iterator across the batches: each request reads its share of lines from where the last one stopped.
+  // One iterator across the batches: each request takes its share of lines from where the last one stopped.
   const iterator = Symbol.iterator in source ? (source as Iterable<NewPlant>)[Symbol.iterator]() : (source as AsyncIterable<NewPlant>)[Symbol.asyncIterator]();
-  const rest: AsyncIterable<NewPlant> = { [Symbol.asyncIterator]: () => ({ next: async () => iterator.next() }) };
   let offset = 0;
   for (;;) {
     let text = '';
     let count = 0;
     const batchIds = new IdQueue();
-    for await (const plant of { [Symbol.asyncIterator]: () => rest[Symbol.asyncIterator]() }) {
-      const line = plantLine(plant);
+    while (count < batch) {
+      const next = await iterator.next();
+      if (next.done) break;
+      const line = plantLine(next.value);
       batchIds.push(line.id);
       text += `${line.text}\n`;
       count += 1;
-      if (count >= batch) break;
     }
     if (count === 0) return;
-    for await (const results of bulkRequest(t, text, options.signal, () => failure)) {
+    for await (const results of bulkRequest(t, text, options.signal, () => undefined)) {
       for (const result of results) {
         const numbered = result as { line: number; id?: bigint | undefined };
         numbered.id = batchIds.take(result.line);

@@ -81,6 +81,11 @@ for (const { kind, create: createDatabase } of DATABASES) {
       const batched = await collect(client.createMany(IDS.map((id) => ({ id, name: `bulk ${id}` })), { stream: false, batchLines: 3 }));
       assert.deepEqual(batched.map((result) => [result.line, result.id, result.status, 'created' in result && result.created]), IDS.map((id, index) => [index + 1, id, 200, false]));
       for (const id of IDS) await client.delete(id);
+      // A plant that cannot be sent exactly ends the stream with that error, whichever way it is sent.
+      for (const stream of [true, false]) {
+        await assert.rejects(collect(client.createMany([{ id: 21n, name: 'fine' }, { id: 2 ** 53 + 2, name: 'rounded' }], { stream })), RangeError);
+      }
+      await client.delete(21n);
     });
 
     it('watch yields every change after its cursor exactly, and stops on abort', async () => {
