@@ -11,6 +11,8 @@ import tseslint from 'typescript-eslint';
  *   - entry: the CLI, the server and the worker threads of an instance (src/workers/ is started by src/serve/).
  *   - services: the composition root, and what it hands the layers below as their observers: the metrics
  *     (prom-client) and tracing (OpenTelemetry), each implementing interfaces those layers declare.
+ *   - client: plantstore/client, the package's API client for Node and browsers; it imports only its own files, so
+ *     it never pulls in the server (the CLI's push and watch are built on it).
  *   - utilities: importable from everywhere, importing nothing above them. src/plant.ts is one: a leaf of a plain
  *     type (the domain's Plant) that storage stores, outside the domain's folders so that no folder imports back.
  */
@@ -21,6 +23,7 @@ const levels = [
   { name: 'domain', modules: ['plants', 'auth', 'health', 'webhooks', 'transfer', 'feed'] },
   { name: 'storage', modules: ['storage'] },
   { name: 'utilities', modules: ['config', 'json', 'observability/log.js', 'observability/redact-headers.js', 'plant.js'] },
+  { name: 'client', modules: ['client'] },
 ];
 
 /**
@@ -139,6 +142,12 @@ const layers = [
     sameFolder: ['metrics.js'],
     packages: [...HTTP_FRAMEWORK, 'undici', 'pg'],
     why: 'config, JSON and logging are utilities every layer imports: they import only each other',
+  },
+  {
+    level: 'client',
+    files: ['src/client/**/*.ts'],
+    forbidden: [],
+    why: 'plantstore/client runs in browsers as in Node on the platform alone: it imports only its own files (see below)',
   },
 ];
 
@@ -280,6 +289,18 @@ export default tseslint.config(
       ],
     },
   })),
+  {
+    // plantstore/client imports nothing outside src/client/, no package and no node: module, and uses no Node global:
+    // it is served to browsers as it is (tsconfig.client.json checks it against the DOM's types alone).
+    files: ['src/client/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(?!\\./[^/]+\\.js$)', message: 'src/client/ imports only its own files (./name.js): no package, no node: module, nothing of the server.' }] },
+      ],
+      'no-restricted-globals': ['error', 'Buffer', 'process', 'require', '__dirname', '__filename', 'setImmediate'],
+    },
+  },
   {
     // The CLI reads the environment where it starts a process (NODE_OPTIONS), loads the configuration, and reads a
     // copy target as DATABASE_URL would be read; serve leaves the young generation to a NODE_OPTIONS that sizes it.

@@ -53,12 +53,3 @@ export class ProgressLine {
     process.stderr.write('\r\x1b[K');
   }
 }
-
-/** The message of a server's answer that is an Error record (`{"error":…,"message":…}`), or the answer as it came. */
-export function errorMessage(answer: string): string {
-  try {
-    return (JSON.parse(answer) as { message?: string }).message ?? answer;
-  } catch {
-    return answer;
-  }
-}

@@ -177,6 +177,37 @@ describe('GET /docs in headless Chromium', { skip: skipWithout(chromiumBinary())
     assert.equal(stored.includes(token), false, 'the token is not kept in the browser\'s storage');
   });
 
+  it('"Try it out" on GET /plants/9007199254740993 shows 9007199254740993, and a POST sends its id exactly', async () => {
+    const created = await fetch(`${server?.base}/plants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"id":9007199254740993,"name":"Past a double"}',
+    });
+    assert.equal(created.status, 200);
+    const get = operationBlock('getPlant');
+    await get.locator('.opblock-summary').click();
+    await get.locator('.try-out__btn').click();
+    await get.locator('input[placeholder="id"]').fill('9007199254740993');
+    await get.locator('.execute').click();
+    const status = get.locator('.live-responses-table tbody .response-col_status');
+    await status.waitFor({ state: 'visible' });
+    assert.equal((await status.innerText()).trim(), '200');
+    const shown = await get.locator('.live-responses-table tbody .response-col_description').innerText();
+    assert.match(shown, /"id": 9007199254740993,/, shown);
+    assert.doesNotMatch(shown, /9007199254740992/);
+    // The request body editor's text is sent as typed: the plant is stored under the exact id.
+    const create = operationBlock('addPlant');
+    await create.locator('.opblock-summary').click();
+    await create.locator('.try-out__btn').click();
+    await create.locator('textarea.body-param__text').fill('{"id": 9223372036854775807, "name": "Sent from the page"}');
+    await create.locator('.execute').click();
+    const createdStatus = create.locator('.live-responses-table tbody .response-col_status');
+    await createdStatus.waitFor({ state: 'visible' });
+    assert.equal((await createdStatus.innerText()).trim(), '200');
+    const read = await fetch(`${server?.base}/plants/9223372036854775807`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(await read.text(), '{"id":9223372036854775807,"name":"Sent from the page"}');
+  });
+
   it('asks nothing of another origin and breaks no rule of its Content-Security-Policy', async () => {
     // Late requests (images, anything a rendered operation pulls in) are in before the list is read.
     await page.waitForLoadState('networkidle');

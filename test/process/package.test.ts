@@ -89,13 +89,81 @@ describe('the packed tarball', () => {
       'package/dist/src/cli/plantstore.js',
       'package/docs/deploy/plantstore.service',
       'package/docs/interface.md',
+      'package/dist/src/client/index.js',
+      'package/dist/src/client/index.d.ts',
+      'package/docs/client.md',
     ]) {
       assert.ok(files.includes(wanted), `${wanted} is packed`);
     }
-    const unwanted = files.filter((file) => /^package\/(src|test|bench|dist\/test|dist\/bench|node_modules)\//.test(file) || /\.(ts|map|tsbuildinfo)$/.test(file));
+    // The client's declarations are the one kind of .ts shipped: `import ... from 'plantstore/client'` is typed by them.
+    const unwanted = files.filter(
+      (file) =>
+        /^package\/(src|test|bench|dist\/test|dist\/bench|node_modules)\//.test(file) ||
+        (/\.(ts|map|tsbuildinfo)$/.test(file) && !/^package\/dist\/src\/client\/[a-z-]+\.d\.ts$/.test(file)),
+    );
     assert.deepEqual(unwanted, [], 'nothing but what runs and what documents it');
     const binLine = listing.find((line) => line.endsWith(' package/dist/src/cli/plantstore.js'));
     assert.match(binLine ?? '', /^-rwxr-xr-x /, 'the bin is executable in the tarball');
+  });
+});
+
+/** A program using every method of the client, as a user of the package writes it: typechecked, and its imports run. */
+const CLIENT_USE = `import { PlantStore, PlantStoreError, PlantConflictError, verifyWebhook, type BulkResult, type Change, type StoredPlant } from 'plantstore/client';
+
+export async function use(token: string, signal: AbortSignal): Promise<void> {
+  const client = new PlantStore({ url: 'http://127.0.0.1:8080', token, retry: { attempts: 3, maxDelayMs: 5000 } });
+  const plant: { readonly name: string; readonly tag?: string } = await client.create({ id: 9007199254740993n, name: 'Monstera', tag: 'aroid' });
+  const found: StoredPlant | undefined = await client.get(9007199254740993n);
+  const id: bigint | undefined = found?.id;
+  for await (const listed of client.list({ tag: 'aroid', limit: 100 })) console.log(listed.id + 1n, listed.name, listed.tag);
+  const deleted: boolean = await client.delete(-9223372036854775808n);
+  const results: BulkResult[] = [];
+  for await (const result of client.createMany([{ id: 1n, name: 'Fern' }, { id: 2, name: 'Ivy' }])) results.push(result);
+  async function* generated() { yield { id: 3n, name: 'Moss' }; }
+  for await (const result of client.createMany(generated(), { signal })) if (result.status !== 200) console.log(result.line, result.id);
+  for await (const change of client.watch({ after: 0n, signal })) {
+    const seen: Change = change;
+    if (seen.type === 'plant.created') console.log(seen.sequence, seen.plant.id);
+    else if (seen.type === 'plant.deleted') console.log(seen.id);
+    else console.log(seen.message);
+  }
+  const event = await verifyWebhook({ headers: { 'webhook-id': 'a', 'webhook-timestamp': '1', 'webhook-signature': 'v1,x' }, body: '{}', secret: 'whsec_x' });
+  const hooked: bigint = event.plant.id;
+  try {
+    await client.create({ id: 1n, name: 'other' });
+  } catch (error) {
+    if (error instanceof PlantConflictError) console.log(error.status, error.error, error.message);
+    else if (error instanceof PlantStoreError) console.log(error.retryAfter);
+  }
+  console.log(plant, id, deleted, results, hooked);
+}
+`;
+
+describe('a fresh project that installs the tarball', () => {
+  let project: string;
+  before(() => {
+    project = path.join(dir, 'project');
+    fs.mkdirSync(project);
+    fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'uses-plantstore', private: true, type: 'module' }));
+    run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball], { cwd: project, timeoutMs: 600_000 });
+  });
+
+  it("imports plantstore/client, typed: tsc --noEmit passes on a program using every method, and fails on a wrong type", () => {
+    fs.writeFileSync(path.join(project, 'use.ts'), CLIENT_USE);
+    const tsconfig = { compilerOptions: { strict: true, module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2022', 'DOM', 'DOM.Iterable', 'DOM.AsyncIterable'], types: [], noEmit: true, skipLibCheck: false }, files: ['use.ts'] };
+    fs.writeFileSync(path.join(project, 'tsconfig.json'), JSON.stringify(tsconfig));
+    const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+    run(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: project });
+    // The types bind: an id read as a number is refused.
+    fs.writeFileSync(path.join(project, 'use.ts'), `${CLIENT_USE}\nexport async function wrong(client: import('plantstore/client').PlantStore): Promise<number | undefined> { return (await client.get(1n))?.id; }\n`);
+    const failed = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: project, env, encoding: 'utf8' });
+    assert.notEqual(failed.status, 0, 'a bigint id is not a number');
+    assert.match(failed.stdout, /bigint/);
+  });
+
+  it('runs the import in Node', () => {
+    const script = "import('plantstore/client').then((client) => { console.log(typeof client.PlantStore, typeof client.verifyWebhook, Object.keys(client).length > 5); })";
+    assert.equal(run(process.execPath, ['--input-type=module', '-e', script], { cwd: project }), 'function function true\n');
   });
 });
 

@@ -1,13 +1,12 @@
 import fs from 'node:fs';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
-import { request } from 'undici';
-import { NDJSON } from '../../http/ndjson.js';
-import { readLines } from '../../transfer/lines.js';
+import { PlantStore, PlantStoreError, type BulkLine } from '../../client/index.js';
 import { openForReading, serverEndpoint } from '../arguments.js';
+import { cliFetch } from '../client-fetch.js';
 import type { CommandContext } from '../command.js';
 import { UnusableArgumentError, UsageError } from '../errors.js';
-import { ProgressLine, errorMessage } from '../output.js';
+import { ProgressLine } from '../output.js';
 
 export const usage = `  push FILE --url URL --token-file TOKEN_FILE
                               send the NewPlant JSON lines of FILE (- for standard input) to a running server
@@ -35,13 +34,6 @@ function summary(counts: Readonly<PushCounts>): string {
   );
 }
 
-interface ResultLine {
-  readonly line: number;
-  readonly status: number;
-  readonly created?: boolean;
-  readonly message?: string;
-}
-
 /** push talks to a server, not to a database: its --help says so instead of naming DATABASE_URL. */
 export const readsDatabase = false;
 
@@ -56,7 +48,10 @@ function input(file: string): Readable {
 
 /** Errors of connecting to --url, in words, with what to do; Node's own message is a bare `connect ECONNREFUSED …`. */
 function unreachable(url: URL, error: unknown): Error {
-  const code = (error as { code?: unknown } | null)?.code;
+  // The client's network error wraps fetch's, whose cause is the socket's error with its code.
+  let cause: unknown = error;
+  while (cause instanceof Error && (cause as { code?: unknown }).code === undefined && cause.cause !== undefined) cause = cause.cause;
+  const code = (cause as { code?: unknown } | null)?.code;
   const where = `push --url ${url.origin}`;
   switch (code) {
     case 'ECONNREFUSED':
@@ -80,7 +75,7 @@ function unreachable(url: URL, error: unknown): Error {
   }
 }
 
-export async function run(args: string[], context: CommandContext): Promise<void> {
+export async function run(args: string[], _context: CommandContext): Promise<void> {
   const { values, positionals } = parseArgs({
     args,
     options: { url: { type: 'string' }, 'token-file': { type: 'string' } },
@@ -90,40 +85,30 @@ export async function run(args: string[], context: CommandContext): Promise<void
   const [file] = positionals;
   if (file === undefined || positionals.length !== 1) throw new UsageError('push needs exactly one FILE (- for standard input)');
   const { url, token } = serverEndpoint(values, 'push', '/plants', 'plants:create');
-  // Answer lines are at most a message long; the limit only keeps a broken server from growing one line without end.
-  const maxAnswerLine = context.config().limits.bodyBytes + 1024;
-
+  // The answer streams as lines commit, for as long as the file takes: no whole-answer timeout, only silence.
+  const client = new PlantStore({ url: new URL('/', url), token, fetch: cliFetch({ headersTimeout: 0, bodyTimeout: 0 }) });
   const body = input(file);
-  let answer: Awaited<ReturnType<typeof request>>;
+  const results = client.createLines(Readable.toWeb(body) as ReadableStream<Uint8Array>);
+  let first: IteratorResult<BulkLine[]>;
   try {
-    answer = await request(url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': NDJSON },
-      body,
-      // The answer streams as lines commit, for as long as the file takes: no whole-answer timeout, only silence.
-      bodyTimeout: 0,
-      headersTimeout: 0,
-    });
+    first = await results.next();
   } catch (error) {
     body.destroy();
+    if (error instanceof PlantStoreError && error.status > 0) {
+      process.stderr.write(`push: the server answered ${error.status}: ${error.message}\n`);
+      process.exitCode = 1;
+      return;
+    }
     throw unreachable(url, error);
-  }
-  if (answer.statusCode !== 200) {
-    const message = errorMessage(await answer.body.text());
-    process.stderr.write(`push: the server answered ${answer.statusCode}: ${message}\n`);
-    process.exitCode = 1;
-    return;
   }
 
   const counts: PushCounts = { answered: 0, created: 0, replayed: 0, conflicts: 0, bad: 0, refused: 0 };
   const progress = new ProgressLine();
   try {
-    for await (const lines of readLines(answer.body, maxAnswerLine)) {
-      for (const line of lines) {
-        if (!('text' in line)) throw new Error(`the server answered a line of ${line.tooLongBytes} bytes, which is no result line`);
-        const result = JSON.parse(line.text.toString('utf8')) as ResultLine;
+    for (let next = first; !next.done; next = await results.next()) {
+      for (const result of next.value) {
         counts.answered += 1;
-        if (result.status === 200) {
+        if ('created' in result) {
           if (result.created === false) counts.replayed += 1;
           else counts.created += 1;
           continue;

@@ -25,6 +25,63 @@ export const API_REFERENCE_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
+/**
+ * A Swagger UI plugin that shows JSON answers exactly. Swagger UI displays a JSON answer as
+ * `JSON.stringify(JSON.parse(text), null, 2)`, which rounds every id past 2^53 (9007199254740993 is shown as
+ * 9007199254740992); this wraps its response body to indent the text as it came instead, numbers untouched, and show
+ * it as text. Runs in the page: the plugin serializes it, as source, into swagger-initializer.js (a file, so the
+ * page's CSP keeps script-src 'self'); it must not refer to anything outside itself.
+ */
+function exactJsonResponses(): { wrapComponents: Record<string, unknown> } {
+  function indent(text: string): string {
+    let out = '';
+    let depth = 0;
+    const newline = () => `\n${'  '.repeat(depth)}`;
+    for (let i = 0; i < text.length; i += 1) {
+      const c = text.charAt(i);
+      if (c === '"') {
+        let end = i + 1;
+        while (end < text.length && text.charAt(end) !== '"') end += text.charAt(end) === '\\' ? 2 : 1;
+        out += text.slice(i, end + 1);
+        i = end;
+      } else if (c === '{' || c === '[') {
+        const close = c === '{' ? '}' : ']';
+        let next = i + 1;
+        while (/\s/.test(text.charAt(next))) next += 1;
+        if (text.charAt(next) === close) {
+          out += c + close;
+          i = next;
+        } else {
+          depth += 1;
+          out += c + newline();
+        }
+      } else if (c === '}' || c === ']') {
+        depth -= 1;
+        out += newline() + c;
+      } else if (c === ',') out += `,${newline()}`;
+      else if (c === ':') out += ': ';
+      else if (!/\s/.test(c)) out += c;
+    }
+    return out;
+  }
+  type Props = { content?: unknown; contentType?: unknown };
+  type React = { createElement(type: unknown, props: Props): unknown };
+  return {
+    wrapComponents: {
+      responseBody: (Original: unknown, system: { React: React }) => (props: Props) => {
+        const json = typeof props.content === 'string' && /json/i.test(String(props.contentType ?? ''));
+        if (!json) return system.React.createElement(Original, props);
+        return system.React.createElement(Original, { ...props, content: indent(props.content as string), contentType: 'text/plain' });
+      },
+    },
+  };
+}
+
+/** Swagger UI's own plugin that loads the document from `url`: named again, since giving `plugins` replaces its list. */
+function downloadUrl(system: unknown): object {
+  return (globalThis as unknown as { SwaggerUIBundle: { plugins: { DownloadUrl(system: unknown): object } } }).SwaggerUIBundle.plugins.DownloadUrl(system);
+}
+
 export interface ApiReferenceOptions {
   /** The OpenAPI document the page renders: the one built by src/http/openapi.ts; nothing is generated here. */
   readonly document: object;
@@ -56,6 +113,8 @@ export const apiReference = fastifyPlugin<ApiReferenceOptions>(
         displayOperationId: true,
         // Tokens typed into "Authorize" stay in the page's memory, never in localStorage.
         persistAuthorization: false,
+        // Ids past 2^53 are shown as the server wrote them, not rounded by the page's JSON.parse.
+        plugins: [downloadUrl, exactJsonResponses],
       },
     });
   },
