@@ -12,6 +12,7 @@ import { malformedRequests } from './http/plugins/malformed-requests.js';
 import { methodNotAllowed } from './http/plugins/method-not-allowed.js';
 import { notFound } from './http/plugins/not-found.js';
 import { requestId } from './http/plugins/request-id.js';
+import { lazyRequestLogger } from './http/request-logger.js';
 import { requestTiming } from './http/plugins/request-timing.js';
 import { requestTracing, tracedLogger } from './http/plugins/request-tracing.js';
 import { routeSpecs } from './http/plugins/route-specs.js';
@@ -71,9 +72,10 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     frameworkErrors: (error, request, reply) => replyWithError(error, request, reply.header(REQUEST_ID_HEADER, request.id)),
     // request.ip (the remoteAddress of request log lines), .protocol and .host follow X-Forwarded-* only from these.
     trustProxy: config.trustProxy.length > 0 ? [...config.trustProxy] : false,
-    // Tracing (src/tracing/): the request's server span begins with its logger, so every line it logs, the first
-    // included, carries trace_id and span_id. With tracing off the option is left at Fastify's default.
-    ...(tracing ? { childLoggerFactory: tracedLogger(tracing, options.tls ? 'https' : 'http') } : {}),
+    // Each request's logger is made when it first logs at a level that prints (src/http/request-logger.ts). Tracing
+    // (src/tracing/): the request's server span begins with its logger, so every line it logs, the first included,
+    // carries trace_id and span_id.
+    childLoggerFactory: tracing ? tracedLogger(tracing, options.tls ? 'https' : 'http') : lazyRequestLogger,
   }, options.tls));
   endFailedHandshakes(app);
   if (tracing) await app.register(requestTracing, { tracing });
