@@ -8,10 +8,8 @@ import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
 import { authentication } from './http/plugins/authentication.js';
 import { bodyParsers } from './http/plugins/body-parsers.js';
 import { errorHandler, errorReplier } from './http/plugins/error-handler.js';
-import { malformedRequests } from './http/plugins/malformed-requests.js';
 import { methodNotAllowed } from './http/plugins/method-not-allowed.js';
-import { notFound } from './http/plugins/not-found.js';
-import { requestId } from './http/plugins/request-id.js';
+import { requestChecks } from './http/plugins/request-checks.js';
 import { lazyRequestLogger } from './http/request-logger.js';
 import { requestTiming } from './http/plugins/request-timing.js';
 import { requestTracing, tracedLogger } from './http/plugins/request-tracing.js';
@@ -57,7 +55,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },
     logController: new DebugRequestLog(),
-    // Every log line of a request carries it as reqId; every response carries it back (plugins/request-id.ts).
+    // Every log line of a request carries it as reqId; every response carries it back (plugins/request-checks.ts).
     genReqId: requestIdOf,
     serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger, options.tls, config.workers, config.trustProxy),
     // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
@@ -92,10 +90,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     refusals.stop();
     done();
   });
-  // The onRequest hooks every request runs, in this order: its id on every answer, then the refusals that need no route.
-  await app.register(requestId);
-  await app.register(malformedRequests);
-  await app.register(notFound);
+  // The one onRequest hook every request runs: its id on every answer, then the refusals that need no route.
+  await app.register(requestChecks);
   await app.register(authentication, {
     tokens: services.tokens,
     metrics,

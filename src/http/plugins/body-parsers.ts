@@ -1,8 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { FastifyRequest, RouteOptions } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import fastifyPlugin from 'fastify-plugin';
-import { BadRequestError, UnsupportedMediaTypeError } from '../errors.js';
+import { UnsupportedMediaTypeError } from '../errors.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from '../json-body.js';
 import { LineStreamBody, NDJSON } from '../ndjson.js';
 
@@ -14,22 +14,6 @@ declare module 'fastify' {
 }
 
 const UNSUPPORTED_MEDIA_TYPE = 'Content-Type must be application/json';
-
-/**
- * A route with a body schema gets no body in every way of sending none (no body at all, Content-Length: 0 with or
- * without a Content-Type, a chunked body of no chunk): each leaves request.body undefined (the parsers below see to
- * the last two), and this refuses it before validation, once for every such route, rather than each handler
- * meeting an undefined body.
- */
-function requireBody(request: FastifyRequest, _reply: unknown, done: (error?: Error) => void): void {
-  done(request.body === undefined ? new BadRequestError('request body is required') : undefined);
-}
-
-function withRequiredBody(route: RouteOptions): void {
-  if (route.schema?.body === undefined) return;
-  const preValidation = route.preValidation;
-  route.preValidation = [requireBody, ...(preValidation === undefined ? [] : Array.isArray(preValidation) ? preValidation : [preValidation])];
-}
 
 /**
  * A body without a Content-Type: nothing when it turns out to be empty (a chunked body of no chunk), which is
@@ -62,7 +46,6 @@ function emptyOrUnsupported(request: FastifyRequest, payload: Readable, parsed: 
 export const bodyParsers = fastifyPlugin(
   (app, _options, done) => {
     app.removeAllContentTypeParsers();
-    app.addHook('onRoute', withRequiredBody);
     app.addContentTypeParser('*', emptyOrUnsupported);
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, parsed) => {
       // Many clients send Content-Type on every request: an empty body is no body, refused only where one is required.
