@@ -77,7 +77,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   }, options.tls));
   endFailedHandshakes(app);
   if (tracing) await app.register(requestTracing, { tracing });
-  await app.register(bodyParsers);
+  await app.register(bodyParsers, { bodyLimit: config.limits.bodyBytes });
   await app.register(errorHandler, { bodyLimit: config.limits.bodyBytes, refusals });
   // Closing the app stops every streamed bulk create reading (each ends with a 503 line once its lines read are
   // answered): preClose runs before Fastify waits for the requests in flight, which a stream would otherwise keep up.
