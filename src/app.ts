@@ -8,10 +8,9 @@ import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
 import { authentication, presentedToken } from './http/plugins/authentication.js';
 import { bodyParsers } from './http/plugins/body-parsers.js';
 import { errorHandler, errorReplier } from './http/plugins/error-handler.js';
-import { malformedRequests } from './http/plugins/malformed-requests.js';
 import { methodNotAllowed } from './http/plugins/method-not-allowed.js';
-import { notFound } from './http/plugins/not-found.js';
-import { requestId } from './http/plugins/request-id.js';
+import { requestChecks } from './http/plugins/request-checks.js';
+import { lazyRequestLogger } from './http/request-logger.js';
 import { requestTiming } from './http/plugins/request-timing.js';
 import { requestTracing, tracedLogger } from './http/plugins/request-tracing.js';
 import { routeSpecs } from './http/plugins/route-specs.js';
@@ -56,7 +55,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     bodyLimit: config.limits.bodyBytes,
     routerOptions: { querystringParser: parseQueryString },
     logController: new DebugRequestLog(),
-    // Every log line of a request carries it as reqId; every response carries it back (plugins/request-id.ts).
+    // Every log line of a request carries it as reqId; every response carries it back (plugins/request-checks.ts).
     genReqId: requestIdOf,
     serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger, options.tls, config.workers, config.trustProxy),
     // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
@@ -71,13 +70,14 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     frameworkErrors: (error, request, reply) => replyWithError(error, request, reply.header(REQUEST_ID_HEADER, request.id)),
     // request.ip (the remoteAddress of request log lines), .protocol and .host follow X-Forwarded-* only from these.
     trustProxy: config.trustProxy.length > 0 ? [...config.trustProxy] : false,
-    // Tracing (src/tracing/): the request's server span begins with its logger, so every line it logs, the first
-    // included, carries trace_id and span_id. With tracing off the option is left at Fastify's default.
-    ...(tracing ? { childLoggerFactory: tracedLogger(tracing, options.tls ? 'https' : 'http') } : {}),
+    // Each request's logger is made when it first logs at a level that prints (src/http/request-logger.ts). Tracing
+    // (src/tracing/): the request's server span begins with its logger, so every line it logs, the first included,
+    // carries trace_id and span_id.
+    childLoggerFactory: tracing ? tracedLogger(tracing, options.tls ? 'https' : 'http') : lazyRequestLogger,
   }, options.tls));
   endFailedHandshakes(app);
   if (tracing) await app.register(requestTracing, { tracing });
-  await app.register(bodyParsers);
+  await app.register(bodyParsers, { bodyLimit: config.limits.bodyBytes });
   await app.register(errorHandler, { bodyLimit: config.limits.bodyBytes, refusals });
   // Closing the app stops every streamed bulk create reading (each ends with a 503 line once its lines read are
   // answered): preClose runs before Fastify waits for the requests in flight, which a stream would otherwise keep up.
@@ -90,10 +90,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     refusals.stop();
     done();
   });
-  // The onRequest hooks every request runs, in this order: its id on every answer, then the refusals that need no route.
-  await app.register(requestId);
-  await app.register(malformedRequests);
-  await app.register(notFound);
+  // The one onRequest hook every request runs: its id on every answer, then the refusals that need no route.
+  await app.register(requestChecks);
   await app.register(authentication, {
     tokens: services.tokens,
     metrics,

@@ -14,6 +14,9 @@ const UNOBSERVED: TokenCacheObserver = { tokenCacheReloaded: () => undefined };
 
 type ReloadOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
 
+/** At most this many presented tokens are remembered by their text between reloads (TokenAuthenticator.#byToken). */
+const TOKENS_REMEMBERED = 1024;
+
 /** Reloads of the token map are spaced at least this far apart (or `TOKEN_CACHE_MS`, when that is shorter). */
 const RELOAD_SPACING_MS = 100;
 
@@ -64,8 +67,11 @@ export interface TokenAuthenticatorOptions {
 
 /**
  * Checks tokens against the store through a cache of every stored token's hash, scopes and expiry, reloaded every
- * `refreshMs`: the hot path is one hash, one map lookup and two comparisons, and a revocation (by any replica or the
- * CLI) takes effect within one refresh. Expiry is compared with the clock on every request, so an expired token is
+ * `refreshMs`: the hot path is one map lookup and two comparisons, and a revocation (by any replica or the CLI)
+ * takes effect within one refresh. A token is hashed on its first use after each reload; until the next, its text
+ * finds it. That keeps a stored token's text in memory for at most one refresh after it was last sent, which the
+ * request that sent it held anyway (its headers live as long as the request, and a keep-alive connection's buffers
+ * longer): no token is kept that no client sent, and none is written anywhere. Expiry is compared with the clock on every request, so an expired token is
  * refused from its expiry on, whenever the map was last reloaded. Last use is recorded in memory and written with the
  * periodic refresh, never on the request path.
  *
@@ -84,6 +90,14 @@ export class TokenAuthenticator {
   readonly #observer: TokenCacheObserver;
   readonly #now: () => number;
   #byHash = new Map<string, CachedToken>();
+  /**
+   * The tokens presented since the last reload that are in #byHash, by their text: a token a client sends again is
+   * found without hashing it. Emptied at every reload (#byHash is replaced then, so a revoked token leaves both at
+   * once), and never holds a token that is not a stored one, so unknown tokens cannot fill it. A lookup compares the
+   * presented text with a key only when their lengths and string hashes (V8's, seeded per process) are equal, so its
+   * timing tells no more of a stored token than the digest map's does.
+   */
+  #byToken = new Map<string, CachedToken>();
   #uses = new Map<string, number>();
   /** The last write of uses, settled either way: the next write starts after it (see #flushUses). */
   #writing: Promise<void> = Promise.resolve();
@@ -159,15 +173,27 @@ export class TokenAuthenticator {
    * or with the store's error when that cannot be told (the tokens cannot be read and it is not in the cache).
    */
   authenticate(token: string, scope: Scope): Promise<string> {
-    const key = tokenHashHex(token);
-    const cached = this.#refreshMs === 0 ? undefined : this.#byHash.get(key);
-    if (cached === undefined) return this.#lookUp(key, scope);
-    // The hot path, a cached token, is decided at once: not in an async function, whose frame every call would allocate.
     try {
-      return Promise.resolve(this.#admit(cached, scope));
+      return Promise.resolve(this.check(token, scope));
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * authenticate's answer, decided at once when the token is cached: its name, or the refusal thrown. Only a token
+   * the cache does not hold (or caching off) needs the store, and gets a promise.
+   */
+  check(token: string, scope: Scope): string | Promise<string> {
+    if (this.#refreshMs === 0) return this.#lookUp(tokenHashHex(token), scope);
+    const known = this.#byToken.get(token);
+    if (known !== undefined) return this.#admit(known, scope);
+    const key = tokenHashHex(token);
+    const cached = this.#byHash.get(key);
+    if (cached === undefined) return this.#lookUp(key, scope);
+    if (this.#byToken.size >= TOKENS_REMEMBERED) this.#byToken.clear();
+    this.#byToken.set(token, cached);
+    return this.#admit(cached, scope);
   }
 
   /**
@@ -308,6 +334,7 @@ export class TokenAuthenticator {
     try {
       const tokens = await this.#tokens.all();
       this.#byHash = new Map(tokens.map((token) => [token.hash.toString('hex'), toCached(token)]));
+      this.#byToken = new Map();
       this.#observer.tokenCacheReloaded('success');
       for (const watcher of [...this.#watchers]) this.#recheck(watcher, this.#byHash.get(watcher.key));
       return { ok: true };

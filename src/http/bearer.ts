@@ -7,10 +7,41 @@ const SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+/;
 /** RFC 7235 §2.1 separates the scheme from its credentials with 1*SP: SP only, so a TAB makes the header malformed. */
 const SEPARATED_TOKEN = /^ +(.*)$/s;
 
+const AUTHORIZATION = 'authorization';
+
 const AUTHENTICATION_REQUIRED = 'authentication required: send Authorization: Bearer <token>';
+
+const BEARER_PREFIX = 'Bearer ';
+
+/** Whether `code` is a character of an RFC 6750 b64token before its trailing `=`s: A-Z a-z 0-9 - . _ ~ + / */
+function isTokenChar(code: number): boolean {
+  return (
+    (code >= 0x61 && code <= 0x7a) || (code >= 0x41 && code <= 0x5a) || (code >= 0x30 && code <= 0x39) ||
+    code === 0x2d || code === 0x2e || code === 0x5f || code === 0x7e || code === 0x2b || code === 0x2f
+  );
+}
+
+/**
+ * The token of the header every client sends, `Bearer ` and one b64token, read in one pass; undefined for anything
+ * else (another spelling of the scheme, more spaces, a malformed token), which readBearerToken then reads in full.
+ */
+function wellFormedBearer(header: string): string | undefined {
+  if (!header.startsWith(BEARER_PREFIX)) return undefined;
+  const length = header.length;
+  let index = BEARER_PREFIX.length;
+  while (index < length && isTokenChar(header.charCodeAt(index))) index += 1;
+  if (index === BEARER_PREFIX.length) return undefined;
+  while (index < length && header.charCodeAt(index) === 0x3d) index += 1;
+  return index === length ? header.slice(BEARER_PREFIX.length) : undefined;
+}
 
 /** The token of an `Authorization: Bearer <token>` header; the scheme name is case-insensitive (RFC 7235). */
 export function readBearerToken(header: string | undefined): string {
+  const token = header === undefined ? undefined : wellFormedBearer(header);
+  return token ?? readAnyBearerToken(header);
+}
+
+function readAnyBearerToken(header: string | undefined): string {
   const credentials = header?.trim() ?? '';
   if (credentials === '') throw new UnauthorizedError(AUTHENTICATION_REQUIRED);
   const scheme = SCHEME.exec(credentials)?.[0] ?? '';
@@ -35,7 +66,9 @@ export function readBearerToken(header: string | undefined): string {
 export function singleAuthorization(rawHeaders: readonly string[]): string | undefined {
   let value: string | undefined;
   for (let index = 0; index < rawHeaders.length; index += 2) {
-    if ((rawHeaders[index] as string).toLowerCase() !== 'authorization') continue;
+    const name = rawHeaders[index] as string;
+    // Most names differ in length, which is compared first: no lower-cased copy of every name.
+    if (name.length !== AUTHORIZATION.length || name.toLowerCase() !== AUTHORIZATION) continue;
     if (value !== undefined) throw new MalformedCredentialsError('more than one Authorization header: send exactly one');
     value = rawHeaders[index + 1] as string;
   }

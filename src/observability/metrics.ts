@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { TokenCacheObserver } from '../auth/authenticator.js';
+import { CellHistogram, type DurationCell } from './request-durations.js';
 import type { CreateAnswer, PlantObserver } from '../plants/service.js';
 import type { WriteQueue, WriteQueueObserver } from '../plants/write-queue.js';
 import { STORAGE_ERROR_KINDS, type StorageErrorKind } from '../storage/errors.js';
@@ -71,18 +72,19 @@ function processMetrics(): Registry {
 }
 
 /**
- * Every metric of one app, in a registry of its own (several apps in one process never collide), served by
- * GET /metrics together with the process's metrics. It is the one module that knows prom-client: storage, the write
- * queue, the token cache and the plant service report to the observer interfaces they declare, implemented here and
- * wired in src/services.ts. On the request path: the creates are counted in plain numbers, handed to prom-client
- * when scraped (`collect`), and each request's duration goes to a histogram child made once per route, method and
- * status (prom-client has no cheaper way in). Gauges are read when scraped, never kept up to date.
+ * Every metric of one app, in a registry of its own (several apps in one process never collide), served by GET
+ * /metrics together with the process's metrics. It and ./request-durations.ts are the modules that know prom-client:
+ * storage, the write queue, the token cache and the plant service report to the observer interfaces they declare,
+ * implemented here and wired in src/services.ts. On the request path: the creates are counted in plain numbers, handed
+ * to prom-client when scraped (`collect`), and each request's duration goes to a cell of plain numbers made once per
+ * route, method and status (./request-durations.ts), which prom-client reads when scraped. Gauges are read when
+ * scraped, never kept up to date.
  */
 const STREAM_ENDS: readonly StreamEnd[] = ['client', 'slow', 'shutdown', 'error', 'refused'];
 
 export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserver, WriteQueueObserver, FeedObserver {
   readonly #registry = new Registry();
-  readonly #requestDurations: Histogram<'method' | 'route' | 'status_code'>;
+  readonly #requestDurations: CellHistogram;
   readonly #creates: Record<CreateAnswer, number> = { created: 0, replayed: 0, conflict: 0, refused: 0 };
   readonly #commitBatchRows: Histogram;
   readonly #commitDuration: Histogram;
@@ -106,11 +108,10 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
     this.#render = renderAtMostEvery(options.renderEveryMs ?? 0, options.render ?? (() => Registry.merge([processMetrics(), this.#registry]).metrics()));
     const registers = [this.#registry];
     const creates = this.#creates;
-    this.#requestDurations = new Histogram({
+    this.#requestDurations = new CellHistogram({
       name: 'http_request_duration_seconds',
       help: 'HTTP requests by method, route (as in /openapi.json) and status code, from routing to the last byte written',
-      labelNames: ['method', 'route', 'status_code'],
-      buckets: [...DURATION_BUCKETS],
+      buckets: DURATION_BUCKETS,
       registers,
     });
     new Counter({
@@ -307,15 +308,15 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
    */
   route(route: string, methods: ReadonlySet<string>): RouteDurations {
     const histogram = this.#requestDurations;
-    const byMethod = new Map<string, Map<number, Histogram.Internal<'method' | 'route' | 'status_code'>>>();
+    const byMethod = new Map<string, Map<number, DurationCell>>();
     return {
       observe(requestMethod, statusCode, seconds) {
         const method = methods.has(requestMethod) ? requestMethod : OTHER_METHOD;
         let byStatus = byMethod.get(method);
         if (byStatus === undefined) byMethod.set(method, (byStatus = new Map()));
-        let child = byStatus.get(statusCode);
-        if (child === undefined) byStatus.set(statusCode, (child = histogram.labels(method, route, String(statusCode))));
-        child.observe(seconds);
+        let cell = byStatus.get(statusCode);
+        if (cell === undefined) byStatus.set(statusCode, (cell = histogram.cell({ method, route, status_code: String(statusCode) })));
+        cell.observe(seconds);
       },
     };
   }

@@ -71,9 +71,11 @@ export function systemRoutes(readiness: Readiness, openApiJson: () => string, me
 /**
  * Present unless METRICS=off. It needs a token with the metrics:read scope: unauthenticated, a flood of scrapes took
  * the CPU creates needed, and a failed authentication is cheap and throttled. The text is rendered at most once per
- * METRICS_CACHE_MS however often it is asked for.
+ * METRICS_CACHE_MS however often it is asked for, and sent as the same bytes until the next render.
  */
 function metricsRoute(metrics: Metrics): RouteSpec {
+  // The text's bytes, encoded once per render rather than measured and encoded again for every scrape of it.
+  let encoded: { readonly text: string; readonly body: Buffer } | undefined;
   return {
     method: 'GET',
     url: '/metrics',
@@ -88,7 +90,9 @@ function metricsRoute(metrics: Metrics): RouteSpec {
     responseMediaTypes: { 200: 'text/plain' },
     handler: async (_request, reply) => {
       reply.type(metrics.contentType);
-      return metrics.render();
+      const text = await metrics.render();
+      if (encoded?.text !== text) encoded = { text, body: Buffer.from(text) };
+      return encoded.body;
     },
   };
 }

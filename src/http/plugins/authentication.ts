@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyRequest, onRequestHookHandler } from 'fastify';
 import fastifyPlugin from 'fastify-plugin';
 import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from '../../auth/errors.js';
 import type { Scope } from '../../auth/scopes.js';
@@ -18,7 +18,7 @@ declare module 'fastify' {
      * The onRequest hook of a route that asks for a token holding `scope`: it sets request.tokenName, or refuses with
      * 401/403 (429 for an address that failed too often). One per route, made when the route is; none per request.
      */
-    authenticateFor(scope: Scope, queryToken?: boolean): (request: FastifyRequest) => Promise<void>;
+    authenticateFor(scope: Scope, queryToken?: boolean): onRequestHookHandler;
   }
 }
 
@@ -73,19 +73,31 @@ export const authentication = fastifyPlugin<AuthenticationOptions>(
     };
 
     app.decorateRequest('tokenName', '');
-    app.decorate('authenticateFor', (scope: Scope, queryToken = false) => async (request: FastifyRequest) => {
+    app.decorate('authenticateFor', (scope: Scope, queryToken = false): onRequestHookHandler => (request, _reply, hookDone) => {
       // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation, and a
-      // token without the scope (403) cannot make the server read or parse a body either.
+      // token without the scope (403) cannot make the server read or parse a body either. A cached token is decided
+      // here and now; only one the cache does not hold waits for the store.
       const span = tracing?.child(request.raw, 'authenticate');
+      const fail = (error: unknown) => {
+        span?.end(error);
+        hookDone(refused(error, request) as Error);
+      };
+      const admit = (name: string) => {
+        request.tokenName = name;
+        span?.end();
+        hookDone();
+      };
+      let name: string | Promise<string>;
       try {
         const header = singleAuthorization(request.raw.rawHeaders);
         const token = queryToken ? tokenFromQuery(request.query, header) : undefined;
-        request.tokenName = await tokens.authenticate(token ?? readBearerToken(header), scope);
+        name = tokens.check(token ?? readBearerToken(header), scope);
       } catch (error) {
-        span?.end(error);
-        throw refused(error, request);
+        fail(error);
+        return;
       }
-      span?.end();
+      if (typeof name === 'string') admit(name);
+      else name.then(admit, fail);
     });
     done();
   },

@@ -1,8 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { FastifyRequest, RouteOptions } from 'fastify';
+import { errorCodes, type FastifyRequest } from 'fastify';
 import fastifyPlugin from 'fastify-plugin';
-import { BadRequestError, UnsupportedMediaTypeError } from '../errors.js';
+import { UnsupportedMediaTypeError } from '../errors.js';
 import { checkContentEncoding, checkJsonMediaType, parseJsonBody } from '../json-body.js';
 import { LineStreamBody, NDJSON } from '../ndjson.js';
 
@@ -14,22 +14,6 @@ declare module 'fastify' {
 }
 
 const UNSUPPORTED_MEDIA_TYPE = 'Content-Type must be application/json';
-
-/**
- * A route with a body schema gets no body in every way of sending none (no body at all, Content-Length: 0 with or
- * without a Content-Type, a chunked body of no chunk): each leaves request.body undefined (the parsers below see to
- * the last two), and this refuses it before validation, once for every such route, rather than each handler
- * meeting an undefined body.
- */
-function requireBody(request: FastifyRequest, _reply: unknown, done: (error?: Error) => void): void {
-  done(request.body === undefined ? new BadRequestError('request body is required') : undefined);
-}
-
-function withRequiredBody(route: RouteOptions): void {
-  if (route.schema?.body === undefined) return;
-  const preValidation = route.preValidation;
-  route.preValidation = [requireBody, ...(preValidation === undefined ? [] : Array.isArray(preValidation) ? preValidation : [preValidation])];
-}
 
 /**
  * A body without a Content-Type: nothing when it turns out to be empty (a chunked body of no chunk), which is
@@ -56,27 +40,75 @@ function emptyOrUnsupported(request: FastifyRequest, payload: Readable, parsed: 
 }
 
 /**
+ * The whole body, read as Fastify's `parseAs: 'buffer'` reads it (413 past `limit`, declared or counted; 400 when
+ * it ends short of its Content-Length or the stream fails), but a body that came in one chunk, as nearly every
+ * JSON body does, is that chunk: Fastify copies it into a new Buffer, which the parser here only reads while it
+ * parses, at once, and keeps nothing of.
+ */
+function readWholeBody(request: FastifyRequest, payload: Readable, limit: number, read: (error: Error | null, body: Buffer) => void): void {
+  const declared = Number(request.headers['content-length']);
+  if (declared > limit) {
+    read(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE(), EMPTY);
+    return;
+  }
+  let first: Buffer | undefined;
+  let more: Buffer[] | undefined;
+  let received = 0;
+  const stop = () => payload.off('data', onData).off('end', onEnd).off('error', onEnd);
+  const onData = (chunk: Buffer) => {
+    received += chunk.length;
+    if (received > limit) {
+      stop();
+      read(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE(), EMPTY);
+      return;
+    }
+    if (first === undefined) first = chunk;
+    else (more ??= [first]).push(chunk);
+  };
+  const onEnd = (error?: Error & { statusCode?: number }) => {
+    stop();
+    if (error != null) {
+      if (!(typeof error.statusCode === 'number' && error.statusCode >= 400)) error.statusCode = 400;
+      read(error, EMPTY);
+    } else if (!Number.isNaN(declared) && received !== declared) {
+      read(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH(), EMPTY);
+    } else {
+      read(null, more === undefined ? (first ?? EMPTY) : Buffer.concat(more, received));
+    }
+  };
+  payload.on('data', onData).on('end', onEnd).on('error', onEnd);
+  payload.resume();
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
  * The only request bodies the API reads: JSON (ids kept exact, src/http/json-body.ts), and a line stream where a route
  * takes one. Fastify's own parsers are removed, so any other media type is answered 415.
  */
-export const bodyParsers = fastifyPlugin(
-  (app, _options, done) => {
+export const bodyParsers = fastifyPlugin<{ readonly bodyLimit: number }>(
+  (app, { bodyLimit }, done) => {
     app.removeAllContentTypeParsers();
-    app.addHook('onRoute', withRequiredBody);
     app.addContentTypeParser('*', emptyOrUnsupported);
-    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, parsed) => {
-      // Many clients send Content-Type on every request: an empty body is no body, refused only where one is required.
-      if ((body as Buffer).length === 0) {
-        parsed(null, undefined);
-        return;
-      }
-      try {
-        checkContentEncoding(request.headers['content-encoding']);
-        checkJsonMediaType(request.headers['content-type'] ?? '');
-        parsed(null, parseJsonBody(body as Buffer));
-      } catch (error) {
-        parsed(error as Error, undefined);
-      }
+    app.addContentTypeParser('application/json', (request, payload, parsed) => {
+      readWholeBody(request, payload, bodyLimit, (error, body) => {
+        if (error) {
+          parsed(error, undefined);
+          return;
+        }
+        // Many clients send Content-Type on every request: an empty body is no body, refused only where one is required.
+        if (body.length === 0) {
+          parsed(null, undefined);
+          return;
+        }
+        try {
+          checkContentEncoding(request.headers['content-encoding']);
+          checkJsonMediaType(request.headers['content-type'] ?? '');
+          parsed(null, parseJsonBody(body));
+        } catch (failure) {
+          parsed(failure as Error, undefined);
+        }
+      });
     });
 
     // A streamed bulk create (POST /plants as NDJSON): the body is not read here but handed to the route as the stream

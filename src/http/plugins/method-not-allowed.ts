@@ -43,5 +43,5 @@ export const methodNotAllowed = fastifyPlugin<MethodNotAllowedOptions>(
     }
     done();
   },
-  { name: 'method-not-allowed', fastify: '5.x', dependencies: ['error-handler', 'request-id', 'request-timing'] },
+  { name: 'method-not-allowed', fastify: '5.x', dependencies: ['error-handler', 'request-checks', 'request-timing'] },
 );

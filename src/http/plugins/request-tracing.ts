@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest, FastifyServerOptions } from 'fastify';
 import fastifyPlugin from 'fastify-plugin';
 import type { Tracing } from '../../tracing/tracing.js';
+import { lazyRequestLogger } from '../request-logger.js';
 import { openApiPath, type RouteSpec } from '../route-spec.js';
 
 export interface RequestTracingOptions {
@@ -36,7 +37,7 @@ export const requestTracing = fastifyPlugin<RequestTracingOptions>(
 export function tracedLogger(tracing: Tracing, scheme: string): FastifyServerOptions['childLoggerFactory'] {
   return function childLogger(this: FastifyInstance, logger, bindings, childOptions, raw) {
     const ids = tracing.startRequest(raw as IncomingMessage, scheme);
-    return logger.child(ids ? { ...bindings, ...ids } : bindings, childOptions);
+    return lazyRequestLogger.call(this, logger, ids ? { ...bindings, ...ids } : bindings, childOptions, raw);
   };
 }
 

@@ -37,7 +37,7 @@ export const routeSpecs = fastifyPlugin<RouteSpecsOptions>(
     name: 'route-specs',
     fastify: '5.x',
     // Each route takes the error handler and hooks registered before it: they must be in place first.
-    dependencies: ['error-handler', 'body-parsers', 'request-id', 'malformed-requests', 'not-found', 'authentication', 'token-rate-limit', 'request-timing'],
+    dependencies: ['error-handler', 'body-parsers', 'request-checks', 'authentication', 'token-rate-limit', 'request-timing'],
   },
 );
 

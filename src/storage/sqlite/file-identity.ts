@@ -13,8 +13,10 @@ const FILE_IDENTITY_CHECK_MS = 1000;
  * write until the process is restarted against a real file: a new file appearing at the path later is not the one
  * SQLite has open either.
  *
- * One stat of the path (about a microsecond) is made before and after each write transaction, so no write is
- * acknowledged after the file went away, and on a timer, so readiness and the log say so without traffic.
+ * The path is looked at once per sync of the WAL, after it returns and before any write it covers is answered
+ * (`lookNow`, the store's afterSync listener), so no write is acknowledged once the file went away, however many
+ * batches the sync covers; and on a timer, so readiness and the log say so without traffic. A write checks only the
+ * verdict (`assertSame`): one made into a file already gone is never acknowledged, since its sync's look finds it.
  */
 export class DatabaseFileIdentity {
   readonly #file: string;
@@ -34,10 +36,14 @@ export class DatabaseFileIdentity {
     this.#timer = setInterval(() => this.#lookAtPath(), FILE_IDENTITY_CHECK_MS).unref();
   }
 
-  /** Throws StorageUnavailableError when the file at the path is no longer the one opened (and then forever). */
+  /** Throws StorageUnavailableError once the file at the path was found not to be the one opened (and then forever). */
   assertSame(): void {
-    const lost = this.#lost ?? this.#lookAtPath();
-    if (lost) throw lost;
+    if (this.#lost) throw this.#lost;
+  }
+
+  /** Looks at the path now (one stat): afterwards assertSame throws if it no longer names the file opened. */
+  lookNow(): void {
+    this.#lookAtPath();
   }
 
   stop(): void {

@@ -118,6 +118,8 @@ export class SqliteStore implements Store {
       wal = new WalSync(file, { report: (incident) => incidents.report(incident), ...(options.sync ? { sync: options.sync } : {}) });
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
       const identity = new DatabaseFileIdentity(file, (incident) => incidents.report(incident));
+      // Registered before any other listener (the write queue's), and run before the waiters the sync resolved go on.
+      wal.afterSync(() => identity.lookNow());
       return new SqliteStore(reader, writer, checkpointer, incidents, identity, wal);
     } catch (error) {
       void wal?.close();
@@ -149,10 +151,11 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * A write (one commit) under #runRetryingLocks, made only while the database file at the path is the one open, and
-   * acknowledged only if it still is once committed (a commit into a removed or replaced file would be lost), and
-   * only once a WAL sync that began after it has returned. A write that changed nothing waits too: what it found (a
-   * row another batch just committed, or just deleted) may not be durable yet.
+   * A write (one commit) under #runRetryingLocks, made only while the database file at the path is not known to be
+   * gone, and acknowledged only once a WAL sync that began after it has returned and the path was found, after that
+   * sync, to still name the file open (a commit into a removed or replaced file would be lost; DatabaseFileIdentity
+   * looks once per sync). A write that changed nothing waits too: what it found (a row another batch just
+   * committed, or just deleted) may not be durable yet.
    */
   async #write<T>(work: () => T, lockWaitMs?: number): Promise<T> {
     let synced: Promise<void> | undefined;
@@ -169,10 +172,10 @@ export class SqliteStore implements Store {
         synced = this.#wal.durable(seq);
         synced?.catch(() => undefined);
       }
-      this.#identity.assertSame();
       return done;
     }, lockWaitMs);
     await synced;
+    this.#identity.assertSame();
     return result;
   }
 
