@@ -17,7 +17,7 @@ import pg from 'pg';
 import { prepareValue, prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { runCli, type EnvOverrides } from '../test/helpers/process.js';
 import { prefillRandomId, RANDOM_HI_SPACE, type IdMode } from './ids.js';
-import { ROOT } from './layout.js';
+import { cliOf, ROOT } from './layout.js';
 
 const NAMES = ['Monstera deliciosa', 'Ficus lyrata', 'Pilea peperomioides', 'Calathea orbifolia'];
 const TAGS = ['aroid', 'fig', 'pilea', null];
@@ -70,12 +70,15 @@ export interface PrefillOptions {
   readonly count: number;
   readonly ids: IdMode;
   readonly log: (line: string) => void;
+  /** The built checkout whose schema the SQLite file has (its CLI migrates it): this one unless --plantstore names another. */
+  readonly root?: string;
 }
 
 /** The path of a cached SQLite file holding `count` plants (building it when missing). */
 export function cachedSqlitePrefill(options: PrefillOptions): string {
   const { count, ids, log } = options;
-  const migrations = fs.readFileSync(path.join(ROOT, 'dist/src/storage/sqlite/migrations.js'));
+  const root = options.root ?? ROOT;
+  const migrations = fs.readFileSync(path.join(root, 'dist/src/storage/sqlite/migrations.js'));
   const schema = createHash('sha256').update(migrations).update(PREFILL_FORMAT).digest('hex').slice(0, 12);
   const dir = path.join(ROOT, 'bench/.cache');
   const file = path.join(dir, `sqlite-${count}-${ids}-${schema}.db`);
@@ -87,7 +90,7 @@ export function cachedSqlitePrefill(options: PrefillOptions): string {
   const building = `${file}.building-${process.pid}`;
   const started = Date.now();
   log(`prefill: building ${path.relative(ROOT, file)} (${count} plants, ${ids} ids) ...`);
-  runCli(['migrate'], { DATABASE_URL: `sqlite:${building}` });
+  runCli(['migrate'], { DATABASE_URL: `sqlite:${building}` }, cliOf(root));
   const db = new DatabaseSync(building);
   try {
     db.exec('PRAGMA journal_mode = OFF');

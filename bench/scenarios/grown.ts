@@ -68,7 +68,8 @@ async function startTarget(session: BenchSession, plants: number, samples: numbe
   const { setup } = session;
   const dir = path.join(session.dir, `store-${plants}`);
   fs.mkdirSync(dir);
-  const store = await openStore({ kind: 'sqlite', prefill: plants, ids: 'random', dir, log: setup.log });
+  // The prefilled file has the schema of the build measured, so that --plantstore DIR measures an older one too.
+  const store = await openStore({ kind: 'sqlite', prefill: plants, ids: 'random', dir, log: setup.log, root: setup.options.plantstoreRoot });
   const paths = samples > 0 ? (await store.sampleIds(samples)).map((id) => `/plants/${id}`) : [];
   const token = cliToken(store.databaseUrl, session.plantstoreCli);
   const server = await startPlantstore({
