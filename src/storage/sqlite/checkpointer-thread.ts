@@ -27,6 +27,15 @@ if (!port) throw new Error('checkpointer-thread.ts runs only as a worker thread'
  * commit starts the WAL from its beginning, overwriting it in place.
  */
 
+/**
+ * The RESTART checkpoint copies, holding the writer's lock, what was committed while the PASSIVE one before it ran: in
+ * a large store that PASSIVE copies tens of thousands of pages, and what came meanwhile would stall every create. So
+ * PASSIVE rounds (each copying what came during the last) run first, until at most this many frames wait, or
+ * CATCH_UP_ROUNDS have run.
+ */
+const RESTART_REMAINDER_FRAMES = 1024;
+const CATCH_UP_ROUNDS = 4;
+
 /** How long a RESTART checkpoint waits for the writer's lock (held only while a batch commits) before leaving it to the next one. */
 const RESTART_LOCK_WAIT_MS = 200;
 
@@ -69,7 +78,13 @@ function tick(): boolean {
   }
   // A lock held elsewhere is not an error here: PASSIVE then checkpoints what it can, and the next time the rest.
   const copied = passive.get();
-  if (copied !== undefined && copied.log > walFrames) restart.get();
+  if (copied === undefined || copied.log <= walFrames) return true;
+  for (let round = 0; round < CATCH_UP_ROUNDS; round += 1) {
+    const wal = look.get();
+    if (wal === undefined || wal.log - wal.checkpointed <= RESTART_REMAINDER_FRAMES) break;
+    passive.get();
+  }
+  restart.get();
   return true;
 }
 
