@@ -209,6 +209,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
 /** What the store holds and which ids the load sends, e.g. "prefill 5000000 random ids". */
 export function workloadTitle(options: BenchOptions): string {
   if (options.soak > 0) return `soak ${options.soak}s`;
+  if (options.grown.length > 0) return `an empty store and stores of ${options.grown.join(', ')} plants, random ids`;
   return options.prefill > 0 ? `prefill ${options.prefill} ${options.ids} ids` : `empty store, ${options.ids} ids`;
 }
 
