@@ -12,7 +12,8 @@
  *   environment.ts   pinning, machine, commit          generator.ts  wrk or autocannon
  *   session.ts       one invocation's folder, store and servers (stores.ts, prefill.ts, servers.ts)
  *   measure.ts       one load run with /proc sampling (metrics.ts)
- *   scenarios/       creates.ts (ceiling/app-only/plantstore pairs), soak.ts, reads.ts, webhook.ts, workers.ts, scrapers.ts
+ *   scenarios/       creates.ts (ceiling/app-only/plantstore pairs), soak.ts, reads.ts, webhook.ts, workers.ts, scrapers.ts,
+ *                    grown.ts (creates into grown stores, reads by id over them)
  *   report.ts        meta, markdown tables, the result files
  *   recorder.ts      --record: the machine's quietness and the scenario's section of BENCHMARKS.md (record.ts)
  */
@@ -26,6 +27,7 @@ import { benchScenario } from './record-scenarios.js';
 import { RecordRefused, startRecording } from './recorder.js';
 import { runBulk } from './scenarios/bulk.js';
 import { runCreates } from './scenarios/creates.js';
+import { runGrown } from './scenarios/grown.js';
 import { runReads } from './scenarios/reads.js';
 import { runScrapers } from './scenarios/scrapers.js';
 import { runWebhook } from './scenarios/webhook.js';
@@ -49,7 +51,9 @@ async function main(): Promise<void> {
   const setup: BenchSetup = { options, pinning: options.workers ? unpinned() : pinning(), generator: chooseGenerator(options.generator), log };
   log(`bench: ${workloadTitle(options)} on ${options.store}; ${options.pairs} pair(s) x ${options.duration}s after ${options.warmup}s warm-up; ${options.connections} connections`);
   log(`bench: ${setup.pinning.note}; load generator: ${setup.generator.description} (${setup.generator.note})`);
-  await (options.bulk
+  await (options.grown.length > 0
+    ? runGrown(setup)
+    : options.bulk
     ? runBulk(setup)
     : options.reads
     ? runReads(setup)

@@ -20,6 +20,11 @@ export interface BenchOptions {
   readonly quick: boolean;
   /** Reads scenario: page reads and GET by id over a prefilled store, plantstore only. */
   readonly reads: boolean;
+  /**
+   * Grown-store scenario: durable creates with random ids into an empty store and into stores of these sizes, and
+   * reads by id over GROWN_READS_BASE plants and over the largest, all in every pair; empty when not asked for.
+   */
+  readonly grown: readonly number[];
   /** Bulk scenario: streamed bulk creates (NDJSON) against single creates, in pairs; then latency beside a stream and RSS over 1,000,000 lines. */
   readonly bulk: boolean;
   /** Webhook scenario: plantstore with one subscription (a local receiver) against plantstore with none, in pairs. */
@@ -68,6 +73,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --store sqlite|postgres                               the storage (PostgreSQL: the embedded test server)
   --reads | --webhook | --app-only                      page reads; one webhook subscription; also plantstore's HTTP layer alone
   --bulk                                                streamed bulk creates (NDJSON) against single creates
+  --grown N,N,...                                       creates (random ids) into an empty store and stores of N plants; reads by id
   --workers N                                           pairs of WORKERS=1 and WORKERS=N, unpinned (also with --webhook)
   --workload creates|reads|mixed ...                    with --workers: which workloads (default all three)
   --scrapers N                                          creates alone and with N connections scraping /metrics (with --workers: WORKERS=N)
@@ -102,6 +108,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
         quick: { type: 'boolean' },
         reads: { type: 'boolean' },
         bulk: { type: 'boolean' },
+        grown: { type: 'string' },
         webhook: { type: 'boolean' },
         'app-only': { type: 'boolean' },
         workers: { type: 'string' },
@@ -170,6 +177,10 @@ export function readOptions(argv: string[]): BenchOptions | null {
   if (scrapers !== null && (reads || soak > 0 || webhook || values['app-only'] || wantsBaseline)) {
     throw new UsageError('--scrapers does not combine with --reads, --soak, --webhook, --app-only or --baseline');
   }
+  const grown = values.grown === undefined ? [] : values.grown.split(',').map((size) => num('grown', size, 0, 1000));
+  if (grown.length > 0 && (reads || soak > 0 || webhook || workers !== null || scrapers !== null || wantsBaseline || values.bulk || store !== 'sqlite')) {
+    throw new UsageError('--grown runs on SQLite alone, without --reads, --soak, --webhook, --workers, --scrapers, --bulk or --baseline');
+  }
   return {
     duration: soak > 0 ? soak : num('duration', values.duration, quick ? 1 : 10, 0.5),
     warmup: num('warmup', values.warmup, quick ? 0.5 : 3, 0),
@@ -184,6 +195,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
     quick,
     reads,
     bulk: values.bulk ?? false,
+    grown: grown.map(Math.round),
     webhook,
     appOnly: values['app-only'] ?? false,
     workers,
@@ -202,6 +214,7 @@ export function readOptions(argv: string[]): BenchOptions | null {
 /** What the store holds and which ids the load sends, e.g. "prefill 5000000 random ids". */
 export function workloadTitle(options: BenchOptions): string {
   if (options.soak > 0) return `soak ${options.soak}s`;
+  if (options.grown.length > 0) return `an empty store and stores of ${options.grown.join(', ')} plants, random ids`;
   return options.prefill > 0 ? `prefill ${options.prefill} ${options.ids} ids` : `empty store, ${options.ids} ids`;
 }
 

@@ -2,9 +2,11 @@
  * Prefilled stores for the "millions of plants already stored" scenarios, on a schema created by the real CLI
  * (`plantstore migrate`).
  *
- * SQLite: built directly with node:sqlite (one transaction, no journal, no fsync) and cached in bench/.cache/
- * (git-ignored) by row count, id mode and a hash of the compiled SQLite migrations. Each bench run works on a copy,
- * so the cached file never changes.
+ * SQLite: built directly with node:sqlite (one transaction, no journal, no fsync, a page cache holding the whole
+ * file) and cached in bench/.cache/ (git-ignored) by row count, id mode, how it is built (PREFILL_FORMAT) and a hash
+ * of the compiled SQLite migrations. Each bench run works on a copy, so the cached file never changes. Random ids are
+ * inserted in random order, as a store grows whose clients send them: its B-tree pages are as full as such a store's
+ * (about nine tenths), not packed full as ids inserted in order leave them, where every later insert splits a page.
  * PostgreSQL: inserted into the bench's fresh embedded server on every run, in batches of ids sent as arrays.
  */
 import { createHash } from 'node:crypto';
@@ -15,7 +17,7 @@ import pg from 'pg';
 import { prepareValue, prepareWrite, transaction } from '../src/storage/sqlite/connection.js';
 import { runCli, type EnvOverrides } from '../test/helpers/process.js';
 import { prefillRandomId, RANDOM_HI_SPACE, type IdMode } from './ids.js';
-import { ROOT } from './layout.js';
+import { cliOf, ROOT } from './layout.js';
 
 const NAMES = ['Monstera deliciosa', 'Ficus lyrata', 'Pilea peperomioides', 'Calathea orbifolia'];
 const TAGS = ['aroid', 'fig', 'pilea', null];
@@ -30,6 +32,27 @@ function* randomHis(count: number): Generator<number> {
     }
   }
 }
+
+/** `count` distinct random ids in random order (a Fisher-Yates shuffle of the ascending selection). */
+function shuffledRandomIds(count: number): Float64Array {
+  if (count > RANDOM_HI_SPACE) throw new RangeError(`--prefill with random ids is limited to ${RANDOM_HI_SPACE} rows`);
+  const ids = new Float64Array(count);
+  let at = 0;
+  for (const hi of randomHis(count)) ids[at++] = prefillRandomId(hi);
+  for (let index = count - 1; index > 0; index -= 1) {
+    const other = Math.floor(Math.random() * (index + 1));
+    const id = ids[index] as number;
+    ids[index] = ids[other] as number;
+    ids[other] = id;
+  }
+  return ids;
+}
+
+/** Changes the cached files' names whenever the way they are built changes. */
+const PREFILL_FORMAT = 'grown1';
+
+/** The prefill's page cache: enough for 10,000,000 plants, so that inserting in random order never waits for a read. */
+const PREFILL_CACHE_KIB = 3 * 1024 * 1024;
 
 function prefilledIds(mode: IdMode, count: number): Iterable<number> {
   if (mode === 'random') {
@@ -47,13 +70,16 @@ export interface PrefillOptions {
   readonly count: number;
   readonly ids: IdMode;
   readonly log: (line: string) => void;
+  /** The built checkout whose schema the SQLite file has (its CLI migrates it): this one unless --plantstore names another. */
+  readonly root?: string;
 }
 
 /** The path of a cached SQLite file holding `count` plants (building it when missing). */
 export function cachedSqlitePrefill(options: PrefillOptions): string {
   const { count, ids, log } = options;
-  const migrations = fs.readFileSync(path.join(ROOT, 'dist/src/storage/sqlite/migrations.js'));
-  const schema = createHash('sha256').update(migrations).digest('hex').slice(0, 12);
+  const root = options.root ?? ROOT;
+  const migrations = fs.readFileSync(path.join(root, 'dist/src/storage/sqlite/migrations.js'));
+  const schema = createHash('sha256').update(migrations).update(PREFILL_FORMAT).digest('hex').slice(0, 12);
   const dir = path.join(ROOT, 'bench/.cache');
   const file = path.join(dir, `sqlite-${count}-${ids}-${schema}.db`);
   if (fs.existsSync(file)) {
@@ -64,16 +90,16 @@ export function cachedSqlitePrefill(options: PrefillOptions): string {
   const building = `${file}.building-${process.pid}`;
   const started = Date.now();
   log(`prefill: building ${path.relative(ROOT, file)} (${count} plants, ${ids} ids) ...`);
-  runCli(['migrate'], { DATABASE_URL: `sqlite:${building}` });
+  runCli(['migrate'], { DATABASE_URL: `sqlite:${building}` }, cliOf(root));
   const db = new DatabaseSync(building);
   try {
     db.exec('PRAGMA journal_mode = OFF');
     db.exec('PRAGMA synchronous = OFF');
-    db.exec('PRAGMA cache_size = -1048576');
+    db.exec(`PRAGMA cache_size = -${PREFILL_CACHE_KIB}`);
     const insert = prepareWrite<[bigint, string, string | null]>(db, 'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)');
     transaction(db, () => {
       let k = 0;
-      for (const id of prefilledIds(ids, count)) {
+      for (const id of ids === 'random' ? shuffledRandomIds(count) : prefilledIds(ids, count)) {
         insert.run(BigInt(id), NAMES[k % 4] as string, TAGS[k % 4] ?? null);
         k += 1;
       }

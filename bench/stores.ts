@@ -32,6 +32,8 @@ export interface StoreSpec {
   /** The bench's temporary folder, where the SQLite file goes. */
   readonly dir: string;
   readonly log: (line: string) => void;
+  /** The built checkout whose schema a prefilled SQLite file has (PrefillOptions.root). */
+  readonly root?: string;
 }
 
 export function openStore(spec: StoreSpec): Promise<StoreHandle> {
@@ -41,7 +43,7 @@ export function openStore(spec: StoreSpec): Promise<StoreHandle> {
 async function sqliteStore(spec: StoreSpec): Promise<StoreHandle> {
   const file = path.join(spec.dir, 'plantstore.db');
   if (spec.prefill > 0) {
-    const cached = cachedSqlitePrefill({ count: spec.prefill, ids: spec.ids, log: spec.log });
+    const cached = cachedSqlitePrefill({ count: spec.prefill, ids: spec.ids, log: spec.log, ...(spec.root ? { root: spec.root } : {}) });
     fs.copyFileSync(cached, file);
     // Write the copy back now: otherwise the kernel flushes hundreds of MB of dirty pages during the first
     // measured run, on the server's core and the disk its fsyncs wait for.

@@ -216,10 +216,11 @@ describe('plantstore backup and restore (SQLite)', () => {
     const backupFile = path.join(dir, 'old-schema.db');
     assert.equal(plantstore(['backup', backupFile], env).status, 0);
     const content = await exported(env);
-    // What plantstore's first schema looked like: no heartbeat table, no webhook tables, no change log and tokens
-    // without scopes or expiry, user_version 1.
+    // What plantstore's first schema looked like: no heartbeat table, no webhook tables, no change log, tokens
+    // without scopes or expiry, the tag index over every plant on (tag, id), user_version 1.
     const old = new DatabaseSync(backupFile);
     old.exec('DROP TABLE plantstore_heartbeat; DROP TABLE webhook_attempts; DROP TABLE webhook_events; DROP TABLE webhook_subscriptions; DROP TABLE plant_changes');
+    old.exec('DROP INDEX plants_by_tag; CREATE INDEX plants_by_tag ON plants (tag, id)');
     old.exec('ALTER TABLE tokens DROP COLUMN expires_at; ALTER TABLE tokens DROP COLUMN scopes');
     old.exec("INSERT INTO tokens (name, hash, created_at) VALUES ('from-v1', zeroblob(32), 0)");
     old.exec('PRAGMA user_version = 1');

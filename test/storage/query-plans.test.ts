@@ -39,7 +39,7 @@ function sqlitePlanProblem(db: DatabaseSync): string | undefined {
   }
   const listByTag = sqlitePlan(db, SQL.sqlite.listByTag, [TAG, INT64_MIN, LIMIT]);
   // In the index, the integer primary key is the column `id`, and is named so.
-  if (JSON.stringify(listByTag) !== JSON.stringify(['SEARCH plants USING INDEX plants_by_tag (tag=? AND id>?)'])) {
+  if (JSON.stringify(listByTag) !== JSON.stringify(['SEARCH plants USING INDEX plants_by_tag (tag=? AND rowid>?)'])) {
     return `list by tag: ${JSON.stringify(listByTag)}`;
   }
   return undefined;
@@ -67,7 +67,7 @@ describe('index use on SQLite', () => {
     await db?.cleanup();
   });
 
-  it('lists through the integer primary key (rowid>?) and, by tag, through plants_by_tag (tag=? AND id>?), with no sort', (context) => {
+  it('lists through the integer primary key (rowid>?) and, by tag, through plants_by_tag (tag=? AND rowid>?), with no sort', (context) => {
     const reader = new DatabaseSync(file, { readOnly: true });
     try {
       assert.equal(sqlitePlanProblem(reader), undefined);

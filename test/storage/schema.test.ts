@@ -71,7 +71,7 @@ for (const [kind, create] of [
         const config = loadConfig({ DATABASE_URL: db.url }).database;
         await (await openStore(config)).close();
         const version = await schemaVersion[kind].read(db.url);
-        assert.equal(version, 6, 'plants and tokens (1), the readiness heartbeat (2), webhooks (3), token scopes and expiry (4), the trace context of webhook events (5), the change log (6)');
+        assert.equal(version, 7, 'plants and tokens (1), the readiness heartbeat (2), webhooks (3), token scopes and expiry (4), the trace context of webhook events (5), the change log (6), the tag index without untagged plants (7)');
         await (await openStore(config)).close();
         assert.equal(await schemaVersion[kind].read(db.url), version);
       }));
@@ -81,7 +81,7 @@ for (const [kind, create] of [
         const config = loadConfig({ DATABASE_URL: db.url }).database;
         await (await openStore(config)).close();
         await schemaVersion[kind].set(db.url, 99);
-        await assert.rejects(openStore(config), /database schema version 99 is newer than this plantstore \(6\); upgrade plantstore/);
+        await assert.rejects(openStore(config), /database schema version 99 is newer than this plantstore \(7\); upgrade plantstore/);
       }));
   });
 }

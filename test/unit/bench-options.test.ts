@@ -22,6 +22,9 @@ test('bench command lines it cannot run are usage errors naming the problem (exi
     [['--workers', '2.5'], /--workers must be a whole number >= 2, got "2.5"/],
     [['--workers', '2', '--reads'], /--workers does not combine with --reads/],
     [['--workers', '2', '--baseline-env', 'METRICS=off'], /--workers does not combine with .*--baseline/],
+    [['--grown', '2000000,lots'], /--grown must be a number >= 1000, got "lots"/],
+    [['--grown', '2000000', '--store', 'postgres'], /--grown runs on SQLite alone/],
+    [['--grown', '2000000', '--baseline', '.'], /--grown runs on SQLite alone, without .*--baseline/],
   ];
   for (const [argv, message] of cases) {
     assert.throws(() => readOptions(argv), (error: unknown) => error instanceof UsageError && message.test(error.message), argv.join(' '));
@@ -35,4 +38,9 @@ test('bench defaults: 3 pairs of 10 s after 3 s, 50 connections, SQLite, no base
     { pairs: options.pairs, duration: options.duration, warmup: options.warmup, connections: options.connections, store: options.store, baseline: options.baseline },
     { pairs: 3, duration: 10, warmup: 3, connections: 50, store: 'sqlite', baseline: null },
   );
+});
+
+test('bench --grown: the store sizes, in the order given; none without it', () => {
+  assert.deepEqual(readOptions(['--grown', '2000000,10000000'])?.grown, [2_000_000, 10_000_000]);
+  assert.deepEqual(readOptions([])?.grown, []);
 });

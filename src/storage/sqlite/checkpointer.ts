@@ -2,8 +2,15 @@ import { Worker } from 'node:worker_threads';
 import type { StorageIncident } from '../store.js';
 
 export interface CheckpointerOptions {
-  /** How often the thread checkpoints the WAL. */
+  /** How often the thread looks at the WAL; it checkpoints once enough frames wait, or the oldest has waited maxDelayMs. */
   readonly intervalMs: number;
+  /** The longest a commit waits to be checkpointed (a store between bursts of writes). */
+  readonly maxDelayMs: number;
+  /**
+   * Frames (pages written by commits) waiting in the WAL at which a checkpoint runs before maxDelayMs has passed, and
+   * the WAL's length past which a checkpoint makes the next commit start it again from its beginning.
+   */
+  readonly walFrames: number;
   /** Wait before restarting a thread that died; it doubles with each death before a successful checkpoint. */
   readonly restartDelayMs: number;
   /** The longest wait between restarts. */
@@ -14,17 +21,25 @@ export interface CheckpointerOptions {
 
 export const CHECKPOINTER_DEFAULTS: CheckpointerOptions = {
   intervalMs: 250,
+  // Each checkpoint copies a page once however many commits rewrote it since the last: with random ids the same
+  // leaves are dirtied again and again, so checkpoints further apart copy fewer pages per create.
+  maxDelayMs: 2000,
+  // With 4 KiB pages, 64 MiB of WAL: a few seconds of creates with random ids into a large store.
+  walFrames: 16_384,
   // A thread that died once is back almost at once; one that dies as soon as it starts (a file it cannot open) is
   // retried ever more slowly, never in a tight loop.
   restartDelayMs: 500,
   maxRestartDelayMs: 30_000,
-  // A failure or two can be passing (an I/O hiccup); by the third the WAL has gone about a second unchecked.
+  // A failure or two can be passing (an I/O hiccup); by the third the WAL has gone about a second unchecked (after
+  // a failure, the thread checkpoints at every interval until one succeeds).
   failuresToUnready: 3,
 };
 
 export interface CheckpointerThreadData {
   readonly file: string;
   readonly intervalMs: number;
+  readonly maxDelayMs: number;
+  readonly walFrames: number;
 }
 
 /** What the thread tells the main thread: every failed checkpoint, and the first success after a start or failures. */
@@ -92,7 +107,7 @@ export class Checkpointer {
 
   #start(): void {
     const thread = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
-      workerData: { file: this.#file, intervalMs: this.#options.intervalMs } satisfies CheckpointerThreadData,
+      workerData: { file: this.#file, intervalMs: this.#options.intervalMs, maxDelayMs: this.#options.maxDelayMs, walFrames: this.#options.walFrames } satisfies CheckpointerThreadData,
     });
     this.#thread = thread;
     this.#failuresInARow = 0;
