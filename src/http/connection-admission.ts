@@ -1,7 +1,8 @@
 import { BlockList, isIP, type Server, type Socket } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { CONNECTION, connectionOf, ConnectionRequests, RequestBounds, type ConnectionLimits, type ConnectionOverrun, type InstanceRequestLimits } from './connection-bounds.js';
+import { CONNECTION, connectionOf, ConnectionRequests, type ConnectionLimits, type ConnectionOverrun, type InstanceRequestLimits } from './connection-bounds.js';
+import { RequestBounds } from './request-bounds.js';
 import { interposeConnections, tcpSocketOf } from './node-internals.js';
 
 /** What the instance (this thread's share of it) serves at once, and what waits. */
@@ -115,7 +116,7 @@ function first<T>(set: Set<T>): T | undefined {
 
 /**
  * The instance's connections, one record per connection (a Connection, whose requests RequestBounds bounds and
- * starts in turn: src/http/connection-bounds.ts), shared work-conservingly: a share binds only when there is
+ * starts in turn: src/http/request-bounds.ts), shared work-conservingly: a share binds only when there is
  * contention.
  *
  * A connection is served at once while the instance serves fewer than `connections`, however many of them its
