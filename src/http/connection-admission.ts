@@ -1,8 +1,13 @@
-import { BlockList, isIP, type Server, type Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { CONNECTION, connectionOf, ConnectionRequests, RequestBounds, type ConnectionLimits, type ConnectionOverrun, type InstanceRequestLimits } from './connection-bounds.js';
+import { Connection, type Book, type Waiting } from './address-book.js';
+import { clientAddress } from './client-address.js';
+import { CONNECTION, connectionOf, type ConnectionLimits, type ConnectionOverrun, type InstanceRequestLimits } from './connection-bounds.js';
+import { connectionToClose, connectionToEvict, shouldYield } from './connection-eviction.js';
+import { ConnectionRefusals, LINGER_MS, type Refusal } from './connection-refusal.js';
 import { interposeConnections, tcpSocketOf } from './node-internals.js';
+import { RequestBounds } from './request-bounds.js';
 
 /** What the instance (this thread's share of it) serves at once, and what waits. */
 export interface AdmissionLimits extends InstanceRequestLimits {
@@ -13,9 +18,6 @@ export interface AdmissionLimits extends InstanceRequestLimits {
   /** How long a connection waits for a slot at most before it is answered 503 (HEADERS_TIMEOUT_MS + KEEP_ALIVE_TIMEOUT_MS). */
   readonly queueTimeoutMs: number;
 }
-
-/** Why a connection was answered 503 instead of being served. */
-export type Refusal = 'queue full' | 'waited too long' | 'address overran';
 
 export interface AdmissionEvents {
   /** A connection was answered 503 + Retry-After and closed, unread. */
@@ -30,92 +32,10 @@ type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
 /** How often waiting connections are timed out and stalled ones looked for. */
 const SWEEP_INTERVAL_MS = 250;
-/** How long a refused or evicted connection is left to read what it was sent before it is destroyed. */
-const LINGER_MS = 1000;
-/**
- * How long a connection idle after an answer is left to its client before it may be closed for one waiting: a client
- * with more to send reuses it the moment its answer arrives, and would see it closed under its next request. Not a
- * share of anyone's time: a connection busy when others start waiting is told to close after its answer instead.
- */
-const REUSE_GRACE_MS = 20;
-
-/** Everything known of one client address. */
-interface Book {
-  readonly address: string;
-  readonly exempt: boolean;
-  /** Its connections served; of them those idle after an answer, and those that have sent no request yet, oldest first. */
-  readonly served: Set<Connection>;
-  readonly idle: Set<Connection>;
-  readonly fresh: Set<Connection>;
-  /** Its connections waiting for a slot, oldest first. */
-  readonly waiting: Waiting[];
-}
-
-interface Waiting {
-  readonly socket: Socket;
-  readonly book: Book;
-  readonly since: number;
-  readonly serve: () => void;
-}
-
-/** One served connection: its slot, and (ConnectionRequests) what its requests hold. */
-class Connection extends ConnectionRequests {
-  /** It no longer holds a slot: closed, or evicted and closing. */
-  released = false;
-  /**
-   * Sweeps that have seen it: after two, the event loop has had a turn (a poll phase) since it was served, and has
-   * read what its client sent as it connected.
-   */
-  sweeps = 0;
-  /** Its current answer says `Connection: close`: its slot passes on to one waiting after it. */
-  closing = false;
-  /** When its last answer ended. */
-  idleSince = 0;
-
-  constructor(
-    bounds: RequestBounds<Connection>,
-    readonly socket: Socket,
-    readonly book: Book,
-  ) {
-    super(bounds, book.address, socket);
-  }
-}
-
-/** The address a connection is counted under: an IPv4 client on a dual-stack listener as its IPv4 address. */
-export function clientAddress(socket: Socket): string {
-  const address = socket.remoteAddress ?? '';
-  return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
-}
-
-/** TRUST_PROXY's entries (validated by src/config/) as a set of addresses a connection can be checked against. */
-export function trustedProxies(entries: readonly string[]): (address: string) => boolean {
-  if (entries.length === 0) return () => false;
-  const list = new BlockList();
-  for (const entry of entries) {
-    if (entry === 'loopback') {
-      list.addSubnet('127.0.0.0', 8, 'ipv4');
-      list.addAddress('::1', 'ipv6');
-      continue;
-    }
-    const [address = '', prefix] = entry.split('/');
-    const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
-    if (prefix === undefined) list.addAddress(address, family);
-    else list.addSubnet(address, Number(prefix), family);
-  }
-  return (address) => {
-    const family = isIP(address);
-    return family !== 0 && list.check(address, family === 6 ? 'ipv6' : 'ipv4');
-  };
-}
-
-function first<T>(set: Set<T>): T | undefined {
-  for (const item of set) return item;
-  return undefined;
-}
 
 /**
  * The instance's connections, one record per connection (a Connection, whose requests RequestBounds bounds and
- * starts in turn: src/http/connection-bounds.ts), shared work-conservingly: a share binds only when there is
+ * starts in turn: src/http/request-bounds.ts), shared work-conservingly: a share binds only when there is
  * contention.
  *
  * A connection is served at once while the instance serves fewer than `connections`, however many of them its
@@ -133,7 +53,7 @@ export class ConnectionAdmission {
   readonly #requests: RequestBounds<Connection>;
   readonly #exempt: (address: string) => boolean;
   readonly #events: AdmissionEvents;
-  readonly #refusal: (why: Refusal) => string | undefined;
+  readonly #refusals: ConnectionRefusals;
   readonly #books = new Map<string, Book>();
   /** Addresses with connections waiting, in the order they get slots. */
   readonly #waitingTurns = new Map<string, Book>();
@@ -141,7 +61,6 @@ export class ConnectionAdmission {
   #waitingCount = 0;
   /** Connections whose answer says `Connection: close` for one waiting, not yet closed. */
   #closingCount = 0;
-  #lingering = 0;
   #sweeper: NodeJS.Timeout | undefined;
 
   /**
@@ -167,7 +86,7 @@ export class ConnectionAdmission {
     });
     this.#exempt = exempt;
     this.#events = events;
-    this.#refusal = refusal;
+    this.#refusals = new ConnectionRefusals(limits, (address, why) => events.refused(address, why), refusal);
   }
 
   /** Connections served now. */
@@ -215,7 +134,7 @@ export class ConnectionAdmission {
       return;
     }
     if (this.#waitingCount >= this.#limits.queued && !this.#refuseFromLongestQueue(book)) {
-      this.#refuse(socket, book.address, 'queue full');
+      this.#refusals.refuse(socket, book.address, 'queue full');
       this.#dropIfEmpty(book);
       return;
     }
@@ -235,7 +154,7 @@ export class ConnectionAdmission {
   shedWaiting(address: string): void {
     const book = this.#books.get(address);
     if (!book || book.exempt) return;
-    for (const waiting of [...book.waiting]) if (this.#dequeue(waiting)) this.#refuse(waiting.socket, address, 'address overran');
+    for (const waiting of [...book.waiting]) if (this.#dequeue(waiting)) this.#refusals.refuse(waiting.socket, address, 'address overran');
   }
 
   /** The server's request listener. */
@@ -250,7 +169,7 @@ export class ConnectionAdmission {
       connection.book.idle.delete(connection);
       connection.book.fresh.delete(connection);
     }
-    if (this.#waitingCount > this.#closingCount && this.#shouldYield(connection)) this.#closeAfter(connection, response);
+    if (this.#waitingCount > this.#closingCount && shouldYield(connection, this.#waitingTurns.values())) this.#closeAfter(connection, response);
   }
 
   #bookOf(address: string): Book {
@@ -275,46 +194,12 @@ export class ConnectionAdmission {
     serve();
   }
 
-  /**
-   * Closes an idle connection so that one of `book`'s can be served: its own address's longest idle keep-alive one,
-   * else the longest idle of the address holding the most connections, if it holds more than `book` would with one
-   * more.
-   */
+  /** Closes an idle connection so that one of `book`'s can be served (connectionToEvict), if there is one to close. */
   #makeRoom(book: Book): boolean {
-    // Of its own address, only one idle after an answer: its client has moved on to the new connection. One that has
-    // sent nothing is no more use than the newcomer, and replacing it would let an address that opens silent
-    // connections churn its own for ever, none old enough to be taken for anyone else.
-    let victim = this.#evictable(book, false);
-    if (!victim) {
-      let heaviest: Book | undefined;
-      for (const other of this.#books.values()) {
-        if (other.exempt || other.served.size <= book.served.size + 1 || (heaviest && other.served.size <= heaviest.served.size)) continue;
-        const candidate = this.#evictable(other, true);
-        if (candidate) {
-          heaviest = other;
-          victim = candidate;
-        }
-      }
-    }
+    const victim = connectionToEvict(book, this.#books.values());
     if (!victim) return false;
     this.#evict(victim);
     return true;
-  }
-
-  /**
-   * The book's idle connection to close first: the longest idle after an answer (past REUSE_GRACE_MS), else the oldest
-   * that has sent nothing, once the event loop has had a turn to read it (a client sends its request as it connects,
-   * so one admitted an instant ago is idle only because it has not been read yet).
-   */
-  #evictable(book: Book, fresh: boolean): Connection | undefined {
-    const idle = first(book.idle);
-    if (idle && performance.now() - idle.idleSince >= REUSE_GRACE_MS) return idle;
-    return fresh ? this.#seenTwice(book) : undefined;
-  }
-
-  #seenTwice(book: Book): Connection | undefined {
-    const fresh = first(book.fresh);
-    return fresh !== undefined && fresh.sweeps >= 2 ? fresh : undefined;
   }
 
   /**
@@ -327,19 +212,6 @@ export class ConnectionAdmission {
     this.#release(connection, false);
     connection.wire.end();
     setTimeout(() => connection.wire.destroy(), LINGER_MS).unref();
-  }
-
-  /**
-   * Whether `connection` should give its slot to a waiting one after its current answer: its address has some
-   * waiting, or holds more connections than a waiting address would with this slot.
-   */
-  #shouldYield(connection: Connection): boolean {
-    if (connection.closing) return false;
-    const { book } = connection;
-    if (book.waiting.length > 0) return true;
-    if (book.exempt) return false;
-    for (const other of this.#waitingTurns.values()) if (other.served.size + 1 < book.served.size) return true;
-    return false;
   }
 
   /** Its answer, not yet begun, says `Connection: close`, and Node closes it after: its slot passes on without a reset. */
@@ -355,21 +227,8 @@ export class ConnectionAdmission {
    */
   #passSlotTo(book: Book): void {
     if (this.#waitingCount <= this.#closingCount) return;
-    let heaviest: Book | undefined;
-    for (const other of this.#books.values()) {
-      if (other.exempt || other.served.size <= book.served.size + 1 || (heaviest && other.served.size <= heaviest.served.size)) continue;
-      heaviest = other;
-    }
-    for (const candidate of heaviest ? [book, heaviest] : [book]) {
-      for (const connection of candidate.served) {
-        if (connection.closing || connection.handled.size === 0) continue;
-        for (const response of connection.handled.values()) {
-          if (response.headersSent) continue;
-          this.#closeAfter(connection, response);
-          return;
-        }
-      }
-    }
+    const busy = connectionToClose(book, this.#books.values());
+    if (busy) this.#closeAfter(busy.connection, busy.response);
   }
 
   /** Gives up the connection's slot (closed, or evicted and closing) and serves what waits. */
@@ -434,7 +293,7 @@ export class ConnectionAdmission {
     for (const other of this.#waitingTurns.values()) if (!longest || other.waiting.length > longest.waiting.length) longest = other;
     if (!longest || longest.waiting.length <= own) return false;
     const waiting = longest.waiting.at(-1) as Waiting;
-    if (this.#dequeue(waiting)) this.#refuse(waiting.socket, waiting.book.address, 'queue full');
+    if (this.#dequeue(waiting)) this.#refusals.refuse(waiting.socket, waiting.book.address, 'queue full');
     return true;
   }
 
@@ -447,7 +306,7 @@ export class ConnectionAdmission {
     const now = performance.now();
     for (const book of [...this.#waitingTurns.values()]) {
       for (const waiting of [...book.waiting]) {
-        if (now - waiting.since >= this.#limits.queueTimeoutMs && this.#dequeue(waiting)) this.#refuse(waiting.socket, book.address, 'waited too long');
+        if (now - waiting.since >= this.#limits.queueTimeoutMs && this.#dequeue(waiting)) this.#refusals.refuse(waiting.socket, book.address, 'waited too long');
       }
     }
     for (const book of [...this.#waitingTurns.values()]) {
@@ -463,30 +322,5 @@ export class ConnectionAdmission {
       }
     }
     if (this.#served === 0 && this.#waitingCount === 0) this.stop();
-  }
-
-  /**
-   * Answers 503 without reading the request, and half-closes. The request is then read and dropped until the client
-   * closes, for at most LINGER_MS: closing a socket with unread bytes in its receive buffer makes the kernel send a
-   * reset, which can reach the client before the answer does. Refused connections lingering at once are bounded by
-   * `connections` + `queued`; past it, one is closed at once (an attack, not a client to tell anything).
-   */
-  #refuse(socket: Socket, address: string, why: Refusal): void {
-    this.#events.refused(address, why);
-    const answer = this.#refusal(why);
-    if (answer === undefined || this.#lingering >= this.#limits.connections + this.#limits.queued) {
-      socket.destroy();
-      return;
-    }
-    this.#lingering += 1;
-    const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
-    socket.once('close', () => {
-      this.#lingering -= 1;
-      clearTimeout(timer);
-    });
-    socket.on('data', () => undefined);
-    socket.on('end', () => socket.destroy());
-    socket.end(answer);
-    socket.resume();
   }
 }

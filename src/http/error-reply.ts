@@ -154,7 +154,7 @@ export function writeClientError(error: Error & { code?: string }, socket: Socke
 }
 
 /**
- * The whole HTTP answer to a connection refused before it is read (src/http/connection-admission.ts): a 503 Error
+ * The whole HTTP answer to a connection refused before it is read (src/http/connection-refusal.ts): a 503 Error
  * record with Retry-After, and `Connection: close`, since the request it answers was never read.
  */
 export function refusalAnswer(why: 'queue full' | 'waited too long' | 'address overran'): string {

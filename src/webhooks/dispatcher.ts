@@ -1,7 +1,9 @@
 import type { WebhookConfig } from '../config/config.js';
 import type { ClaimedWebhookEvent, WebhookAttemptOutcome, WebhookAttemptResult, WebhookClaim, WebhookOutbox } from '../storage/webhook-store.js';
-import { systemResolver, type Resolver } from './address-policy.js';
+import { systemResolver } from './address-policy.js';
 import { claimLease, holdBounds, type ClaimLease } from './claim-planner.js';
+import type { DispatcherOptions, WebhookLog } from './dispatcher-options.js';
+import { OutboxPruner } from './outbox-pruner.js';
 import { decideOutcome } from './retry-policy.js';
 import { WebhookSender } from './sender.js';
 import { sendEvent, type DeliveryTracer } from './send-event.js';
@@ -27,33 +29,7 @@ export interface WebhookStats {
   snapshot(): WebhookStatsSnapshot;
 }
 
-/** The few log methods the dispatcher uses (a pino logger has them). */
-export interface WebhookLog {
-  info(object: object, message: string): void;
-  warn(object: object, message: string): void;
-  error(object: object, message: string): void;
-}
-
-export interface DispatcherOptions {
-  readonly config: WebhookConfig;
-  readonly log: WebhookLog;
-  /** How long stop() lets attempts in flight finish before cutting them short and releasing them. */
-  readonly stopGraceMs: number;
-  /** Tests resolve names their own way; the check still runs on the address connected to. */
-  readonly resolve?: Resolver;
-  /** In [0, 1): the jitter of retry delays. */
-  readonly random?: () => number;
-  /** How often subscriptions are re-read (changes by the CLI or another replica) and due events looked for. */
-  readonly pollIntervalMs?: number;
-  readonly pruneIntervalMs?: number;
-  /** Tracing (src/tracing/), when on: each attempt a span in the trace of the create that wrote its event. */
-  readonly tracer?: DeliveryTracer;
-}
-
 const POLL_INTERVAL_MS = 1000;
-const PRUNE_INTERVAL_MS = 3_600_000;
-/** The first prune comes soon after start, not an interval later. */
-const FIRST_PRUNE_DELAY_MS = 60_000;
 /**
  * Each round trip (settling finished attempts, claiming more) is a write transaction, on SQLite on the event loop
  * shared with creates, so under load there is at most one this often; the first after a quiet spell runs at once.
@@ -80,7 +56,6 @@ export class WebhookDispatcher implements WebhookStats {
   readonly #sender: WebhookSender;
   readonly #random: () => number;
   readonly #pollIntervalMs: number;
-  readonly #pruneIntervalMs: number;
   readonly #stopGraceMs: number;
   /** How long a claim lasts, and how long after it an attempt may still start (claim-planner.ts). */
   readonly #lease: ClaimLease;
@@ -99,7 +74,8 @@ export class WebhookDispatcher implements WebhookStats {
   #countedAt = -Infinity;
   /** Wakes the dispatcher when the soonest retry it scheduled is due, rather than at the next poll. */
   readonly #retryTimer = new SoonestTimer(() => this.wake());
-  #pruneTimer: NodeJS.Timeout | undefined;
+  /** Deletes delivered events past the retention, soon after start and then every prune interval. */
+  readonly #pruner: OutboxPruner;
   #stopped = false;
   readonly #tracer: DeliveryTracer | undefined;
   #stats = { waiting: 0, delivered: 0, retried: 0, failed: 0, disabled: 0 };
@@ -111,9 +87,9 @@ export class WebhookDispatcher implements WebhookStats {
     this.#log = options.log;
     this.#random = options.random ?? Math.random;
     this.#pollIntervalMs = options.pollIntervalMs ?? POLL_INTERVAL_MS;
-    this.#pruneIntervalMs = options.pruneIntervalMs ?? PRUNE_INTERVAL_MS;
     this.#stopGraceMs = options.stopGraceMs;
     this.#tracer = options.tracer;
+    this.#pruner = new OutboxPruner(store, options.config.retentionMs, options.log, options.pruneIntervalMs);
     this.#lease = claimLease(options.config);
     this.#subscriptions = new SubscriptionQueues(holdBounds(options.config));
     this.#budget = {
@@ -137,8 +113,7 @@ export class WebhookDispatcher implements WebhookStats {
   async start(releaseLeases: boolean): Promise<void> {
     if (releaseLeases) await this.#store.releaseLeases();
     await this.#poll();
-    this.#pruneTimer = setTimeout(() => void this.#pruneNow(), Math.min(FIRST_PRUNE_DELAY_MS, this.#pruneIntervalMs));
-    this.#pruneTimer.unref();
+    this.#pruner.start();
   }
 
   /** Plants were created (their events committed): look for due events now rather than at the next poll. */
@@ -154,7 +129,7 @@ export class WebhookDispatcher implements WebhookStats {
 
   /** Deletes delivered events past the retention; also runs on its own every hour. */
   async prune(): Promise<number> {
-    return this.#store.prune(this.#config.retentionMs);
+    return this.#pruner.prune();
   }
 
   /**
@@ -164,7 +139,8 @@ export class WebhookDispatcher implements WebhookStats {
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    for (const timer of [this.#pollTimer, this.#pruneTimer]) clearTimeout(timer);
+    clearTimeout(this.#pollTimer);
+    this.#pruner.stop();
     this.#tickTimer.cancel();
     this.#retryTimer.cancel();
     for (const event of this.#subscriptions.drain()) this.#release(event);
@@ -208,20 +184,6 @@ export class WebhookDispatcher implements WebhookStats {
       if (!this.#stopped) {
         this.#pollTimer = setTimeout(() => void this.#poll(), this.#pollIntervalMs);
         this.#pollTimer.unref();
-      }
-    }
-  }
-
-  async #pruneNow(): Promise<void> {
-    try {
-      const deleted = await this.prune();
-      if (deleted > 0) this.#log.info({ deleted }, 'pruned delivered webhook events');
-    } catch (error) {
-      this.#log.warn({ err: error }, 'pruning delivered webhook events failed; will try again');
-    } finally {
-      if (!this.#stopped) {
-        this.#pruneTimer = setTimeout(() => void this.#pruneNow(), this.#pruneIntervalMs);
-        this.#pruneTimer.unref();
       }
     }
   }

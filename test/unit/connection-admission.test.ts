@@ -8,8 +8,10 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { clientAddress, ConnectionAdmission, trustedProxies, type AdmissionLimits, type Refusal } from '../../src/http/connection-admission.js';
+import { clientAddress, trustedProxies } from '../../src/http/client-address.js';
+import { ConnectionAdmission, type AdmissionLimits } from '../../src/http/connection-admission.js';
 import type { ConnectionOverrun } from '../../src/http/connection-bounds.js';
+import type { Refusal } from '../../src/http/connection-refusal.js';
 
 class FakeSocket extends EventEmitter {
   destroyed = false;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { acceptsEventStream, parseCursor } from '../../src/http/event-stream.js';
+import { acceptsEventStream, parseCursor } from '../../src/http/event-stream-request.js';
 
 describe('the event stream cursor (Last-Event-ID, ?after=)', () => {
   it('takes a non-negative canonical decimal integer within int64', () => {
