@@ -179,10 +179,13 @@ export class ConnectionAdmission {
   }
 
   #dropIfEmpty(book: Book): void {
-    if (book.served.size === 0 && book.waiting.length === 0) this.#books.delete(book.address);
+    if (book.served.size === 0 && book.waiting.length === 0 && this.#books.get(book.address) === book) this.#books.delete(book.address);
   }
 
-  #serve(socket: Socket, book: Book, serve: () => void): void {
+  #serve(socket: Socket, waitedIn: Book, serve: () => void): void {
+    // Dequeuing an address's last waiting connection drops its book when nothing of it is served: the connection is
+    // served under the address's book as it is now, so the sweep and the shares see it.
+    const book = this.#bookOf(waitedIn.address);
     const connection = new Connection(this.#requests, socket, book);
     (socket as Socket & { [CONNECTION]?: Connection })[CONNECTION] = connection;
     book.served.add(connection);

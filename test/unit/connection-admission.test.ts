@@ -156,6 +156,22 @@ describe('ConnectionAdmission: connections', () => {
     assert.equal(second?.headers.connection, 'close', 'the busy connection of the address with one waiting');
   });
 
+  it('a connection served from the queue counts under its address, so its idle slot makes room for its own address', async () => {
+    const { evicted, served, connect, send, use } = setUp({ connections: 2 });
+    const heavy = [connect('10.0.0.1'), connect('10.0.0.1')] as [FakeSocket, FakeSocket];
+    const [first] = send(heavy[0]);
+    send(heavy[1]);
+    const waited = connect('10.0.0.2');
+    first?.answer();
+    heavy[0].destroy();
+    assert.ok(served.has(waited), 'served from the queue, its address having nothing else');
+    use(waited);
+    await pastReuseGrace();
+    const newcomer = connect('10.0.0.2');
+    assert.ok(served.has(newcomer), 'the idle connection that waited makes room for its own address');
+    assert.deepEqual(evicted, ['10.0.0.2']);
+  });
+
   it('a full queue refuses the newest waiting connection of the address with the most waiting, or the newcomer if that is its own', () => {
     const { refused, served, connect, send } = setUp({ connections: 2, queued: 3 });
     send(connect('10.0.0.1'));
