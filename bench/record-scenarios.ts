@@ -64,10 +64,11 @@ export const SCENARIOS: readonly Scenario[] = [
     epoch: 1,
   },
   {
-    name: 'large-store',
-    title: 'Large stores: 5 million plants',
-    measures: 'Durable creates into a store prefilled with 5 million plants, each new id at a random place in the table and the `(tag, id)` index.',
-    command: 'npm run bench -- --prefill 5000000 --ids random --record',
+    name: 'grown',
+    title: 'Grown stores: 2 and 10 million plants',
+    measures:
+      'Durable creates with random ids into an empty store, into 2,000,000 and into 10,000,000 plants (prefilled in random order), then `GET /plants/{id}` over 200,000 and over 10,000,000; each store on its own plantstore, ratios per pair to the same build\'s empty store; peak RSS and each file against a packed copy.',
+    command: 'npm run bench -- --grown 2000000,10000000 --record',
     epoch: 1,
   },
   {
@@ -150,6 +151,7 @@ export function benchScenario(options: BenchOptions, root: string): { name: stri
   if (options.baseline && options.baseline.root !== root) return { refused: '--baseline DIR compares two checkouts; a section holds this one' };
   if (options.plantstoreRoot !== root) return { refused: '--plantstore measures another checkout' };
   const env = options.baseline?.env ?? {};
+  if (options.grown.length > 0) return { name: 'grown' };
   if (options.bulk) return { name: 'bulk' };
   if (options.reads) return { name: 'reads' };
   if (options.webhook) return options.workers ? { refused: 'no section holds --webhook with --workers' } : { name: 'webhook' };
@@ -160,6 +162,6 @@ export function benchScenario(options: BenchOptions, root: string): { name: stri
   if (env.METRICS === 'off' && Object.keys(env).length === 1) return { name: 'metrics' };
   if (env.OTEL_TRACES_SAMPLER !== undefined) return { name: 'tracing' };
   if (Object.keys(env).length > 0) return { refused: 'no section holds these --baseline-env settings' };
-  if (options.prefill > 0) return options.ids === 'random' ? { name: 'large-store' } : { refused: 'no section holds sequential prefilled creates' };
+  if (options.prefill > 0) return { refused: 'no section holds prefilled creates: --grown measures grown stores' };
   return { name: 'creates' };
 }

@@ -146,7 +146,8 @@ describe('the record writer', () => {
     assert.deepEqual(of('--app-only'), { name: 'creates' });
     assert.deepEqual(of('--baseline-env', 'METRICS=off'), { name: 'metrics' });
     assert.deepEqual(of('--store', 'postgres', '--app-only'), { name: 'postgres' });
-    assert.deepEqual(of('--prefill', '5000000', '--ids', 'random'), { name: 'large-store' });
+    assert.deepEqual(of('--grown', '2000000,10000000'), { name: 'grown' });
+    assert.ok('refused' in of('--prefill', '5000000', '--ids', 'random'));
     assert.deepEqual(of('--workers', '2'), { name: 'workers' });
     assert.ok('refused' in of('--quick'));
     assert.ok('refused' in of('--baseline', '/elsewhere'));
