@@ -46,7 +46,7 @@ before(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-launchers-'));
   checkout = path.join(dir, 'plantstore');
   fs.mkdirSync(checkout);
-  for (const entry of ['package.json', 'package-lock.json', '.npmrc', 'tsconfig.json', 'src']) {
+  for (const entry of ['package.json', 'package-lock.json', '.npmrc', 'tsconfig.json', 'tsconfig.client.json', 'src']) {
     fs.cpSync(path.join(ROOT, entry), path.join(checkout, entry), { recursive: true });
   }
   fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(checkout, 'node_modules'));
