@@ -1,25 +1,22 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { DebugRequestLog } from './http/debug-request-log.js';
-import { describeValidationError, toErrorReply, writeClientError } from './http/error-reply.js';
-import { httpServer } from './http/http-server.js';
+import { toErrorReply } from './http/error-reply.js';
+import { fastifyOptions } from './http/fastify-options.js';
 import { API_REFERENCE_PATH, apiReference } from './http/plugins/api-reference.js';
-import { STRICT_AJV_OPTIONS, newPlantReader } from './http/new-plant.js';
+import { newPlantReader } from './http/new-plant.js';
 import { buildOpenApi, newPlantWebhook } from './http/openapi.js';
 import { authentication, presentedToken } from './http/plugins/authentication.js';
 import { bodyParsers } from './http/plugins/body-parsers.js';
 import { errorHandler, errorReplier } from './http/plugins/error-handler.js';
 import { methodNotAllowed } from './http/plugins/method-not-allowed.js';
 import { requestChecks } from './http/plugins/request-checks.js';
-import { lazyRequestLogger } from './http/request-logger.js';
 import { requestTiming } from './http/plugins/request-timing.js';
 import { requestTracing, tracedLogger } from './http/plugins/request-tracing.js';
+import { lazyRequestLogger } from './http/request-logger.js';
 import { routeSpecs } from './http/plugins/route-specs.js';
 import { tokenRateLimit } from './http/plugins/token-rate-limit.js';
 import type { BucketCells } from './http/rate-limit.js';
-import { endFailedHandshakes, withTls, type TlsCredentials } from './http/tls.js';
-import { parseQueryString } from './http/query-string.js';
+import { endFailedHandshakes, type TlsCredentials } from './http/tls.js';
 import { RefusalLog } from './http/refusal-log.js';
-import { REQUEST_ID_HEADER, requestIdOf } from './http/request-id.js';
 import type { RouteSpec } from './http/route-spec.js';
 import { EventStreams } from './http/event-stream.js';
 import { StreamLimits } from './http/stream-limits.js';
@@ -50,31 +47,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const { config, metrics, tracing } = services;
   const refusals = new RefusalLog(services.log as FastifyBaseLogger);
   const replyWithError = errorReplier({ bodyLimit: config.limits.bodyBytes, refusals });
-  const app = Fastify(withTls({
-    loggerInstance: services.log as FastifyBaseLogger,
-    bodyLimit: config.limits.bodyBytes,
-    routerOptions: { querystringParser: parseQueryString },
-    logController: new DebugRequestLog(),
-    // Every log line of a request carries it as reqId; every response carries it back (plugins/request-checks.ts).
-    genReqId: requestIdOf,
-    serverFactory: (handler) => httpServer(handler, config.http, services.log as FastifyBaseLogger, options.tls, config.workers, config.trustProxy),
-    // Fastify's 503-on-close body is not an Error record; in-flight requests finish and new ones are refused by the closed listener.
-    return503OnClosing: false,
-    // The contract forbids silently changing data; `plantstore import` compiles NewPlant with the same options.
-    ajv: { customOptions: { ...STRICT_AJV_OPTIONS } },
-    schemaErrorFormatter: describeValidationError,
-    clientErrorHandler: writeClientError,
-    // Errors the router raises before any route or error handler (a path that is not valid percent-encoded UTF-8,
-    // an over-long path parameter) would otherwise get Fastify's own body instead of an Error record. No hook runs
-    // for them, so they are given the request id here.
-    frameworkErrors: (error, request, reply) => replyWithError(error, request, reply.header(REQUEST_ID_HEADER, request.id)),
-    // request.ip (the remoteAddress of request log lines), .protocol and .host follow X-Forwarded-* only from these.
-    trustProxy: config.trustProxy.length > 0 ? [...config.trustProxy] : false,
-    // Each request's logger is made when it first logs at a level that prints (src/http/request-logger.ts). Tracing
-    // (src/tracing/): the request's server span begins with its logger, so every line it logs, the first included,
-    // carries trace_id and span_id.
-    childLoggerFactory: tracing ? tracedLogger(tracing, options.tls ? 'https' : 'http') : lazyRequestLogger,
-  }, options.tls));
+  // Each request's logger is made when it first logs at a level that prints (src/http/request-logger.ts). Tracing
+  // (src/tracing/): the request's server span begins with its logger, so every line it logs, the first included,
+  // carries trace_id and span_id.
+  const childLogger = tracing ? tracedLogger(tracing, options.tls ? 'https' : 'http') : lazyRequestLogger;
+  const app = Fastify(fastifyOptions(services, options.tls, replyWithError, childLogger));
   endFailedHandshakes(app);
   if (tracing) await app.register(requestTracing, { tracing });
   await app.register(bodyParsers, { bodyLimit: config.limits.bodyBytes });

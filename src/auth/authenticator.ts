@@ -1,9 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { StoredToken, TokenLookup } from '../storage/token-store.js';
+import type { TokenLookup } from '../storage/token-store.js';
+import { toCached, type CachedToken } from './cached-token.js';
 import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from './errors.js';
-import { grantedScopes, type Scope } from './scopes.js';
+import type { Scope } from './scopes.js';
+import { TokenWatches, type TokenWatch } from './token-watch.js';
 import { tokenHashHex } from './tokens.js';
+
+// A long request's TokenWatch is part of what authenticate's callers use, so it is named here too.
+export type { TokenWatch } from './token-watch.js';
 
 /** What the token cache reports (src/observability/metrics.ts implements it): each reload of the token map, and how it went. */
 export interface TokenCacheObserver {
@@ -19,42 +24,6 @@ const TOKENS_REMEMBERED = 1024;
 
 /** Reloads of the token map are spaced at least this far apart (or `TOKEN_CACHE_MS`, when that is shorter). */
 const RELOAD_SPACING_MS = 100;
-
-/** How often open long requests' tokens are looked up again when the cache is off (TOKEN_CACHE_MS 0). */
-const UNCACHED_RECHECK_MS = 1000;
-/** The longest a Node timer waits; an expiry further off is re-armed when it fires. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/**
- * A long request's hold on the token it was authenticated with (TokenAuthenticator.watch): told once, and at most
- * within one refresh, when the token is refused from then on.
- */
-export interface TokenWatch {
-  /** Why the token is refused now, if it is (its expiry compared with the clock, its revocation as last loaded). */
-  check(): Error | undefined;
-  /** Stops watching; the request has ended. */
-  stop(): void;
-}
-
-interface Watcher {
-  readonly key: string;
-  readonly scope: Scope;
-  readonly onRefused: (error: Error) => void;
-  refused: Error | undefined;
-  expiresAtMs: number;
-  expiryTimer: NodeJS.Timeout | undefined;
-}
-
-/** A stored token as the hot path checks it: scopes as a set, expiry as a number (Infinity: never). */
-interface CachedToken {
-  readonly name: string;
-  readonly scopes: ReadonlySet<Scope>;
-  readonly expiresAtMs: number;
-}
-
-function toCached(token: StoredToken): CachedToken {
-  return { name: token.name, scopes: grantedScopes(token.scopes), expiresAtMs: token.expiresAt?.getTime() ?? Infinity };
-}
 
 export interface TokenAuthenticatorOptions {
   /** TOKEN_CACHE_MS: how often the token map is reloaded; 0 asks the store on every request. */
@@ -110,8 +79,7 @@ export class TokenAuthenticator {
   #lastReloadStart = -Infinity;
   #stopped = false;
   /** The long requests (event streams, bulk creates) open with a token: re-checked at each reload and at their expiry. */
-  readonly #watchers = new Set<Watcher>();
-  #uncachedRecheck: NodeJS.Timeout | undefined;
+  readonly #watches: TokenWatches;
 
   constructor(tokens: TokenLookup, options: TokenAuthenticatorOptions) {
     this.#tokens = tokens;
@@ -120,6 +88,7 @@ export class TokenAuthenticator {
     this.#log = options.log;
     this.#observer = options.observer ?? UNOBSERVED;
     this.#now = options.now ?? Date.now;
+    this.#watches = new TokenWatches(tokens, options.refreshMs, this.#now);
   }
 
   async start(): Promise<void> {
@@ -140,9 +109,7 @@ export class TokenAuthenticator {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
-    clearInterval(this.#uncachedRecheck);
-    for (const watcher of this.#watchers) clearTimeout(watcher.expiryTimer);
-    this.#watchers.clear();
+    this.#watches.stop();
     await this.#latest;
     await this.#writing;
     if (this.#failedWhileStopping !== undefined) {
@@ -199,82 +166,10 @@ export class TokenAuthenticator {
   /**
    * Watches `token`, which a long request was just admitted with for `scope`: `onRefused` is called once, when the
    * token is refused from then on (revoked, expired, or without the scope), at the first reload of the token map
-   * after the change (so within `refreshMs`), or at its expiry by a timer. Short requests never pay for this: only
-   * the requests that outlast a refresh watch their token, and a reload checks each of them with one map lookup.
+   * after the change (so within `refreshMs`), or at its expiry by a timer (./token-watch.ts).
    */
   watch(token: string, scope: Scope, onRefused: (error: Error) => void): TokenWatch {
-    const watcher: Watcher = { key: tokenHashHex(token), scope, onRefused, refused: undefined, expiresAtMs: Infinity, expiryTimer: undefined };
-    this.#watchers.add(watcher);
-    if (this.#refreshMs === 0) {
-      this.#uncachedRecheck ??= setInterval(() => void this.#recheckUncached(), UNCACHED_RECHECK_MS).unref();
-      void this.#recheckUncached([watcher]);
-    } else {
-      this.#recheck(watcher, this.#byHash.get(watcher.key));
-    }
-    return {
-      check: () => {
-        if (watcher.refused === undefined && this.#now() >= watcher.expiresAtMs) this.#refuse(watcher, new ExpiredTokenError());
-        return watcher.refused;
-      },
-      stop: () => this.#unwatch(watcher),
-    };
-  }
-
-  #unwatch(watcher: Watcher): void {
-    clearTimeout(watcher.expiryTimer);
-    this.#watchers.delete(watcher);
-    if (this.#watchers.size === 0) {
-      clearInterval(this.#uncachedRecheck);
-      this.#uncachedRecheck = undefined;
-    }
-  }
-
-  /** Refuses the watcher's request if its token, as now known, would be refused; otherwise arms its expiry timer. */
-  #recheck(watcher: Watcher, cached: CachedToken | undefined): void {
-    if (watcher.refused !== undefined) return;
-    if (cached === undefined) return this.#refuse(watcher, new InvalidTokenError());
-    if (this.#now() >= cached.expiresAtMs) return this.#refuse(watcher, new ExpiredTokenError());
-    if (!cached.scopes.has(watcher.scope)) return this.#refuse(watcher, new MissingScopeError(watcher.scope));
-    if (cached.expiresAtMs !== watcher.expiresAtMs) {
-      watcher.expiresAtMs = cached.expiresAtMs;
-      clearTimeout(watcher.expiryTimer);
-      watcher.expiryTimer = undefined;
-      if (cached.expiresAtMs !== Infinity) this.#armExpiry(watcher);
-    }
-  }
-
-  #armExpiry(watcher: Watcher): void {
-    const waitMs = Math.min(MAX_TIMER_MS, Math.max(0, watcher.expiresAtMs - this.#now()));
-    watcher.expiryTimer = setTimeout(() => {
-      watcher.expiryTimer = undefined;
-      if (this.#now() >= watcher.expiresAtMs) this.#refuse(watcher, new ExpiredTokenError());
-      else this.#armExpiry(watcher);
-    }, waitMs);
-    watcher.expiryTimer.unref();
-  }
-
-  #refuse(watcher: Watcher, error: Error): void {
-    if (watcher.refused !== undefined) return;
-    watcher.refused = error;
-    this.#unwatch(watcher);
-    // Never from within watch() itself: the caller has its handle before it hears of a refusal.
-    queueMicrotask(() => watcher.onRefused(error));
-  }
-
-  /** With the cache off: each distinct token watched, looked up once; a store that cannot be read refuses nothing. */
-  async #recheckUncached(watchers: Iterable<Watcher> = this.#watchers): Promise<void> {
-    const byKey = new Map<string, Watcher[]>();
-    for (const watcher of watchers) byKey.set(watcher.key, [...(byKey.get(watcher.key) ?? []), watcher]);
-    for (const [key, group] of byKey) {
-      let stored: StoredToken | undefined;
-      try {
-        stored = await this.#tokens.find(Buffer.from(key, 'hex'));
-      } catch {
-        continue;
-      }
-      const cached = stored && toCached(stored);
-      for (const watcher of group) if (this.#watchers.has(watcher)) this.#recheck(watcher, cached);
-    }
+    return this.#watches.watch(token, scope, onRefused, this.#byHash);
   }
 
   /** A token not in the cache: asked of the store when caching is off, otherwise looked for again after a reload. */
@@ -336,7 +231,7 @@ export class TokenAuthenticator {
       this.#byHash = new Map(tokens.map((token) => [token.hash.toString('hex'), toCached(token)]));
       this.#byToken = new Map();
       this.#observer.tokenCacheReloaded('success');
-      for (const watcher of [...this.#watchers]) this.#recheck(watcher, this.#byHash.get(watcher.key));
+      this.#watches.recheckAll(this.#byHash);
       return { ok: true };
     } catch (error) {
       // Keep the last known set: a store that cannot be read cannot have revoked anything through us either.

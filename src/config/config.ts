@@ -1,21 +1,22 @@
 /**
  * The service's configuration: what it holds (Config), and loadConfig, which reads it from the environment once,
- * through the variables and value readers of ./variables.ts, checks it and freezes it. Its TLS section is
- * read by ./tls.ts and its tracing section (OTEL_*) by ./tracing.ts, both called from loadConfig only.
+ * through the variables and value readers of ./variables.ts, checks it and freezes it. Its database, TLS, webhook
+ * and tracing (OTEL_*) sections, and the number of threads, are read by ./database.ts, ./tls.ts, ./webhooks.ts,
+ * ./tracing.ts and ./workers.ts, each called from loadConfig only.
  */
 import { isIP } from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
+import { database, type DatabaseConfig } from './database.js';
 import { tlsConfig, type TlsConfig } from './tls.js';
-import { ConfigError, boolean, duration, integer, onOff, parseDuration, read, MAX_DURATION_MS, type Env } from './variables.js';
+import { ConfigError, duration, integer, onOff, read, type Env } from './variables.js';
 import { tracingConfig, type TracingConfig } from './tracing.js';
+import { webhooks, type WebhookConfig } from './webhooks.js';
+import { currentHost, workers, type HostFacts } from './workers.js';
 
-// The TLS section lives in ./tls.ts; its types are part of Config, so they are named here too.
+// The sections in modules of their own are part of Config, so what their readers need is named here too.
+export { DEFAULT_DATABASE_URL, type DatabaseConfig } from './database.js';
 export { DEFAULT_TLS_CIPHERS, type TlsConfig, type TlsPolicy } from './tls.js';
-
-export type DatabaseConfig =
-  | { readonly kind: 'sqlite'; readonly path: string }
-  | { readonly kind: 'postgres'; readonly url: string; readonly poolSize: number };
+export type { WebhookConfig } from './webhooks.js';
+export { AUTO_WORKER_MEMORY_BYTES, type HostFacts } from './workers.js';
 
 export interface RateLimitConfig {
   /** Sustained rate: a token earns this many requests per window. */
@@ -23,23 +24,6 @@ export interface RateLimitConfig {
   readonly windowMs: number;
   /** Most requests a token may send at once: the size of its bucket. */
   readonly burst: number;
-}
-
-export interface WebhookConfig {
-  /** Delay after each failed attempt, in milliseconds; one attempt more than there are delays. */
-  readonly retrySchedule: readonly number[];
-  /** One attempt, from connecting to the end of the answer. */
-  readonly timeoutMs: number;
-  /** Off by default: a subscription may then reach only public addresses (checked on the address connected to). */
-  readonly allowPrivateNetworks: boolean;
-  /** Delivered events and their attempts are deleted after this long. */
-  readonly retentionMs: number;
-  /** Attempts in flight at once, over all subscriptions of this instance. */
-  readonly maxInFlight: number;
-  /** Attempts in flight at once to one subscription, per instance. */
-  readonly maxInFlightPerSubscription: number;
-  /** After `webhook rotate-secret`, how long the previous secret also signs. */
-  readonly secretGraceMs: number;
 }
 
 interface FeedConfig {
@@ -175,37 +159,6 @@ const DEFAULT_FEED_STREAMS = 512;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-/** The database when DATABASE_URL is unset: a SQLite file under the folder the process starts in. */
-export const DEFAULT_DATABASE_URL = 'sqlite:./data/plantstore.db';
-
-/** Standard Webhooks' schedule, with 10 h steps until about three days have passed. */
-const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5s,5m,30m,2h,5h,10h,10h,10h,10h,10h,10h';
-
-function retrySchedule(env: Env): number[] {
-  const raw = read(env, 'WEBHOOK_RETRY_SCHEDULE')?.trim() || DEFAULT_WEBHOOK_RETRY_SCHEDULE;
-  const steps = raw.split(',').map((step) => step.trim());
-  if (steps.length > 100) throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `has ${steps.length} delays; at most 100`);
-  return steps.map((step) => {
-    const value = parseDuration(step);
-    if (value === undefined || value < 1 || value > MAX_DURATION_MS) {
-      throw new ConfigError('WEBHOOK_RETRY_SCHEDULE', `must be comma-separated durations such as 5s,5m,30m,2h; ${JSON.stringify(step)} is not one`);
-    }
-    return value;
-  });
-}
-
-function webhooks(env: Env): WebhookConfig {
-  return {
-    retrySchedule: retrySchedule(env),
-    timeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1, 600_000),
-    allowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false),
-    retentionMs: duration(env, 'WEBHOOK_RETENTION', '7d', 0),
-    maxInFlight: integer(env, 'WEBHOOK_MAX_IN_FLIGHT', 64, 1, 10_000),
-    maxInFlightPerSubscription: integer(env, 'WEBHOOK_MAX_IN_FLIGHT_PER_SUBSCRIPTION', 16, 1, 10_000),
-    secretGraceMs: duration(env, 'WEBHOOK_SECRET_GRACE', '24h', 0),
-  };
-}
-
 /**
  * TRUST_PROXY's entries as Fastify's trustProxy (@fastify/proxy-addr) takes them: `loopback`, an address, or an
  * address/prefix. Checked here so a typo fails at start naming the variable, and only in the forms proxy-addr
@@ -228,73 +181,6 @@ function trustProxy(env: Env): string[] {
     }
     return text;
   });
-}
-
-function database(env: Env, cwd: string): DatabaseConfig {
-  const raw = read(env, 'DATABASE_URL')?.trim() || DEFAULT_DATABASE_URL;
-  if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
-    try {
-      new URL(raw);
-    } catch {
-      throw new ConfigError('DATABASE_URL', 'is not a valid postgres:// URL');
-    }
-    return { kind: 'postgres', url: raw, poolSize: integer(env, 'PG_POOL_SIZE', 10, 1, 1000) };
-  }
-  if (raw.startsWith('sqlite:')) {
-    // sqlite:./relative, sqlite:/absolute and sqlite:///absolute all name a file.
-    const file = raw.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
-    if (file === '' || file === ':memory:') {
-      throw new ConfigError('DATABASE_URL', 'must name a SQLite file (an in-memory database is not durable)');
-    }
-    return { kind: 'sqlite', path: path.resolve(cwd, file) };
-  }
-  throw new ConfigError('DATABASE_URL', `must start with sqlite:, postgres:// or postgresql://, got ${JSON.stringify(raw.split(':')[0])}`);
-}
-
-/** What `WORKERS` depends on besides the environment; a parameter so that tests can state it. */
-export interface HostFacts {
-  /** os.availableParallelism(): the cores this process may run on. */
-  readonly cores: number;
-  /** Memory this process may use: the cgroup's limit when there is one below the machine's memory. */
-  readonly memoryBytes: number;
-  /** process.versions.node */
-  readonly nodeVersion: string;
-}
-
-function currentHost(): HostFacts {
-  const constrained = process.constrainedMemory();
-  const total = os.totalmem();
-  return {
-    cores: os.availableParallelism(),
-    memoryBytes: constrained > 0 && constrained < total ? constrained : total,
-    nodeVersion: process.versions.node,
-  };
-}
-
-/**
- * Memory `WORKERS=auto` allows each worker: a worker is a V8 isolate with the whole app, and under full load one
- * process's resident memory settles below this (docs/memory.md), most of it young generation per isolate.
- */
-export const AUTO_WORKER_MEMORY_BYTES = 256 * 1024 * 1024;
-
-const MAX_WORKERS = 256;
-
-/** The first Node.js releases whose server.listen takes `reusePort` (v22.12.0, v23.1.0): older ones ignore it. */
-function listensWithReusePort(nodeVersion: string): boolean {
-  const [major = 0, minor = 0] = nodeVersion.split('.').map(Number);
-  return major > 23 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12);
-}
-
-function workers(env: Env, host: HostFacts): number {
-  const raw = read(env, 'WORKERS')?.trim() || '1';
-  let count: number;
-  if (raw === 'auto') count = Math.max(1, Math.min(host.cores, Math.floor(host.memoryBytes / AUTO_WORKER_MEMORY_BYTES)));
-  else if (/^\d+$/.test(raw) && Number(raw) >= 1 && Number(raw) <= MAX_WORKERS) count = Number(raw);
-  else throw new ConfigError('WORKERS', `must be a whole number from 1 to ${MAX_WORKERS}, or auto, got ${JSON.stringify(raw)}`);
-  if (count > 1 && !listensWithReusePort(host.nodeVersion)) {
-    throw new ConfigError('WORKERS', `more than 1 needs Node.js 22.12 or later, whose servers can share a port (SO_REUSEPORT); this is ${host.nodeVersion}`);
-  }
-  return count;
 }
 
 /** Reads and validates the whole configuration once; the result is frozen and passed to whoever needs it. */

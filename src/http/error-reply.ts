@@ -4,7 +4,7 @@ import type { FastifyBaseLogger, FastifySchemaValidationError } from 'fastify';
 import { ExpiredTokenError, InvalidTokenError, MissingScopeError } from '../auth/errors.js';
 import { PlantConflictError, PlantNotFoundError } from '../plants/errors.js';
 import { DrainingError } from '../health/readiness.js';
-import { WriteQueueFullError } from '../plants/write-queue.js';
+import { WriteQueueFullError } from '../plants/write-bound.js';
 import { NO_NUL, type ErrorBody } from '../schemas.js';
 import { NDJSON } from './ndjson.js';
 import type { RefusalLog } from './refusal-log.js';

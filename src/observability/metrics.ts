@@ -1,6 +1,9 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { TokenCacheObserver } from '../auth/authenticator.js';
+import { feedCounts, registerFeedMetrics, type FeedCounts } from './feed-metrics.js';
+import { processMetrics, renderAtMostEvery } from './metrics-render.js';
 import { CellHistogram, type DurationCell } from './request-durations.js';
+import { registerWebhookMetrics } from './webhook-metrics.js';
 import type { CreateAnswer, PlantObserver } from '../plants/service.js';
 import type { WriteQueue, WriteQueueObserver } from '../plants/write-queue.js';
 import { STORAGE_ERROR_KINDS, type StorageErrorKind } from '../storage/errors.js';
@@ -35,53 +38,15 @@ export interface RouteDurations {
 }
 
 /**
- * `render`, answered from one result for `maxAgeMs` after it started: however often it is asked (concurrent asks
- * share the one in flight), it runs at most once per `maxAgeMs`. A scrape then costs what sending the text costs,
- * and an instance of worker threads gathers every thread's metrics at most once per `maxAgeMs` too. A failed render
- * is not kept. With `maxAgeMs` 0 every ask renders.
- */
-export function renderAtMostEvery(maxAgeMs: number, render: () => Promise<string>, now: () => number = () => performance.now()): () => Promise<string> {
-  if (maxAgeMs <= 0) return render;
-  let latest: { readonly at: number; readonly text: Promise<string> } | undefined;
-  return () => {
-    const at = now();
-    if (latest !== undefined && at - latest.at < maxAgeMs) return latest.text;
-    const text = render();
-    const entry = { at, text };
-    latest = entry;
-    text.catch(() => {
-      if (latest === entry) latest = undefined;
-    });
-    return text;
-  };
-}
-
-let processRegistry: Registry | undefined;
-
-/**
- * The process's own metrics (memory, CPU, event loop lag, GC, heap), as prom-client collects them by default. They
- * belong to the process, not to an app: they are collected once however many apps a process builds (tests build
- * many), since each collection starts an event-loop monitor and a GC observer that cannot be stopped.
- */
-function processMetrics(): Registry {
-  if (processRegistry === undefined) {
-    processRegistry = new Registry();
-    collectDefaultMetrics({ register: processRegistry });
-  }
-  return processRegistry;
-}
-
-/**
  * Every metric of one app, in a registry of its own (several apps in one process never collide), served by GET
- * /metrics together with the process's metrics. It and ./request-durations.ts are the modules that know prom-client:
- * storage, the write queue, the token cache and the plant service report to the observer interfaces they declare,
- * implemented here and wired in src/services.ts. On the request path: the creates are counted in plain numbers, handed
+ * /metrics together with the process's metrics. It and the modules beside it (./request-durations.ts,
+ * ./metrics-render.ts, ./feed-metrics.ts, ./webhook-metrics.ts) are the modules that know prom-client: storage, the
+ * write queue, the token cache and the plant service report to the observer interfaces they declare, implemented
+ * here and wired in src/services.ts. On the request path: the creates are counted in plain numbers, handed
  * to prom-client when scraped (`collect`), and each request's duration goes to a cell of plain numbers made once per
  * route, method and status (./request-durations.ts), which prom-client reads when scraped. Gauges are read when
  * scraped, never kept up to date.
  */
-const STREAM_ENDS: readonly StreamEnd[] = ['client', 'slow', 'shutdown', 'error', 'refused'];
-
 export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserver, WriteQueueObserver, FeedObserver {
   readonly #registry = new Registry();
   readonly #requestDurations: CellHistogram;
@@ -92,11 +57,8 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
   readonly #tokenCacheReloads: Record<'success' | 'failure', Counter.Internal>;
   readonly #authFailures: Record<'refused' | 'throttled', Counter.Internal>;
   #writeQueue: Pick<WriteQueue, 'depth'> | undefined;
-  /**
-   * The change feed's streams: open now, events sent and the socket writes that carried them, resets sent, streams
-   * ended by why (counted in plain numbers).
-   */
-  readonly #feed = { open: 0, events: 0, writes: 0, resets: 0, ended: { client: 0, slow: 0, shutdown: 0, error: 0, refused: 0 } as Record<StreamEnd, number> };
+  /** The change feed's streams, counted in plain numbers. */
+  readonly #feed: FeedCounts = feedCounts();
   readonly #render: () => Promise<string>;
 
   /**
@@ -124,52 +86,7 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
         for (const answer of CREATE_ANSWERS) this.inc({ outcome: answer }, creates[answer]);
       },
     });
-    const feed = this.#feed;
-    new Gauge({
-      name: 'plantstore_event_streams_open',
-      help: 'Event streams (GET /plants/events) open now',
-      registers,
-      collect() {
-        this.set(feed.open);
-      },
-    });
-    new Counter({
-      name: 'plantstore_event_stream_events_total',
-      help: 'Change events (plant.created, plant.deleted) written to event streams, each stream counting its own',
-      registers,
-      collect() {
-        this.reset();
-        this.inc(feed.events);
-      },
-    });
-    new Counter({
-      name: 'plantstore_event_stream_writes_total',
-      help: 'Writes of change events to event streams\' sockets: what the fan-out costs the event loop, about one system call each',
-      registers,
-      collect() {
-        this.reset();
-        this.inc(feed.writes);
-      },
-    });
-    new Counter({
-      name: 'plantstore_event_stream_resets_total',
-      help: 'reset events sent: streams whose cursor was older than the changes kept (FEED_RETENTION) or unknown to the store',
-      registers,
-      collect() {
-        this.reset();
-        this.inc(feed.resets);
-      },
-    });
-    new Counter({
-      name: 'plantstore_event_streams_closed_total',
-      help: 'Event streams ended, by reason: client (it left), slow (its unread bytes passed FEED_STREAM_BUFFER_BYTES), shutdown, error (storage failed mid-stream), refused (its token was revoked, expired or lacks the scope)',
-      labelNames: ['reason'],
-      registers,
-      collect() {
-        this.reset();
-        for (const reason of STREAM_ENDS) this.inc({ reason }, feed.ended[reason]);
-      },
-    });
+    registerFeedMetrics(registers, this.#feed);
     const queueDepth = () => this.#writeQueue?.depth ?? 0;
     new Gauge({
       name: 'plantstore_write_queue_depth',
@@ -261,43 +178,7 @@ export class Metrics implements PlantObserver, TokenCacheObserver, StorageObserv
    * attempts in flight on this instance, and this instance's attempts by outcome since it started.
    */
   watchWebhooks(stats: WebhookStats): void {
-    const registers = [this.#registry];
-    new Gauge({
-      name: 'plantstore_webhook_events_waiting',
-      help: 'Webhook events of active subscriptions waiting for an attempt, in the whole database (refreshed every few seconds)',
-      registers,
-      collect() {
-        this.set(stats.snapshot().waiting);
-      },
-    });
-    new Gauge({
-      name: 'plantstore_webhook_attempts_in_flight',
-      help: 'Webhook attempts this instance has in flight now',
-      registers,
-      collect() {
-        this.set(stats.snapshot().inFlight);
-      },
-    });
-    new Counter({
-      name: 'plantstore_webhook_deliveries_total',
-      help: 'Webhook attempts of this instance by outcome: delivered (2xx), retried (failed, another attempt is due), failed (the schedule spent: given up)',
-      labelNames: ['outcome'],
-      registers,
-      collect() {
-        const snapshot = stats.snapshot();
-        this.reset();
-        for (const outcome of ['delivered', 'retried', 'failed'] as const) this.labels(outcome).inc(snapshot[outcome]);
-      },
-    });
-    new Counter({
-      name: 'plantstore_webhook_subscriptions_disabled_total',
-      help: 'Webhook subscriptions this instance disabled: 410 Gone, or a whole retry schedule spent without a success',
-      registers,
-      collect() {
-        this.reset();
-        this.inc(stats.snapshot().disabled);
-      },
-    });
+    registerWebhookMetrics([this.#registry], stats);
   }
 
   /**

@@ -2,7 +2,8 @@ import type { CreateOutcome, PlantListQuery, PlantStore } from '../storage/plant
 import type { Plant } from '../plant.js';
 import { isSamePlant } from './replay.js';
 import { PlantConflictError, PlantNotFoundError } from './errors.js';
-import type { WriteLane, WriteQueue } from './write-queue.js';
+import type { WriteLane } from './write-lanes.js';
+import type { WriteQueue } from './write-queue.js';
 
 export interface PlantPage {
   readonly plants: Plant[];

@@ -16,7 +16,7 @@
  * in shared memory (./shared-memory.ts); the main thread is slot 0 there, the workers 1 to WORKERS − 1.
  */
 import type { Logger } from 'pino';
-import { renderAtMostEvery } from '../observability/metrics.js';
+import { renderAtMostEvery } from '../observability/metrics-render.js';
 import type { Config } from '../config/config.js';
 import type { TlsCredentials } from '../http/tls.js';
 import type { MainLoopOptions, MainServices } from '../services.js';

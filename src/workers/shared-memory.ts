@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { BucketCells } from '../http/rate-limit.js';
-import type { SharedWriteState } from '../plants/write-queue.js';
+import type { SharedWriteState } from '../plants/write-bound.js';
 
 /**
  * Token buckets the instance can hold: one per token name that has sent a request since the instance started.

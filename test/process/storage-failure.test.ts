@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 import type { LightMyRequestResponse } from 'fastify';
-import { REFUSAL_MEMORY_MS } from '../../src/plants/write-queue.js';
+import { REFUSAL_MEMORY_MS } from '../../src/plants/write-bound.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { openStore } from '../../src/storage/open.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
 import { toErrorReply } from '../../src/http/error-reply.js';
 import { RefusalLog } from '../../src/http/refusal-log.js';
-import { WriteQueueFullError } from '../../src/plants/write-queue.js';
+import { WriteQueueFullError } from '../../src/plants/write-bound.js';
 
 /** A logger that keeps every line: its level, fields and message. */
 function recordingLog(): { log: FastifyBaseLogger; lines: Array<{ level: string; fields: Record<string, unknown>; message: string }> } {

@@ -1,7 +1,8 @@
 /**
- * TokenAuthenticator.watch: a long request's token is refused once, at the first reload that finds it revoked or
- * without the scope, at its expiry (check() compares with the clock; a timer calls back), and never from within
- * watch() itself. Against tokens in memory the test changes by hand; reloads are asked for by the test.
+ * TokenAuthenticator.watch (src/auth/token-watch.ts): a long request's token is refused once, at the first reload
+ * that finds it revoked or without the scope, at its expiry (check() compares with the clock; a timer calls back),
+ * and never from within watch() itself. Against tokens in memory the test changes by hand; reloads are asked for by
+ * the test.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -1,12 +1,15 @@
 /**
- * WriteQueue's lanes alone, with a fake store whose commits are released by hand (no app, no database): a stream
- * that finds the queue full waits for room instead of being refused, streams share the queue fairly, a part of the
- * bound is kept for single creates, which go first in every batch, and a closed lane gives its place back.
- * The lanes used by a real stream are in test/http/bulk-create.test.ts.
+ * The write queue's lanes (src/plants/write-lanes.ts) alone, with a fake store whose commits are released by hand
+ * (no app, no database): a stream that finds the queue full waits for room instead of being refused, streams share
+ * the queue fairly, leaving single creates their part of the bound (test/unit/write-bound.test.ts), which go first
+ * in every batch, and a closed lane gives its place back. The lanes used by a real stream are in
+ * test/http/bulk-create.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { reservedForSingles, WriteQueue, WriteQueueFullError, type WriteLane } from '../../src/plants/write-queue.js';
+import { WriteQueueFullError } from '../../src/plants/write-bound.js';
+import type { WriteLane } from '../../src/plants/write-lanes.js';
+import { WriteQueue } from '../../src/plants/write-queue.js';
 import type { CreateOutcome, PlantStore } from '../../src/storage/plant-store.js';
 import type { Plant } from '../../src/plant.js';
 
@@ -44,13 +47,6 @@ function fill(writes: WriteQueue, lane: WriteLane, firstId: number): { created: 
 }
 
 describe('WriteQueue lanes', () => {
-  it('keeps a quarter of the bound for single creates', () => {
-    assert.equal(reservedForSingles(10_000), 2500);
-    assert.equal(reservedForSingles(8), 2);
-    assert.equal(reservedForSingles(2), 1);
-    assert.equal(reservedForSingles(1), 0);
-  });
-
   it('makes a stream wait for room instead of refusing it, and grants the room once a batch goes to storage', async () => {
     const held = heldStore();
     const writes = new WriteQueue(held.store, { queueLimit: 8, batchLimit: 100, concurrency: 1 });
