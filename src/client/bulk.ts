@@ -1,6 +1,6 @@
 import { answerError, endpoint, networkError, type Transport } from './http.js';
 import { exactId } from './json.js';
-import { textLines } from './lines.js';
+import { decodedLines, wholeLines } from './lines.js';
 import type { BulkLine, BulkResult, NewPlant } from './types.js';
 
 /**
@@ -26,16 +26,27 @@ export interface BulkOptions {
 /** The NDJSON request line of a plant: the id exact, refused before sending when it cannot be. */
 export function plantLine(plant: NewPlant): { readonly id: bigint; readonly text: string } {
   const id = exactId(plant.id, 'plant id');
+  return { id, text: lineText(plant, id) };
+}
+
+/** The JSON text of `plant` whose exact id is `id`, its name and tag checked. */
+function lineText(plant: NewPlant, id: bigint): string {
   if (typeof plant.name !== 'string') throw new TypeError(`plant ${id}: name must be a string`);
   if (plant.tag !== undefined && typeof plant.tag !== 'string') throw new TypeError(`plant ${id}: tag must be a string when given`);
   const tag = plant.tag === undefined ? '' : `,"tag":${JSON.stringify(plant.tag)}`;
-  return { id, text: `{"id":${id},"name":${JSON.stringify(plant.name)}${tag}}` };
+  return `{"id":${id},"name":${JSON.stringify(plant.name)}${tag}}`;
 }
 
 /** Result lines are at most an Error record long; this only stops a broken server's endless line. */
-const MAX_RESULT_CHARS = 1 << 20;
-/** Request bytes gathered into one chunk of the body: fewer, larger writes. */
-const CHUNK_CHARS = 64 * 1024;
+const MAX_RESULT_BYTES = 1 << 20;
+/**
+ * Request bytes gathered into one chunk of the body: fewer, larger writes. Lines are encoded into the chunk's bytes a
+ * few at a time, so a collection that comes while a chunk fills finds a few lines' text alive, not a chunk's: what
+ * survives collections is what makes V8 widen its young generation, and with it the resident memory.
+ */
+const CHUNK_BYTES = 64 * 1024;
+/** Text of lines encoded into a chunk at once. */
+const BATCH_CHARS = 2048;
 
 /**
  * Ids of the lines sent and not yet answered, in order: a ring of raw int64s, so the ids in flight are no heap
@@ -77,24 +88,45 @@ function isStreamingRuntime(): boolean {
   return typeof versions?.node === 'string';
 }
 
-/** Lines of the source gathered into chunks of about CHUNK_CHARS, as a byte stream pulled on demand. */
+/** Lines of the source gathered into chunks of up to CHUNK_BYTES, as a byte stream pulled on demand. */
 function requestBody(source: PlantSource, ids: IdQueue, failed: (error: unknown) => void): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const sync = Symbol.iterator in source ? (source as Iterable<NewPlant>)[Symbol.iterator]() : undefined;
   const iterator = sync ?? (source as AsyncIterable<NewPlant>)[Symbol.asyncIterator]();
+  // Text that did not fit in the last chunk: it opens the next one (a line may span two chunks of the byte stream).
+  let carried = '';
+  let ended = false;
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
         try {
-          let chunk = '';
-          while (chunk.length < CHUNK_CHARS) {
-            const next = sync ? sync.next() : await iterator.next();
-            if (next.done) break;
-            const line = plantLine(next.value);
-            ids.push(line.id);
-            chunk += `${line.text}\n`;
+          // A fresh buffer each time: the stream holds an enqueued chunk until the socket has taken it.
+          const chunk = new Uint8Array(CHUNK_BYTES);
+          let used = 0;
+          while (used < CHUNK_BYTES) {
+            let text = carried;
+            carried = '';
+            // A few lines' text at a time, then their bytes: fewer encoder calls, and little text alive.
+            while (!ended && text.length < BATCH_CHARS) {
+              const next = sync ? sync.next() : await iterator.next();
+              if (next.done) {
+                ended = true;
+                break;
+              }
+              const id = exactId(next.value.id, 'plant id');
+              text += `${lineText(next.value, id)}\n`;
+              ids.push(id);
+            }
+            if (text === '') break;
+            const { read, written } = encoder.encodeInto(text, chunk.subarray(used));
+            used += written;
+            if (read < text.length) {
+              // The chunk is full (but for a character's bytes at most).
+              carried = text.slice(read);
+              break;
+            }
           }
-          if (chunk !== '') controller.enqueue(encoder.encode(chunk));
+          if (used > 0) controller.enqueue(used === CHUNK_BYTES ? chunk : chunk.subarray(0, used));
           else controller.close();
         } catch (error) {
           failed(error);
@@ -109,8 +141,11 @@ function requestBody(source: PlantSource, ids: IdQueue, failed: (error: unknown)
   );
 }
 
-/** The results of one bulk request whose body is `body`: each line parsed, numbered from `firstLine`. */
-async function* bulkRequest(t: Transport, body: NonNullable<RequestInit['body']>, signal: AbortSignal | undefined, sourceFailure: () => unknown): AsyncGenerator<BulkLine[]> {
+/**
+ * The answer of one bulk request whose body is `body`, as it arrives: pieces of whole result lines, still bytes
+ * (decodedLines reads them). A piece per read keeps the awaits per read, not per line.
+ */
+async function* bulkRequest(t: Transport, body: NonNullable<RequestInit['body']>, signal: AbortSignal | undefined, sourceFailure: () => unknown): AsyncGenerator<Uint8Array> {
   let response: Response;
   try {
     response = await t.fetch(endpoint(t, 'plants'), {
@@ -130,16 +165,21 @@ async function* bulkRequest(t: Transport, body: NonNullable<RequestInit['body']>
   if (response.status !== 200) throw await answerError(response);
   if (!response.body) return;
   try {
-    for await (const lines of textLines(response.body, MAX_RESULT_CHARS)) {
-      const results: BulkLine[] = [];
-      for (const text of lines) if (text !== '') results.push(JSON.parse(text) as BulkLine);
-      yield results;
-    }
+    yield* wholeLines(response.body, MAX_RESULT_BYTES);
   } catch (error) {
     throw sourceFailure() ?? error;
   }
   const failure = sourceFailure();
   if (failure !== undefined) throw failure;
+}
+
+/** One result line, to be numbered and given its id; a line that is no JSON fails as the source did, if it did. */
+function parseResult(text: string, sourceFailure: () => unknown): { line: number; id?: bigint | undefined } {
+  try {
+    return JSON.parse(text) as { line: number };
+  } catch (error) {
+    throw sourceFailure() ?? error;
+  }
 }
 
 /** The results of the plants of `source`, in order, each with the id it sent. */
@@ -150,9 +190,12 @@ export async function* createMany(t: Transport, source: PlantSource, options: Bu
   const failed = (error: unknown) => (failure = error);
   if (streamed) {
     const body = requestBody(source, ids, failed);
-    for await (const results of bulkRequest(t, body, options.signal, () => failure)) {
-      for (const result of results) {
-        (result as { id?: bigint | undefined }).id = ids.take(result.line);
+    const decoder = new TextDecoder();
+    for await (const bytes of bulkRequest(t, body, options.signal, () => failure)) {
+      // Each line parsed only when its turn comes: a read's results are never all objects at once.
+      for (const text of decodedLines(bytes, decoder)) {
+        const result = parseResult(text, () => failure);
+        result.id = ids.take(result.line);
         yield result as BulkResult;
       }
     }
@@ -175,11 +218,12 @@ export async function* createMany(t: Transport, source: PlantSource, options: Bu
       count += 1;
     }
     if (count === 0) return;
-    for await (const results of bulkRequest(t, text, options.signal, () => undefined)) {
-      for (const result of results) {
-        const numbered = result as { line: number; id?: bigint | undefined };
-        numbered.id = batchIds.take(result.line);
-        numbered.line += offset;
+    const decoder = new TextDecoder();
+    for await (const bytes of bulkRequest(t, text, options.signal, () => undefined)) {
+      for (const line of decodedLines(bytes, decoder)) {
+        const result = parseResult(line, () => undefined);
+        result.id = batchIds.take(result.line);
+        result.line += offset;
         yield result as BulkResult;
       }
     }
@@ -190,5 +234,10 @@ export async function* createMany(t: Transport, source: PlantSource, options: Bu
 
 /** A bulk create of NDJSON bytes as they are (the server splits and checks the lines): the results, in order. */
 export async function* createLines(t: Transport, body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<BulkLine[]> {
-  yield* bulkRequest(t, body, signal, () => undefined);
+  const decoder = new TextDecoder();
+  for await (const bytes of bulkRequest(t, body, signal, () => undefined)) {
+    const results: BulkLine[] = [];
+    for (const text of decodedLines(bytes, decoder)) results.push(parseResult(text, () => undefined) as BulkLine);
+    yield results;
+  }
 }

@@ -3,33 +3,75 @@
  * a fetch body as it arrives. Each bounds the text it holds: a broken server cannot grow one line without end.
  */
 
-/** The text lines of a body, a batch per chunk read, without their line ends; a last line without one included. */
-export async function* textLines(body: ReadableStream<Uint8Array>, maxLineChars: number): AsyncGenerator<string[]> {
+/**
+ * The bytes of a body cut at line ends: each piece holds whole lines only (a line split across reads is joined to its
+ * end first), the last piece also a last line without its line end. The bytes stay as they came, off the JavaScript
+ * heap, until a reader decodes the lines it takes one by one: no string of a whole read lives while its lines are used.
+ */
+export async function* wholeLines(body: ReadableStream<Uint8Array>, maxLineBytes: number): AsyncGenerator<Uint8Array> {
   const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let pending = '';
+  let pending: Uint8Array | undefined;
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      const text = done ? decoder.decode() : decoder.decode(value, { stream: true });
-      let start = 0;
-      let end: number;
-      const lines: string[] = [];
-      let chunk = pending + text;
-      while ((end = chunk.indexOf('\n', start)) !== -1) {
-        lines.push(chunk.slice(start, chunk.charCodeAt(end - 1) === 0x0d && end > start ? end - 1 : end));
-        start = end + 1;
+      if (done) {
+        if (pending !== undefined && pending.length > 0) yield pending;
+        return;
       }
-      chunk = chunk.slice(start);
-      if (done && chunk !== '') lines.push(chunk);
-      pending = done ? '' : chunk;
-      if (pending.length > maxLineChars) throw new Error(`the server answered a line of more than ${maxLineChars} characters, which is no result line`);
-      if (lines.length > 0) yield lines;
-      if (done) return;
+      let bytes = value;
+      if (pending !== undefined) {
+        const head = bytes.indexOf(0x0a);
+        const joined = new Uint8Array(pending.length + (head === -1 ? bytes.length : head + 1));
+        joined.set(pending);
+        joined.set(head === -1 ? bytes : bytes.subarray(0, head + 1), pending.length);
+        pending = undefined;
+        if (head === -1) {
+          bytes = joined;
+        } else {
+          yield joined;
+          bytes = bytes.subarray(head + 1);
+        }
+      }
+      const last = bytes.lastIndexOf(0x0a);
+      if (last + 1 < bytes.length) pending = bytes.slice(last + 1);
+      if (pending !== undefined && pending.length > maxLineBytes) throw new Error(`the server answered a line of more than ${maxLineBytes} bytes, which is no result line`);
+      if (last !== -1) yield bytes.subarray(0, last + 1);
     }
   } finally {
     reader.releaseLock();
     await body.cancel().catch(() => undefined);
+  }
+}
+
+/**
+ * Bytes decoded at a time by decodedLines: one call per few dozen lines, and no more than this much text alive
+ * while its lines are used.
+ */
+const SEGMENT_BYTES = 4096;
+
+/**
+ * The lines of `bytes` (whole lines, as wholeLines gives them) as strings, blank ones skipped, a CR before the LF
+ * dropped. Decoded a segment of whole lines at a time.
+ */
+export function* decodedLines(bytes: Uint8Array, decoder: { decode(input: Uint8Array): string }): Generator<string, void, undefined> {
+  let start = 0;
+  while (start < bytes.length) {
+    let end = bytes.length;
+    if (start + SEGMENT_BYTES < end) {
+      const lf = bytes.lastIndexOf(0x0a, start + SEGMENT_BYTES - 1);
+      const next = lf >= start ? lf : bytes.indexOf(0x0a, start + SEGMENT_BYTES);
+      if (next !== -1) end = next + 1;
+    }
+    const text = decoder.decode(bytes.subarray(start, end));
+    let from = 0;
+    while (from < text.length) {
+      let to = text.indexOf('\n', from);
+      if (to === -1) to = text.length;
+      const stop = to > from && text.charCodeAt(to - 1) === 0x0d ? to - 1 : to;
+      if (stop > from) yield text.slice(from, stop);
+      from = to + 1;
+    }
+    start = end;
   }
 }
 
