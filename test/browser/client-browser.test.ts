@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
-import { INT64_MAX, INT64_MIN, PAST_DOUBLE } from '../helpers/plants.js';
+import { createOverHttp, INT64_MAX, INT64_MIN, PAST_DOUBLE } from '../helpers/plants.js';
 import { chromium as chromiumBinary, located, skipWithout } from '../helpers/prerequisites.js';
 import { createToken, startServer, type ServerProcess } from '../helpers/process.js';
 
@@ -65,14 +65,7 @@ describe('plantstore/client in Chromium, no bundler', { skip: skipWithout(chromi
     await db?.cleanup();
   });
 
-  async function create(id: string, name: string): Promise<void> {
-    const response = await fetch(`${server.base}/plants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/json' },
-      body: `{"id":${id},"name":${JSON.stringify(name)}}`,
-    });
-    assert.equal(response.status, 200, await response.text());
-  }
+  const create = (id: string, name: string) => createOverHttp(server.base, writer, id, name);
 
   it('lists plants with exact bigint ids, receives changes through watch, and resumes after a restart', async () => {
     await create(PAST_DOUBLE, 'Monstera');

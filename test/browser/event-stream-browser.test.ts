@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
-import { INT64_MAX, PAST_DOUBLE } from '../helpers/plants.js';
+import { createOverHttp, INT64_MAX, PAST_DOUBLE } from '../helpers/plants.js';
 import { chromium as chromiumBinary, located, skipWithout } from '../helpers/prerequisites.js';
 import { createToken, startServer, type ServerProcess } from '../helpers/process.js';
 
@@ -70,14 +70,7 @@ describe('the change feed in Chromium', { skip: skipWithout(chromiumBinary()) },
     await db?.cleanup();
   });
 
-  async function create(id: string, name: string): Promise<void> {
-    const response = await fetch(`${server.base}/plants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/json' },
-      body: `{"id":${id},"name":${JSON.stringify(name)}}`,
-    });
-    assert.equal(response.status, 200, await response.text());
-  }
+  const create = (id: string, name: string) => createOverHttp(server.base, writer, id, name);
 
   const received = () => page.evaluate('window.received') as Promise<string[]>;
 

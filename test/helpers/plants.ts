@@ -3,6 +3,7 @@
  * where int64 exactness is lost (both ends, and past a double), the exact JSON the service must write, and the store's
  * whole content.
  */
+import assert from 'node:assert/strict';
 import type { TestApp } from './app.js';
 
 export const INT64_MAX = '9223372036854775807';
@@ -13,6 +14,16 @@ export const PAST_DOUBLE = '9007199254740993';
 /** The plant JSON the service must write: ids spelled exactly, tag only when present. */
 export function plantJson(id: string, name: string, tag?: string): string {
   return `{"id":${id},"name":${JSON.stringify(name)}${tag === undefined ? '' : `,"tag":${JSON.stringify(tag)}`}}`;
+}
+
+/** Creates a plant on a listening server (`base`, its origin) with `token`, its id sent exactly; fails unless 200. */
+export async function createOverHttp(base: string, token: string, id: string, name: string): Promise<void> {
+  const response = await fetch(`${base}/plants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: plantJson(id, name),
+  });
+  assert.equal(response.status, 200, await response.text());
 }
 
 /** Every plant currently stored, in order, straight from the store. */
