@@ -47,8 +47,8 @@ function tokenFromQuery(query: unknown, header: string | undefined): string | un
 }
 
 /**
- * The token a request was admitted with, read again from its headers (and its query, for a route that takes one): for
- * a long request that watches its token for as long as it lasts (TokenAuthenticator.watch), never on the hot path.
+ * The token a request presents, from its headers (and its query, for a route that takes one): checked at onRequest,
+ * and read again by a long request that watches its token for as long as it lasts (TokenAuthenticator.watch).
  */
 export function presentedToken(request: FastifyRequest, queryToken = false): string {
   const header = singleAuthorization(request.raw.rawHeaders);
@@ -89,9 +89,7 @@ export const authentication = fastifyPlugin<AuthenticationOptions>(
       };
       let name: string | Promise<string>;
       try {
-        const header = singleAuthorization(request.raw.rawHeaders);
-        const token = queryToken ? tokenFromQuery(request.query, header) : undefined;
-        name = tokens.check(token ?? readBearerToken(header), scope);
+        name = tokens.check(presentedToken(request, queryToken), scope);
       } catch (error) {
         fail(error);
         return;
