@@ -95,6 +95,12 @@ describe('the packed tarball', () => {
     ]) {
       assert.ok(files.includes(wanted), `${wanted} is packed`);
     }
+    // The packed README is the package's front page on the registry: every file it links to is in the package.
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const linked = [...readme.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((match) => match[1] as string).filter((target) => !/^[a-z]+:/.test(target));
+    assert.ok(linked.length > 0, 'the README links to files');
+    const missing = linked.filter((target) => !files.some((file) => file === `package/${target}` || file.startsWith(`package/${target.replace(/\/$/, '')}/`)));
+    assert.deepEqual(missing, [], 'README links to files the package lacks');
     // The client's declarations are the one kind of .ts shipped: `import ... from 'plantstore/client'` is typed by them.
     const unwanted = files.filter(
       (file) =>
