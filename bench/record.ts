@@ -101,24 +101,43 @@ export function hashText(text: string): string {
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
 }
 
-/** A section's body from a run: heading, what it measures, command, machine and quietness, headline, details. */
+/**
+ * A section's body from a run: heading, headline, one paragraph of what it measures, the command and the machine,
+ * then the run's details as `compactDetails` packs them, so the page holds every scenario in its line budget.
+ */
 export function renderBody(run: RecordedRun): string {
   const m = run.machine;
   const s = run.sample;
-  return [
-    `## ${run.title}`,
-    '',
-    run.measures,
-    '',
-    `Command: \`${run.command}\` at commit ${run.commit}.`,
+  const context =
+    `${run.measures} Command: \`${run.command}\` at commit ${run.commit}. ` +
     `Machine: ${m.cpu}, ${m.cores} cores, Node ${m.node}, Linux ${m.kernel}; load average ${s.loadBefore.join(' ')} before, ` +
-      `${s.loadAfter.join(' ')} after; other processes ${percent(s.othersShare)} and steal ${percent(s.stealShare)} of the CPU` +
-      `${run.spread === null ? '' : `; pairs' spread ${percent(run.spread)}`}.`,
-    '',
-    `**${run.headline}**`,
-    '',
-    ...run.details,
-  ].join('\n');
+    `${s.loadAfter.join(' ')} after; other processes ${percent(s.othersShare)} and steal ${percent(s.stealShare)} of the CPU` +
+    `${run.spread === null ? '' : `; pairs' spread ${percent(run.spread)}`}.`;
+  return [`## ${run.title}`, '', `**${run.headline}**`, '', context, '', ...compactDetails(run.details)].join('\n');
+}
+
+/**
+ * Details in as few lines as render the same: the lines of a paragraph joined into one, with a ` · ` where a line
+ * ends without a stop (Markdown joins them anyway); tables a row a line; one blank line between blocks.
+ */
+export function compactDetails(details: readonly string[]): string[] {
+  const blocks: string[][] = [];
+  let block: string[] = [];
+  let inTable = false;
+  for (const line of details) {
+    const tableRow = line.startsWith('|');
+    if (line.trim() === '' || tableRow !== inTable) {
+      if (block.length > 0) blocks.push(block);
+      block = [];
+      inTable = tableRow;
+    }
+    if (line.trim() !== '') block.push(line.trim());
+  }
+  if (block.length > 0) blocks.push(block);
+  return blocks.flatMap((lines, index) => {
+    const packed = lines[0]?.startsWith('|') ? lines : [lines.reduce((joined, line) => `${joined}${/[.:]$/.test(joined) ? ' ' : ' · '}${line}`)];
+    return index === 0 ? packed : ['', ...packed];
+  });
 }
 
 /** A pending section's body: the heading, what it measures, how to record it, and the last quiet figure. */

@@ -16,6 +16,7 @@ import {
   PENDING_NOTICE,
   QUIET,
   renderBody,
+  compactDetails,
   renderPendingBody,
   replaceSection,
   sectionProblems,
@@ -58,6 +59,20 @@ describe('the record writer', () => {
     assert.equal(parsed.text, body);
     assert.deepEqual({ ...parsed.stamp, body: undefined }, { epoch: 2, pending: false, commit: 'a106117abcde', tree: '0123456789abcdef', body: undefined });
     assert.deepEqual(sectionProblems(parsed, 2), []);
+  });
+
+  it('packs details into as few lines as render the same: a paragraph a line, a table a row a line', () => {
+    const details = ['Load generator: wrk.', 'Pinning: core 0.', '', '', '| pair | ratio |', '| ---: | ---: |', '| 1 | 0.3 |', 'ceiling 50000 req/s', 'exit codes 0'];
+    assert.deepEqual(compactDetails(details), [
+      'Load generator: wrk. Pinning: core 0.',
+      '',
+      '| pair | ratio |',
+      '| ---: | ---: |',
+      '| 1 | 0.3 |',
+      '',
+      'ceiling 50000 req/s · exit codes 0',
+    ]);
+    assert.deepEqual(compactDetails([]), []);
   });
 
   it('replaces a section in place and adds one the page lacks in the scenarios\' order, leaving the rest alone', () => {
