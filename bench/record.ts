@@ -18,12 +18,13 @@ export const MEASURED_PATHS = ['src', 'bench', 'package-lock.json'] as const;
 
 /**
  * A quiet machine, where a figure can be trusted to a few percent: the bench alone on it.
- *   - the 1-minute load average before the run at most LOAD_BEFORE (the recorder waits for it, up to a limit);
+ *   - in the BEFORE_SECONDS before the run, the machine's busy time at most OTHERS_SHARE of its CPU time (the
+ *     recorder waits for such a window, up to a limit): measured, where the load average only trails what ran;
  *   - the CPU time other processes used during the run, and the time the hypervisor stole, each at most
  *     OTHERS_SHARE of all the machine's CPU time over the run (/proc/stat, less this process and its children);
  *   - the pairs' headline ratios within PAIR_SPREAD of their median ((max - min) / median), for scenarios in pairs.
  */
-export const QUIET = { LOAD_BEFORE: 0.5, OTHERS_SHARE: 0.05, PAIR_SPREAD: 0.15 } as const;
+export const QUIET = { BEFORE_SECONDS: 15, OTHERS_SHARE: 0.05, PAIR_SPREAD: 0.15 } as const;
 
 /** The first line of a pending section's body after its heading. */
 export const PENDING_NOTICE = 'Not yet written by `--record`: below is the last figure recorded by hand, and the commit that recorded it.';
@@ -46,6 +47,8 @@ export interface Section {
 /** What the machine did during a run: the inputs of `judgeQuiet`. */
 export interface QuietSample {
   readonly loadBefore: readonly number[];
+  /** The machine's busy share of its CPU time in the window before the run, 0–1. */
+  readonly busyBefore: number;
   readonly loadAfter: readonly number[];
   /** Other processes' CPU time over all the machine's CPU time during the run, 0–1. */
   readonly othersShare: number;
@@ -73,8 +76,8 @@ const percent = (share: number) => `${(share * 100).toFixed(1)}%`;
 
 export function judgeQuiet(sample: QuietSample, ratios: readonly number[]): Verdict {
   const reasons: string[] = [];
-  const load = sample.loadBefore[0] ?? Number.NaN;
-  if (!(load <= QUIET.LOAD_BEFORE)) reasons.push(`load average ${load} before the run, above ${QUIET.LOAD_BEFORE}`);
+  if (!(sample.busyBefore <= QUIET.OTHERS_SHARE))
+    reasons.push(`the machine was ${percent(sample.busyBefore)} busy in the ${QUIET.BEFORE_SECONDS} s before the run, above ${percent(QUIET.OTHERS_SHARE)}`);
   if (!(sample.othersShare <= QUIET.OTHERS_SHARE)) reasons.push(`other processes used ${percent(sample.othersShare)} of the machine's CPU, above ${percent(QUIET.OTHERS_SHARE)}`);
   if (!(sample.stealShare <= QUIET.OTHERS_SHARE)) reasons.push(`the hypervisor stole ${percent(sample.stealShare)} of the machine's CPU, above ${percent(QUIET.OTHERS_SHARE)}`);
   const spread = pairSpread(ratios);
@@ -110,7 +113,7 @@ export function renderBody(run: RecordedRun): string {
   const s = run.sample;
   const context =
     `${run.measures} Command: \`${run.command}\` at commit ${run.commit}. ` +
-    `Machine: ${m.cpu}, ${m.cores} cores, Node ${m.node}, Linux ${m.kernel}; load average ${s.loadBefore.join(' ')} before, ` +
+    `Machine: ${m.cpu}, ${m.cores} cores, Node ${m.node}, Linux ${m.kernel}; ${percent(s.busyBefore)} busy in the ${QUIET.BEFORE_SECONDS} s before; load average ${s.loadBefore.join(' ')} before, ` +
     `${s.loadAfter.join(' ')} after; other processes ${percent(s.othersShare)} and steal ${percent(s.stealShare)} of the CPU` +
     `${run.spread === null ? '' : `; pairs' spread ${percent(run.spread)}`}.`;
   return [`## ${run.title}`, '', `**${run.headline}**`, '', context, '', ...compactDetails(run.details)].join('\n');

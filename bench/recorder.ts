@@ -17,8 +17,8 @@ import { ROOT } from './layout.js';
 import { formatSection, hashText, judgeQuiet, MEASURED_PATHS, QUIET, renderBody, replaceSection, type QuietSample } from './record.js';
 import { scenario, SCENARIOS, type Scenario } from './record-scenarios.js';
 
-/** How long a recording waits for the load average to fall to QUIET.LOAD_BEFORE before it gives up. */
-const LOAD_WAIT_SECONDS = 300;
+/** How long a recording waits for a quiet window of QUIET.BEFORE_SECONDS before it starts anyway (and is refused). */
+const QUIET_WAIT_SECONDS = 300;
 /** Exit code of a run the recorder refused. */
 const NOT_QUIET_EXIT = 3;
 
@@ -55,6 +55,14 @@ function ticks(): Ticks {
   return { busy: all - (machine[3] ?? 0) - (machine[4] ?? 0), steal: machine[7] ?? 0, all, own };
 }
 
+/** The machine's busy share of all its CPU time (steal included) over the next `seconds`, this process's own less. */
+async function busyShareOver(seconds: number): Promise<number> {
+  const start = ticks();
+  await sleep(seconds * 1000);
+  const end = ticks();
+  return Math.max(0, end.busy - start.busy - (end.own - start.own)) / Math.max(1, end.all - start.all);
+}
+
 const loadNow = () => os.loadavg().map((value) => Math.round(value * 100) / 100);
 
 /** What the record wants from a run. */
@@ -70,6 +78,7 @@ interface Recording {
   readonly scenario: Scenario;
   readonly commit: string;
   readonly loadBefore: readonly number[];
+  readonly busyBefore: number;
   readonly start: Ticks;
   readonly log: (line: string) => void;
   /** The program's arguments, `--record` included. */
@@ -80,7 +89,7 @@ let active: Recording | undefined;
 
 /**
  * Starts the recording of `name`: refuses at once when the measured paths have uncommitted changes (the section
- * names the commit measured), then waits for the load average to fall.
+ * names the commit measured), then waits for a quiet window.
  */
 export async function startRecording(name: string, log: (line: string) => void, args = process.argv.slice(2)): Promise<void> {
   const found = scenario(name);
@@ -89,11 +98,12 @@ export async function startRecording(name: string, log: (line: string) => void, 
   if (!dirty.ok) throw new RecordRefused('git is needed to record: the section names the commit measured');
   if (dirty.out !== '') throw new RecordRefused(`uncommitted changes under ${MEASURED_PATHS.join(', ')}: commit them, then record`);
   const commit = git(['rev-parse', '--short=12', 'HEAD']).out;
-  for (let waited = 0; (os.loadavg()[0] ?? 0) > QUIET.LOAD_BEFORE && waited < LOAD_WAIT_SECONDS; waited += 10) {
-    if (waited === 0) log(`record: waiting up to ${LOAD_WAIT_SECONDS} s for the load average (${loadNow().join(' ')}) to fall to ${QUIET.LOAD_BEFORE}`);
-    await sleep(10_000);
+  let busyBefore = await busyShareOver(QUIET.BEFORE_SECONDS);
+  for (let waited = QUIET.BEFORE_SECONDS; busyBefore > QUIET.OTHERS_SHARE && waited < QUIET_WAIT_SECONDS; waited += QUIET.BEFORE_SECONDS) {
+    log(`record: the machine was ${(busyBefore * 100).toFixed(1)}% busy; waiting up to ${QUIET_WAIT_SECONDS} s for ${QUIET.BEFORE_SECONDS} quiet seconds`);
+    busyBefore = await busyShareOver(QUIET.BEFORE_SECONDS);
   }
-  active = { scenario: found, commit, loadBefore: loadNow(), start: ticks(), log, args };
+  active = { scenario: found, commit, loadBefore: loadNow(), busyBefore, start: ticks(), log, args };
 }
 
 /**
@@ -119,11 +129,12 @@ export function recording(): boolean {
 }
 
 /** The sample of the recording so far. */
-function sampleSince(start: Ticks, loadBefore: readonly number[]): QuietSample {
+function sampleSince(start: Ticks, loadBefore: readonly number[], busyBefore: number): QuietSample {
   const end = ticks();
   const all = Math.max(1, end.all - start.all);
   return {
     loadBefore,
+    busyBefore,
     loadAfter: loadNow(),
     othersShare: Math.max(0, end.busy - start.busy - (end.own - start.own)) / all,
     stealShare: (end.steal - start.steal) / all,
@@ -135,7 +146,7 @@ export function finishRecording(figures: RunFigures, benchmarksFile = path.join(
   const run = active;
   if (!run) return;
   active = undefined;
-  const sample = sampleSince(run.start, run.loadBefore);
+  const sample = sampleSince(run.start, run.loadBefore, run.busyBefore);
   const verdict = judgeQuiet(sample, figures.ratios);
   if (!verdict.quiet) {
     run.log(`record: NOT recorded, the machine was not quiet: ${verdict.reasons.join('; ')}`);

@@ -29,7 +29,7 @@ import { readOptions } from '../../bench/options.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const PAGE_LINES = 300;
 
-const quietSample = { loadBefore: [0.2, 0.4, 0.5], loadAfter: [1.9, 1.1, 0.7], othersShare: 0.01, stealShare: 0 };
+const quietSample = { loadBefore: [0.2, 0.4, 0.5], busyBefore: 0.004, loadAfter: [1.9, 1.1, 0.7], othersShare: 0.01, stealShare: 0 };
 
 function run(overrides: Partial<RecordedRun> = {}): RecordedRun {
   return {
@@ -50,7 +50,7 @@ describe('the record writer', () => {
   it('renders a run into a section that parses back, stamp and body', () => {
     const body = renderBody(run());
     assert.match(body, /^## Creates: durable, app-only and the ceiling\n/);
-    assert.match(body, /Machine: AMD EPYC 7B13, 2 cores, Node v24\.21\.0, Linux 6\.18\.44; load average 0\.2 0\.4 0\.5 before, 1\.9 1\.1 0\.7 after; other processes 1\.0% and steal 0\.0% of the CPU; pairs' spread 6\.0%\./);
+    assert.match(body, /Machine: AMD EPYC 7B13, 2 cores, Node v24\.21\.0, Linux 6\.18\.44; 0\.4% busy in the 15 s before; load average 0\.2 0\.4 0\.5 before, 1\.9 1\.1 0\.7 after; other processes 1\.0% and steal 0\.0% of the CPU; pairs' spread 6\.0%\./);
     assert.match(body, /\*\*plantstore ÷ ceiling 0\.318\*\*/);
     const section = formatSection('creates', { epoch: 2, pending: false, commit: 'a106117abcde', tree: '0123456789abcdef' }, body);
     const [parsed] = parseSections(`# Benchmarks\n\n${section}\n`);
@@ -114,10 +114,10 @@ describe('the record writer', () => {
     assert.deepEqual(judgeQuiet(quietSample, [0.75, 0.8, 0.85]), { quiet: true, reasons: [], spread: pairSpread([0.75, 0.8, 0.85]) });
     assert.ok(Math.abs((pairSpread([0.75, 0.8, 0.85]) ?? 0) - 0.125) < 1e-9);
     assert.equal(judgeQuiet(quietSample, []).quiet, true, 'a scenario without pairs has no spread to judge');
-    const busy = judgeQuiet({ ...quietSample, loadBefore: [3.1, 2, 1], othersShare: 0.2, stealShare: 0.08 }, [0.25, 0.375, 0.5]);
+    const busy = judgeQuiet({ ...quietSample, busyBefore: 0.31, othersShare: 0.2, stealShare: 0.08 }, [0.25, 0.375, 0.5]);
     assert.equal(busy.quiet, false);
     assert.equal(busy.reasons.length, 4);
-    assert.match(busy.reasons.join('\n'), /load average 3\.1 before the run, above 0\.5/);
+    assert.match(busy.reasons.join('\n'), /31\.0% busy in the 15 s before the run, above 5\.0%/);
     assert.match(busy.reasons.join('\n'), /other processes used 20\.0% of the machine's CPU, above 5\.0%/);
     assert.match(busy.reasons.join('\n'), /stole 8\.0%/);
     assert.match(busy.reasons.join('\n'), /spread 66\.7% of their median, above 15\.0%/);
@@ -188,7 +188,7 @@ describe('BENCHMARKS.md', () => {
 
   it("states in its header what a quiet machine is, as bench/record.ts's QUIET does", () => {
     const header = page.slice(0, page.indexOf('<!-- record:'));
-    assert.ok(header.includes(`load average at most ${QUIET.LOAD_BEFORE}`), 'the load average');
+    assert.ok(header.includes(`${QUIET.BEFORE_SECONDS} s before the run`), 'the quiet window before');
     assert.ok(header.includes(`${QUIET.OTHERS_SHARE * 100}%`), "other processes' share");
     assert.ok(header.includes(`${QUIET.PAIR_SPREAD * 100}%`), "the pairs' spread");
     assert.ok(header.includes('record-scenarios.ts'), 'where the epochs are');
