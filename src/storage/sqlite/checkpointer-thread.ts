@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { CheckpointerCommand, CheckpointerReport, CheckpointerThreadData } from './checkpointer.js';
 import { SQLITE_CODES, openConnection, prepare } from './connection.js';
@@ -28,13 +29,15 @@ if (!port) throw new Error('checkpointer-thread.ts runs only as a worker thread'
  */
 
 /**
- * The RESTART checkpoint copies, holding the writer's lock, what was committed while the PASSIVE one before it ran: in
- * a large store that PASSIVE copies tens of thousands of pages, and what came meanwhile would stall every create. So
- * PASSIVE rounds (each copying what came during the last) run first, until at most this many frames wait, or
- * CATCH_UP_ROUNDS have run.
+ * A checkpoint syncs the database file only when it has copied the whole WAL, and the RESTART one is the first under
+ * load to do so: left to it, that sync would flush every page the PASSIVE rounds before it wrote (tens of thousands of
+ * random pages in a large store) while it holds the writer's lock, stalling every create. So the thread syncs the
+ * database file itself first, off the lock (an extra sync is never unsafe: SQLite's own order of syncs is unchanged),
+ * then copies, PASSIVE, what was committed meanwhile, and again, until a round has copied at most this many frames or
+ * SYNC_ROUNDS have run: what RESTART then copies and syncs under the lock is only that round's and what came after it.
  */
-const RESTART_REMAINDER_FRAMES = 1024;
-const CATCH_UP_ROUNDS = 4;
+const RESTART_REMAINDER_FRAMES = 512;
+const SYNC_ROUNDS = 4;
 
 /** How long a RESTART checkpoint waits for the writer's lock (held only while a batch commits) before leaving it to the next one. */
 const RESTART_LOCK_WAIT_MS = 200;
@@ -44,6 +47,8 @@ const report = (message: CheckpointerReport) => port.postMessage(message);
 const db = openConnection(file, 2);
 // Only RESTART waits for a lock (in SQLite's busy handler, on this thread); PASSIVE and NOOP never do.
 db.exec(`PRAGMA busy_timeout = ${RESTART_LOCK_WAIT_MS}`);
+/** The database file, synced from here before a RESTART checkpoint (fsync reaches what any descriptor wrote). */
+const dbFd = fs.openSync(file, 'r');
 
 /** What PRAGMA wal_checkpoint answers: whether it was kept from finishing, the frames in the WAL, and those copied. */
 interface CheckpointRow {
@@ -79,10 +84,14 @@ function tick(): boolean {
   // A lock held elsewhere is not an error here: PASSIVE then checkpoints what it can, and the next time the rest.
   const copied = passive.get();
   if (copied === undefined || copied.log <= walFrames) return true;
-  for (let round = 0; round < CATCH_UP_ROUNDS; round += 1) {
-    const wal = look.get();
-    if (wal === undefined || wal.log - wal.checkpointed <= RESTART_REMAINDER_FRAMES) break;
-    passive.get();
+  let synced = copied.checkpointed;
+  for (let round = 0; round < SYNC_ROUNDS; round += 1) {
+    fs.fsyncSync(dbFd);
+    const wal = passive.get();
+    if (wal === undefined) break;
+    const copiedNow = wal.checkpointed - synced;
+    synced = wal.checkpointed;
+    if (copiedNow <= RESTART_REMAINDER_FRAMES) break;
   }
   restart.get();
   return true;
@@ -114,6 +123,7 @@ port.on('message', (command: CheckpointerCommand) => {
     case 'stop':
       clearInterval(timer);
       db.close();
+      fs.closeSync(dbFd);
       port.close();
       return;
     case 'crash':
