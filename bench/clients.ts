@@ -15,8 +15,8 @@
  * `client` is any of the names in the table (e.g. fetch 'ab -k'); default: every one installed. `contention`: two
  * undici Pools at once from two addresses, one on 1,000 connections and one on 10, and the one on 10 alone, on one
  * server: each one's rate, median and maximum latency (docs/connections.md). A large MAX_PENDING_REQUESTS (a quarter of
- * it is the handlers in flight) shows the same without turns. `--record`: every client, then the contention run,
- * into BENCHMARKS.md's section (bench/recorder.ts).
+ * it is the handlers in flight) shows the same without turns. Without names, every client then the contention run,
+ * and the figures BENCHMARKS.md's section holds, which `--record` writes there (bench/recorder.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -25,7 +25,7 @@ import { CLIENT_KINDS, ClientWorkspace, prerequisitesOf, type ClientKind } from 
 import { sqliteDatabase } from '../test/helpers/databases.js';
 import { createToken, startServer } from '../test/helpers/process.js';
 import { CLOCK_TICKS, cpuSeconds, round } from './metrics.js';
-import { finishRecording, recordIfAsked, recording } from './recorder.js';
+import { finishRecording, recordIfAsked, type RunFigures } from './recorder.js';
 import { plantstoreEnv } from './servers.js';
 
 /** Creates sent at each concurrency: several rounds of the largest, few enough for a fresh machine's ports. */
@@ -149,7 +149,7 @@ async function contention(pending?: string): Promise<Contention> {
 }
 
 /** The section's figures: a row per client, and one line for the contention run. */
-function record(results: ReadonlyMap<ClientKind, Run[]>, shared: Contention): void {
+function figuresOf(results: ReadonlyMap<ClientKind, Run[]>, shared: Contention): RunFigures {
   const at = (runs: Run[], concurrency: number) => runs.find((run) => run.concurrency === concurrency);
   const rows: string[] = [];
   let lowest: { kind: ClientKind; share: number } | undefined;
@@ -167,7 +167,7 @@ function record(results: ReadonlyMap<ClientKind, Run[]>, shared: Contention): vo
     );
   }
   const figures = (summary: ClientSummary) => `${Math.round(rate(summary))} creates/s, p50 ${round(summary.p50Ms)} ms, p99 ${Math.round(summary.p99Ms)} ms`;
-  finishRecording({
+  return {
     headline: `lowest rate at 1,000 ÷ at 16: ${round(lowest?.share ?? Number.NaN, 2)} (${lowest?.kind ?? 'none'}); ${notMet} of ${results.size * 2} rows at 100 and 1,000 not met`,
     details: [
       '| client | creates/s at 16 | at 100 | at 1,000 | 1,000 ÷ 16 | max ms at 100 | at 1,000 | not 2xx | transport errors |',
@@ -177,7 +177,7 @@ function record(results: ReadonlyMap<ClientKind, Run[]>, shared: Contention): vo
       `Contention (undici Pools): 10 connections alone ${figures(shared.alone)}; beside 1,000 connections from another address ${figures(shared.light)} (the 1,000: ${figures(shared.heavy)}).`,
     ],
     ratios: [],
-  });
+  };
 }
 
 await recordIfAsked('clients');
@@ -192,4 +192,9 @@ const kinds = (asked.length > 0 ? asked : CLIENT_KINDS).filter((kind) => {
   return missing.length === 0;
 });
 const results = await alone(kinds);
-if (recording()) record(results, await contention());
+// Every client (no names given, as --record runs): the contention run too, and the figures a section holds.
+if (asked.length === 0) {
+  const figures = figuresOf(results, await contention());
+  console.log(['', figures.headline, '', ...figures.details].join('\n'));
+  finishRecording(figures);
+}
