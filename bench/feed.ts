@@ -1,5 +1,6 @@
 /**
- * `node dist/bench/feed.js [STREAMS] [SECONDS] [--unpinned] [--record]`: what the change feed (GET /plants/events) costs, on one
+ * `node dist/bench/feed.js [STREAMS] [SECONDS] [--unpinned] [--addresses N --read-token] [--record]`: what the change
+ * feed (GET /plants/events) costs, on one
  * plantstore serve on a fresh SQLite file in its default configuration but for the stream and per-address connection
  * bounds (raised so one client address may hold STREAMS streams, default 1000, beside the creating connections) and
  * METRICS_CACHE_MS (0: the bench reads the server's count of stream writes from /metrics around each phase):
@@ -20,6 +21,10 @@
  * event loop reading 1,000 sockets would slow the creating connections' client too, and the ratio would charge that
  * to the server. Times are CLOCK_MONOTONIC (process.hrtime), the same in both threads. The client shares the machine
  * with the server: figures are for comparing, not absolutes.
+ *
+ * --addresses N opens the streams from N loopback addresses in turn (127.0.0.2 on; Linux answers the whole /8), and
+ * --read-token on one read-only token, a dashboard's viewers: the stream limits are then left at their defaults, so
+ * the run also shows that the server serves them all.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -27,6 +32,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { createToken, startServer, type ServerProcess } from '../test/helpers/process.js';
 import { parsePrometheusText } from '../test/helpers/prometheus.js';
@@ -58,6 +64,8 @@ const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 interface StreamsData {
   readonly port: number;
   readonly token: string;
+  /** Loopback addresses the streams connect from, in turn; empty: the system's choice (127.0.0.1). */
+  readonly addresses: readonly string[];
 }
 
 type ToStreams = { readonly type: 'open'; readonly count: number; readonly reading: boolean } | { readonly type: 'collect' } | { readonly type: 'close' };
@@ -71,13 +79,14 @@ type FromStreams =
  * The streams' thread: opens streams on raw sockets (reading ones look for probe plants, named `~probe-<id>`, in what
  * they receive; the others stop reading once the answer's head has come), and reports each probe's arrival times.
  */
-function streamsThread({ port, token }: StreamsData): void {
+function streamsThread({ port, token, addresses }: StreamsData): void {
   const port_ = parentPort as NonNullable<typeof parentPort>;
   const send = (message: FromStreams) => port_.postMessage(message);
   let sockets: net.Socket[] = [];
   let arrivals = new Map<number, number[]>();
   let closedByServer = 0;
   const readBuffer = Buffer.alloc(256 * 1024);
+  let opening = 0;
 
   function open(reading: boolean): Promise<net.Socket | undefined> {
     return new Promise((resolve) => {
@@ -140,7 +149,8 @@ function streamsThread({ port, token }: StreamsData): void {
           return true;
         },
       };
-      const socket = net.connect({ port, host: '127.0.0.1', onread });
+      const localAddress = addresses.length === 0 ? undefined : addresses[opening++ % addresses.length];
+      const socket = net.connect({ port, host: '127.0.0.1', onread, ...(localAddress === undefined ? {} : { localAddress }) });
       socket.setNoDelay(true);
       socket.on('end', () => {
         closedByServer += 1;
@@ -293,29 +303,37 @@ function summary(result: { sorted: number[]; missing: number }): Record<string, 
 
 async function main(): Promise<void> {
   await recordIfAsked('feed');
-  const unpinned = process.argv.includes('--unpinned');
-  const [streamArgument, secondsArgument] = process.argv.slice(2).filter((argument) => argument !== '--unpinned');
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { unpinned: { type: 'boolean', default: false }, addresses: { type: 'string' }, 'read-token': { type: 'boolean', default: false } },
+  });
+  const { unpinned } = values;
+  const [streamArgument, secondsArgument] = positionals;
   const streamCount = Number(streamArgument ?? 1000);
   const seconds = Number(secondsArgument ?? 10);
+  const addressCount = values.addresses === undefined ? 0 : Number(values.addresses);
+  if (!Number.isInteger(addressCount) || addressCount < 0 || addressCount > 250) throw new Error(`--addresses must be a whole number up to 250, got ${values.addresses}`);
+  const addresses = Array.from({ length: addressCount }, (_, index) => `127.0.0.${index + 2}`);
+  const readToken = values['read-token'];
   // As `npm run bench` measures a server: the server on core 0, this client (both its threads) on core 1.
   const pin = unpinned ? { ...unpinnedPlaces(), note: 'none (--unpinned): the server and this client share every core' } : pinning();
   if (pin.load.length > 0) pinThisProcess(pin.load);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plantstore-feed-bench-'));
   const databaseUrl = `sqlite:${path.join(dir, 'bench.db')}`;
-  const env = {
-    ...plantstoreEnv(databaseUrl),
-    FEED_STREAMS_PER_ADDRESS: String(streamCount),
-    FEED_STREAMS_PER_TOKEN: String(streamCount),
-    MAX_CONNECTIONS: String(streamCount + 256),
-    METRICS_CACHE_MS: '0',
-  };
+  // A dashboard's viewers (--addresses, --read-token) meet the default stream limits; one address needs them raised.
+  const streamLimits =
+    addressCount > 0 && readToken
+      ? {}
+      : { FEED_STREAMS_PER_ADDRESS: String(streamCount), FEED_STREAMS_PER_TOKEN: String(streamCount), MAX_CONNECTIONS: String(streamCount + 256) };
+  const env = { ...plantstoreEnv(databaseUrl), ...streamLimits, METRICS_CACHE_MS: '0' };
   const token = createToken('bench', env);
+  const streamToken = readToken ? createToken('bench-viewer', env, undefined, ['--read-only']) : token;
   const metricsToken = createToken('bench-metrics', env, undefined, ['--scope', 'metrics:read']);
   const server = await startServer(env, { prefix: pin.server });
   const pid = server.child.pid as number;
   /** The server's resident memory now, KiB (a running server always has one). */
   const rssKb = () => procStatusKb(pid, 'VmRSS') as number;
-  const streams = new Streams({ port: server.port, token });
+  const streams = new Streams({ port: server.port, token: streamToken, addresses });
   let nextId = 1;
   /**
    * One Phase of creates for `forSeconds`, with a probe create every PROBE_INTERVAL_MS when `probes` is given. Near
@@ -442,6 +460,8 @@ async function main(): Promise<void> {
     process.stdout.write(
       JSON.stringify({
         streams: streamCount,
+        addresses: addressCount === 0 ? 1 : addressCount,
+        readToken,
         pinning: pin.note,
         load: os.loadavg().map((value) => round(value, 2)),
         rssPerIdleStreamKiB,

@@ -12,7 +12,8 @@ export function procStatusKb(pid: number, field: 'VmRSS' | 'VmHWM'): number | un
   }
 }
 
-const CLOCK_TICKS = (() => {
+/** Clock ticks per second of /proc/PID/stat times. */
+export const CLOCK_TICKS = (() => {
   const result = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
   return Number(result.stdout?.trim()) || 100;
 })();

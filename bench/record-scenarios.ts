@@ -101,6 +101,14 @@ export const SCENARIOS: readonly Scenario[] = [
     epoch: 1,
   },
   {
+    name: 'clients',
+    title: 'Real clients alone and under contention',
+    measures:
+      'A real `plantstore serve` on its defaults, each real HTTP client (Node `fetch`, undici `Pool`, `aiohttp`, `requests`, Go `net/http`, `ab -k`, `curl --parallel`) alone at 16, 100 and 1,000 concurrent creates from one address, a fresh server each: creates/s, the rate at 1,000 ÷ at 16, the slowest answer, non-2xx and transport errors; then an undici Pool on 10 connections alone and beside one on 1,000 from another address.',
+    command: 'node dist/bench/clients.js --record',
+    epoch: 1,
+  },
+  {
     name: 'scrapers',
     title: 'Metrics under scrapers',
     measures: 'Durable creates alone, then with 4 connections scraping `/metrics` anonymously, then with a `metrics:read` token.',

@@ -62,10 +62,11 @@ export class PlantService {
 
   /**
    * Creating what is already stored, identically, is a replay and succeeds with the stored plant, so clients may
-   * retry safely; the same id with another name or tag is a conflict.
+   * retry safely; the same id with another name or tag is a conflict. `writer` names the client it comes from (an
+   * opaque key, such as its address): under contention no writer takes more than its share of the write queue.
    */
-  async create(plant: Plant): Promise<Plant> {
-    return (await this.createWithOutcome(plant)).plant;
+  async create(plant: Plant, writer?: string): Promise<Plant> {
+    return (await this.createWithOutcome(plant, undefined, writer)).plant;
   }
 
   /**
@@ -78,12 +79,12 @@ export class PlantService {
 
   /**
    * A create that also tells whether the plant was stored now (true) or was an identical replay (false); with `lane`,
-   * one of a stream's, admitted in the place its lane reserved.
+   * one of a stream's, admitted in the place its lane reserved; with `writer`, counted against that client's share.
    */
-  async createWithOutcome(plant: Plant, lane?: WriteLane): Promise<{ readonly plant: Plant; readonly created: boolean }> {
+  async createWithOutcome(plant: Plant, lane?: WriteLane, writer?: string): Promise<{ readonly plant: Plant; readonly created: boolean }> {
     let outcome: CreateOutcome;
     try {
-      outcome = await this.#writes.create(plant, lane);
+      outcome = await this.#writes.create(plant, lane, writer);
     } catch (error) {
       this.#observer.createAnswered('refused');
       throw error;

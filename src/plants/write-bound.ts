@@ -16,6 +16,8 @@ export interface SharedWriteState {
   admit(reserve?: number): boolean;
   /** Writes this queue admitted that no longer wait (a batch handed to storage, a delete answered). */
   release(count: number): void;
+  /** Writes waiting in every queue together, as counted against queueLimit. */
+  depth(): number;
   /** When the latest batch to finish in any queue was refused by storage (Date.now()), or undefined. */
   refusedAt: number | undefined;
 }
@@ -25,6 +27,7 @@ export function ownBound(depth: () => number, queueLimit: number): SharedWriteSt
   return {
     admit: (reserve = 0) => depth() < queueLimit - reserve,
     release: () => undefined,
+    depth,
     refusedAt: undefined,
   };
 }

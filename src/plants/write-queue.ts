@@ -6,6 +6,7 @@ import { batchRows, GatheringHold, type Gathering, type Handed } from './gatheri
 import { SyncHold } from './sync-hold.js';
 import { ownBound, REFUSAL_MEMORY_MS, WriteQueueFullError, type SharedWriteState } from './write-bound.js';
 import { WriteLanes, type WriteLane } from './write-lanes.js';
+import { WriterShares } from './writer-shares.js';
 
 /** What the write queue reports (src/observability/metrics.ts implements it); called once per batch, so it must be cheap and never throw. */
 export interface WriteQueueObserver {
@@ -57,6 +58,8 @@ interface Pending {
   readonly reject: (error: unknown) => void;
   /** The stream it came from, whose share it counts against until it is handed to storage. */
   readonly lane?: WriteLane;
+  /** The client whose share of the queue a single create counts against until it is handed to storage. */
+  readonly writer?: string | undefined;
 }
 
 type Entry = Pending | Handed;
@@ -105,6 +108,9 @@ export class WriteQueue {
   readonly #shared: SharedWriteState;
   /** Holds a commit for the batches other threads are about to hand over (gathering). */
   readonly #gatheringHold: GatheringHold;
+  /** Single creates queued per writer: under contention none may take more than its share (WriterShares). */
+  readonly #writers: WriterShares;
+  readonly #depthOfAll = (): number => this.#shared.depth();
 
   constructor(plants: Pick<PlantStore, 'create' | 'delete'>, options: WriteQueueOptions) {
     this.#plants = plants;
@@ -112,6 +118,7 @@ export class WriteQueue {
     this.#observer = options.observer ?? UNOBSERVED;
     this.#shared = options.shared ?? ownBound(() => this.depth, options.queueLimit);
     this.#lanes = new WriteLanes(this.#shared, options.queueLimit, options.batchLimit);
+    this.#writers = new WriterShares(options.queueLimit);
     const schedule = () => this.#schedule();
     this.#syncHold = new SyncHold(options, { queuedRows: () => this.#queuedRows, inFlightRows: () => this.#inFlightRows, schedule });
     this.#gatheringHold = new GatheringHold(options.gathering, schedule);
@@ -129,19 +136,26 @@ export class WriteQueue {
   }
 
   /**
-   * A create: refused at once with WriteQueueFullError when the bound is reached. With `lane`, a stream's create, which
-   * is never refused: it uses the place its lane's reserve() held (the stream waited for it).
+   * A create: refused at once with WriteQueueFullError when the bound is reached, or when `writer` (the client it
+   * comes from, as its caller names clients) holds more than its share of a queue under contention (WriterShares).
+   * With `lane`, a stream's create, which is never refused: it uses the place its lane's reserve() held (the stream
+   * waited for it).
    */
-  create(plant: Plant, lane?: WriteLane): Promise<CreateOutcome> {
+  create(plant: Plant, lane?: WriteLane, writer?: string): Promise<CreateOutcome> {
     if (lane) {
       if (!lane.reserved && !this.#lanes.admitFor(lane)) return Promise.reject(new WriteQueueFullError());
       lane.reserved = false;
       lane.queued += 1;
-    } else if (!this.#shared.admit()) return Promise.reject(new WriteQueueFullError());
+    } else if (writer === undefined) {
+      if (!this.#shared.admit()) return Promise.reject(new WriteQueueFullError());
+    } else {
+      if (!this.#writers.allows(writer, this.#depthOfAll) || !this.#shared.admit()) return Promise.reject(new WriteQueueFullError());
+      this.#writers.add(writer);
+    }
     this.#observer.queued?.(plant);
     return new Promise((resolve, reject) => {
       if (lane) this.#streamed.push({ plant, resolve, reject, lane });
-      else this.#queue.push({ plant, resolve, reject });
+      else this.#queue.push({ plant, resolve, reject, writer });
       this.#queuedCreates += 1;
       this.#queuedRows += 1;
       this.#schedule();
@@ -229,7 +243,10 @@ export class WriteQueue {
         const size = 'plant' in entry ? 1 : entry.plants.length;
         if (taken > 0 && rows + size > batchLimit) break;
         rows += size;
-        if ('plant' in entry) creates += 1;
+        if ('plant' in entry) {
+          creates += 1;
+          if (entry.writer !== undefined) this.#writers.remove(entry.writer);
+        }
       }
       const batch = this.#queue.splice(0, taken);
       // Streams' creates fill what single creates and handed-over batches left of the batch.

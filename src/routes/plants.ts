@@ -141,10 +141,12 @@ export function plantRoutes(schemas: PlantSchemas, plants: PlantService, bulk: B
           503: ErrorRecord,
         },
       },
+      // A single create counts against its client's share of the write queue: its address (behind a trusted proxy, the
+      // client the proxy names).
       handler: async (request, reply) =>
         request.body instanceof LineStreamBody
           ? answerLineStream(request.body, request, reply, plants, bulk)
-          : toPlantBody(await plants.create(plantFromBody(request.body))),
+          : toPlantBody(await plants.create(plantFromBody(request.body), request.ip)),
     }),
     typedRoute({
       method: 'GET',

@@ -71,15 +71,19 @@ export class SharedWrites implements SharedWriteState {
   }
 
   admit(reserve = 0): boolean {
-    let total = 0;
-    for (let index = 0; index < this.#depths.length; index += 1) total += Atomics.load(this.#depths, index);
-    if (total >= this.#limit - reserve) return false;
+    if (this.depth() >= this.#limit - reserve) return false;
     Atomics.add(this.#depths, this.#index, 1);
     return true;
   }
 
   release(count: number): void {
     Atomics.sub(this.#depths, this.#index, count);
+  }
+
+  depth(): number {
+    let total = 0;
+    for (let index = 0; index < this.#depths.length; index += 1) total += Atomics.load(this.#depths, index);
+    return total;
   }
 
   get refusedAt(): number | undefined {

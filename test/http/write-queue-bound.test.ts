@@ -4,6 +4,8 @@
  * past it instead of queueing in front of storage without limit, creates see the deletes in the count (and deletes see
  * the creates), and graceful shutdown's idle() waits for a delete in flight. WriteQueue's bound alone is in
  * test/unit/write-queue-bound.test.ts; a burst against a real process in test/process/write-queue-bound.test.ts.
+ * Under contention the queue is shared among client addresses: a heavy client is refused while a light one is
+ * admitted, and a client alone is refused only at the bound (the rule alone: test/unit/writer-shares.test.ts).
  */
 import assert from 'node:assert/strict';
 import { afterEach, before, describe, it } from 'node:test';
@@ -64,6 +66,90 @@ describe('the bounded write queue', () => {
     assert.equal((await t.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
     assert.equal((await t.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
     assert.equal(t.services.writes.backlog, 0, 'nothing is left queued');
+  });
+});
+
+describe('the write queue shared among client addresses', () => {
+  const t = useTestApp(sqliteDatabase, { WRITE_QUEUE_LIMIT: '10' });
+  let nextId = 1;
+  let createPlants: PlantStore['create'];
+  before(() => {
+    createPlants = t.store.plants.create.bind(t.store.plants);
+  });
+  afterEach(() => {
+    t.store.plants.create = createPlants;
+  });
+
+  /**
+   * Holds commits until opened; resolves once as many as the store commits at once are committing (plugs, of another
+   * address), so that what follows waits in the queue.
+   */
+  async function holdCommits(): Promise<{ open(): void; plugged: Promise<LightMyRequestResponse[]> }> {
+    const held = gate();
+    let committing = 0;
+    t.store.plants.create = async (...args) => {
+      committing += 1;
+      await held.opened;
+      return createPlants(...args);
+    };
+    const plugs: Promise<LightMyRequestResponse>[] = [];
+    for (let plug = 1; plug <= t.store.writeConcurrency; plug += 1) {
+      plugs.push(...creates('10.9.9.9', 1));
+      await waitFor('the plug to be committing', () => committing === plug, { intervalMs: 2 });
+    }
+    return { open: held.open, plugged: Promise.all(plugs) };
+  }
+
+  function creates(remoteAddress: string, count: number): Promise<LightMyRequestResponse>[] {
+    return Array.from({ length: count }, () =>
+      t.app.inject({ method: 'POST', url: '/plants', headers: t.headers, remoteAddress, payload: `{"id":${nextId++},"name":"Share","tag":"share"}` }),
+    );
+  }
+
+  /** Sends `count` creates from `remoteAddress`; resolves once those refused at once have been answered. */
+  async function burst(remoteAddress: string, count: number): Promise<{ refused: number; all: Promise<LightMyRequestResponse[]> }> {
+    let refused = 0;
+    const all = creates(remoteAddress, count).map((response) =>
+      response.then((answered) => {
+        if (answered.statusCode === 503) refused += 1;
+        return answered;
+      }),
+    );
+    const depth = t.services.writes.depth;
+    await waitFor('the burst to be admitted or refused', () => t.services.writes.depth + refused === depth + count, { intervalMs: 2 });
+    return { refused, all: Promise.all(all) };
+  }
+
+  it('refuses a client over its share under contention while one under it is admitted up to the bound', async () => {
+    const { open, plugged } = await holdCommits();
+    let light, heavy, lightAgain;
+    try {
+      light = await burst('127.0.0.2', 1);
+      heavy = await burst('127.0.0.3', 30);
+      // Past half of the bound, two clients' share is 5 each.
+      assert.equal(heavy.refused, 25);
+      lightAgain = await burst('127.0.0.2', 10);
+      assert.equal(lightAgain.refused, 6, 'the light client is admitted until the bound');
+    } finally {
+      open();
+    }
+    const answered = [...(await plugged), ...(await light.all), ...(await heavy.all), ...(await lightAgain.all)];
+    for (const response of answered) if (response.statusCode !== 200) assertQueueFull(response);
+    assert.equal(answered.filter((response) => response.statusCode === 200).length, 10 + t.store.writeConcurrency);
+  });
+
+  it('refuses a client alone only at the bound', async () => {
+    const { open, plugged } = await holdCommits();
+    let alone;
+    try {
+      alone = await burst('127.0.0.3', 30);
+      assert.equal(alone.refused, 20);
+    } finally {
+      open();
+    }
+    await plugged;
+    const answered = await alone.all;
+    assert.equal(answered.filter((response) => response.statusCode === 200).length, 10);
   });
 });
 
