@@ -84,7 +84,7 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE webhook_events ADD COLUMN traceparent TEXT;`,
   // The change feed (src/feed/, GET /plants/events): every create and delete, written in the transaction that makes
   // it. AUTOINCREMENT so that a sequence is never reused after a prune; one writer, so sequence order is commit order.
-  // name is NULL for a delete. The time index serves pruning by age.
+  // name is NULL for a delete. The time index made here is dropped by a later step.
   `CREATE TABLE plant_changes (
      seq        INTEGER PRIMARY KEY AUTOINCREMENT,
      kind       TEXT NOT NULL CHECK (kind IN ('created', 'deleted')),
@@ -100,6 +100,9 @@ const MIGRATIONS: readonly string[] = [
   // condition, so listing by tag still walks it (test/storage/query-plans.test.ts).
   `DROP INDEX plants_by_tag;
    CREATE INDEX plants_by_tag ON plants (tag) WHERE tag IS NOT NULL;`,
+  // Pruning by age searches the log by sequence, since a change's time never falls as its sequence rises
+  // (src/storage/sqlite/changes.ts): the time index cost every create a B-tree insert and served nothing else.
+  `DROP INDEX plant_changes_by_time;`,
 ];
 
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
