@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/storage/open.js';
 import { openDatabase } from '../../src/storage/sqlite/connection.js';
+import { migrate, schemaObjects } from '../../src/storage/sqlite/migrations.js';
 import { sqliteFile } from '../helpers/transfer.js';
 import { sqliteDatabase } from '../helpers/databases.js';
 import type { SqliteStore } from '../../src/storage/sqlite/sqlite-store.js';
@@ -90,6 +91,42 @@ describe('the SQLite change log prunes by age by sequence', () => {
         assert.equal(await store.changes.pruneChanges(60_000, 1_000_000), 0);
       } finally {
         await store.close();
+      }
+    } finally {
+      await db.cleanup();
+    }
+  });
+});
+
+describe('the SQLite change log rebuilt by the migration to schema 8', () => {
+  it('keeps every change of an existing log, and numbers the next after the newest', async () => {
+    const db = await sqliteDatabase();
+    try {
+      const old = openDatabase(sqliteFile(db.url));
+      migrate(old, 7);
+      // Sequences 1 to 5 written, 1 and 2 pruned since: AUTOINCREMENT's counter stands at 5.
+      for (let id = 1; id <= 5; id += 1) {
+        old.exec(`INSERT INTO plant_changes (kind, plant_id, name, tag, changed_at) VALUES ('created', ${id}, 'p${id}', NULL, ${Date.now()})`);
+      }
+      old.exec('DELETE FROM plant_changes WHERE seq <= 2');
+      old.close();
+      const store = (await openStore(loadConfig({ DATABASE_URL: db.url, LOG_LEVEL: 'silent' }).database)) as SqliteStore;
+      try {
+        await store.plants.create([{ id: 9007199254740993n, name: 'after', tag: null }]);
+        const changes = await store.changes.changesAfter(0n, 10);
+        assert.deepEqual(
+          changes.map((change) => [change.sequence, change.kind === 'created' ? change.plant.id : undefined]),
+          [[3n, 3n], [4n, 4n], [5n, 5n], [6n, 9007199254740993n]],
+        );
+      } finally {
+        await store.close();
+      }
+      const reopened = openDatabase(sqliteFile(db.url));
+      try {
+        const names = schemaObjects(reopened).map((object) => object.name);
+        assert.ok(names.includes('plant_changes') && !names.includes('plant_changes_by_time') && !names.includes('plant_changes_rebuilt'), names.join(', '));
+      } finally {
+        reopened.close();
       }
     } finally {
       await db.cleanup();

@@ -84,7 +84,7 @@ export class SqliteChangeReads implements ChangeLog {
 /**
  * The change log of SQLite: rows written by the plant sub-store inside its own transactions (`recordCreated`,
  * `recordDeleted`, on the write connection), read on the read connection, pruned in short transactions. The one
- * writer makes the AUTOINCREMENT sequence commit-ordered by itself.
+ * writer makes the sequence (the rowid: the newest plus one) commit-ordered by itself.
  */
 export class SqliteChanges extends SqliteChangeReads implements ChangeRetention {
   readonly #write: WriteRunner;
@@ -136,7 +136,7 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
     // Numbered in id order, as PostgreSQL numbers a batch (a multi-row INSERT numbers its rows in the order listed).
     const ordered = isAscending(plants) ? plants : [...plants].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     // A statement per power of two in the count (25 rows: 16, 8 and 1) rather than one per row: SQLite's work per
-    // statement (and AUTOINCREMENT's update of sqlite_sequence, once per statement) is paid a few times per batch.
+    // statement is paid a few times per batch.
     let at = 0;
     for (let chunk = MAX_CHUNK; chunk >= 1; chunk >>= 1) {
       while (ordered.length - at >= chunk) {
