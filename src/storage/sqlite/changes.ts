@@ -170,7 +170,7 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
 
   /**
    * The newest sequence of a change stamped before `cutoff`, if any: a binary search over sequences (gaps and all),
-   * exact since stamps never fall as sequences rise (#stamp). Some 64 probes at most, once per pruning.
+   * exact since stamps never fall as sequences rise (#stamp): a probe per bit of the sequences' range at most, once per pruning.
    */
   #newestExpired(cutoff: number, newest: bigint): bigint | undefined {
     const oldest = this.#writes.oldestSeq.get();
