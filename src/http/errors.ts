@@ -10,7 +10,13 @@ export class ApiError extends Error {
     message: string,
     readonly headers: Readonly<Record<string, string>> = {},
   ) {
+    // A 4xx is the client's doing: where in the server it was decided is no help to anyone reading it, and capturing
+    // that stack costs more than the rest of a refused request (a client retrying without a token makes one or two
+    // per request). A 5xx keeps its stack.
+    const stackTraceLimit = Error.stackTraceLimit;
+    if (status < 500) Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = stackTraceLimit;
     this.name = new.target.name;
   }
 }

@@ -55,6 +55,10 @@ export function presentedToken(request: FastifyRequest, queryToken = false): str
   return (queryToken ? tokenFromQuery(request.query, header) : undefined) ?? readBearerToken(header);
 }
 
+/** An onRequest hook's callback, and the span of an authentication (when traced). */
+type HookDone = Parameters<onRequestHookHandler>[2];
+type Span = NonNullable<ReturnType<Tracing['child']>>;
+
 /** Bearer tokens: each route checks the token for its own scope (RouteSpec.scope), at onRequest. */
 export const authentication = fastifyPlugin<AuthenticationOptions>(
   (app, { tokens, metrics, tracing, failureLimit, threads, now }, done) => {
@@ -72,30 +76,32 @@ export const authentication = fastifyPlugin<AuthenticationOptions>(
       return retryAfter === undefined ? error : new TooManyRequestsError(retryAfter, 'too many failed authentications from this address');
     };
 
+    const failed = (error: unknown, request: FastifyRequest, span: Span | undefined, hookDone: HookDone): void => {
+      span?.end(error);
+      hookDone(refused(error, request) as Error);
+    };
+    const admitted = (name: string, request: FastifyRequest, span: Span | undefined, hookDone: HookDone): void => {
+      request.tokenName = name;
+      span?.end();
+      hookDone();
+    };
+
     app.decorateRequest('tokenName', '');
     app.decorate('authenticateFor', (scope: Scope, queryToken = false): onRequestHookHandler => (request, _reply, hookDone) => {
       // Runs at onRequest, before the body is read: an unauthenticated caller learns nothing about validation, and a
       // token without the scope (403) cannot make the server read or parse a body either. A cached token is decided
       // here and now; only one the cache does not hold waits for the store.
       const span = tracing?.child(request.raw, 'authenticate');
-      const fail = (error: unknown) => {
-        span?.end(error);
-        hookDone(refused(error, request) as Error);
-      };
-      const admit = (name: string) => {
-        request.tokenName = name;
-        span?.end();
-        hookDone();
-      };
       let name: string | Promise<string>;
       try {
         name = tokens.check(presentedToken(request, queryToken), scope);
       } catch (error) {
-        fail(error);
+        failed(error, request, span, hookDone);
         return;
       }
-      if (typeof name === 'string') admit(name);
-      else name.then(admit, fail);
+      // A cached token (the usual case) is admitted without a closure made for it.
+      if (typeof name === 'string') admitted(name, request, span, hookDone);
+      else name.then((resolved) => admitted(resolved, request, span, hookDone), (error: unknown) => failed(error, request, span, hookDone));
     });
     done();
   },

@@ -84,7 +84,7 @@ export class SqliteChangeReads implements ChangeLog {
 /**
  * The change log of SQLite: rows written by the plant sub-store inside its own transactions (`recordCreated`,
  * `recordDeleted`, on the write connection), read on the read connection, pruned in short transactions. The one
- * writer makes the AUTOINCREMENT sequence commit-ordered by itself.
+ * writer makes the sequence (the rowid: the newest plus one) commit-ordered by itself.
  */
 export class SqliteChanges extends SqliteChangeReads implements ChangeRetention {
   readonly #write: WriteRunner;
@@ -102,9 +102,13 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
       insert: prepareWrite<[string, bigint, string | null, string | null, number]>(writer, `${INSERT_CHANGES} (?, ?, ?, ?, ?)`),
       newest: prepareValue<[], bigint | null>(writer, 'SELECT max(seq) FROM plant_changes', { bigInts: true }),
       lastInserted: prepareValue<[], bigint>(writer, 'SELECT last_insert_rowid()', { bigInts: true }),
-      newestExpired: prepareValue<[number], bigint | null>(
+      // The newest change's time: what the next batch's time may not fall below (recordCreated).
+      newestAt: prepareValue<[], number | null>(writer, 'SELECT changed_at FROM plant_changes ORDER BY seq DESC LIMIT 1'),
+      oldestSeq: prepareValue<[], bigint | null>(writer, 'SELECT min(seq) FROM plant_changes', { bigInts: true }),
+      // The first change at or after a sequence (there are gaps): one probe of pruning's search.
+      firstFrom: prepare<[bigint], { readonly seq: bigint; readonly changed_at: bigint }>(
         writer,
-        'SELECT seq FROM plant_changes WHERE changed_at < ? ORDER BY changed_at DESC LIMIT 1',
+        'SELECT seq, changed_at FROM plant_changes WHERE seq >= ? ORDER BY seq LIMIT 1',
         { bigInts: true },
       ),
       pruneChunk: prepareWrite<[bigint, number]>(
@@ -114,13 +118,25 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
     };
   }
 
+  /**
+   * The time a change written now is stamped with: `now`, or the newest change's time if the clock stepped back
+   * behind it. So times never fall as sequences rise, and pruning by age finds the newest expired change by a
+   * search over sequences (newestExpired) rather than through an index on time, which every create would pay a
+   * B-tree insert for. Read in the writing transaction, so writers in other processes keep the order too.
+   */
+  #stamp(now: number): number {
+    const newest = this.#writes.newestAt.get();
+    return newest !== null && newest !== undefined && newest > now ? newest : now;
+  }
+
   /** Inside a create's transaction: one change per plant created by it. Answers the last sequence written, if any. */
-  recordCreated(plants: readonly Plant[], now: number): bigint | undefined {
+  recordCreated(plants: readonly Plant[], clock: number): bigint | undefined {
     if (plants.length === 0) return undefined;
+    const now = this.#stamp(clock);
     // Numbered in id order, as PostgreSQL numbers a batch (a multi-row INSERT numbers its rows in the order listed).
     const ordered = isAscending(plants) ? plants : [...plants].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     // A statement per power of two in the count (25 rows: 16, 8 and 1) rather than one per row: SQLite's work per
-    // statement (and AUTOINCREMENT's update of sqlite_sequence, once per statement) is paid a few times per batch.
+    // statement is paid a few times per batch.
     let at = 0;
     for (let chunk = MAX_CHUNK; chunk >= 1; chunk >>= 1) {
       while (ordered.length - at >= chunk) {
@@ -148,8 +164,31 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
 
   /** Inside a delete's transaction, once it deleted a row. Answers the sequence written. */
   recordDeleted(id: bigint, now: number): bigint | undefined {
-    this.#writes.insert.run('deleted', id, null, null, now);
+    this.#writes.insert.run('deleted', id, null, null, this.#stamp(now));
     return this.#writes.lastInserted.get();
+  }
+
+  /**
+   * The newest sequence of a change stamped before `cutoff`, if any: a binary search over sequences (gaps and all),
+   * exact since stamps never fall as sequences rise (#stamp): a probe per bit of the sequences' range at most, once per pruning.
+   */
+  #newestExpired(cutoff: number, newest: bigint): bigint | undefined {
+    const oldest = this.#writes.oldestSeq.get();
+    if (oldest === null || oldest === undefined) return undefined;
+    const first = this.#writes.firstFrom.get(oldest);
+    if (first === undefined || Number(first.changed_at) >= cutoff) return undefined;
+    let expired = first.seq;
+    let low = expired + 1n;
+    let high = newest;
+    while (low <= high) {
+      const middle = (low + high) / 2n;
+      const row = this.#writes.firstFrom.get(middle);
+      if (row !== undefined && Number(row.changed_at) < cutoff) {
+        expired = row.seq;
+        low = row.seq + 1n;
+      } else high = middle - 1n;
+    }
+    return expired;
   }
 
   onCommitted(listener: () => void): () => void {
@@ -174,7 +213,7 @@ export class SqliteChanges extends SqliteChangeReads implements ChangeRetention 
   async pruneChanges(maxAgeMs: number, maxCount: number): Promise<number> {
     const through = await this.#write(() => {
       const newest = this.#writes.newest.get() ?? 0n;
-      return pruneThrough(newest, maxCount, this.#writes.newestExpired.get(Date.now() - maxAgeMs) ?? undefined);
+      return pruneThrough(newest, maxCount, this.#newestExpired(Date.now() - maxAgeMs, newest));
     });
     if (through === undefined) return 0;
     let deleted = 0;

@@ -83,8 +83,7 @@ const MIGRATIONS: readonly string[] = [
   // event continues that trace, after a restart or from another process too. NULL when the create was not traced.
   `ALTER TABLE webhook_events ADD COLUMN traceparent TEXT;`,
   // The change feed (src/feed/, GET /plants/events): every create and delete, written in the transaction that makes
-  // it. AUTOINCREMENT so that a sequence is never reused after a prune; one writer, so sequence order is commit order.
-  // name is NULL for a delete. The time index serves pruning by age.
+  // it; one writer, so sequence order is commit order. name is NULL for a delete. A later step rebuilds it.
   `CREATE TABLE plant_changes (
      seq        INTEGER PRIMARY KEY AUTOINCREMENT,
      kind       TEXT NOT NULL CHECK (kind IN ('created', 'deleted')),
@@ -100,6 +99,23 @@ const MIGRATIONS: readonly string[] = [
   // condition, so listing by tag still walks it (test/storage/query-plans.test.ts).
   `DROP INDEX plants_by_tag;
    CREATE INDEX plants_by_tag ON plants (tag) WHERE tag IS NOT NULL;`,
+  // The change log rebuilt with fewer writes per create. Sequences are rowids, the newest plus one, without
+  // AUTOINCREMENT's sqlite_sequence row updated by every insert: pruning never deletes the newest change, so a sequence
+  // is still never reused. And no index on time: pruning by age searches the log by sequence, since a change's time
+  // never falls as its sequence rises (src/storage/sqlite/changes.ts). Dropping the old table drops its index and
+  // its sqlite_sequence row.
+  `CREATE TABLE plant_changes_rebuilt (
+     seq        INTEGER PRIMARY KEY,
+     kind       TEXT NOT NULL CHECK (kind IN ('created', 'deleted')),
+     plant_id   INTEGER NOT NULL,
+     name       TEXT,
+     tag        TEXT,
+     changed_at INTEGER NOT NULL
+   );
+   INSERT INTO plant_changes_rebuilt (seq, kind, plant_id, name, tag, changed_at)
+     SELECT seq, kind, plant_id, name, tag, changed_at FROM plant_changes ORDER BY seq;
+   DROP TABLE plant_changes;
+   ALTER TABLE plant_changes_rebuilt RENAME TO plant_changes;`,
 ];
 
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
