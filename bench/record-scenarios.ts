@@ -25,7 +25,7 @@ export const SCENARIOS: readonly Scenario[] = [
     measures:
       'Durable `POST /plants` on SQLite against a bare `node:http` server that parses and checks the same body (the ceiling), and against plantstore\'s HTTP layer on a store that keeps nothing (app-only); servers pinned to core 0, wrk on core 1, 50 connections. The headline is the median of the per-pair ratios to the ceiling.',
     command: 'npm run bench -- --app-only --record',
-    epoch: 1,
+    epoch: 2,
   },
   {
     name: 'metrics',
@@ -69,7 +69,7 @@ export const SCENARIOS: readonly Scenario[] = [
     measures:
       'Durable creates with random ids into an empty store, into 2,000,000 and into 10,000,000 plants (prefilled in random order), then `GET /plants/{id}` over 200,000 and over 10,000,000; each store on its own plantstore, ratios per pair to the same build\'s empty store; peak RSS and each file against a packed copy.',
     command: 'npm run bench -- --grown 2000000,10000000 --record',
-    epoch: 1,
+    epoch: 2,
   },
   {
     name: 'webhook',
