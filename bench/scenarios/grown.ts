@@ -2,7 +2,8 @@
  * `--grown N,N,...`: what a grown store costs. In every pair, durable creates with random ids into an empty store and
  * into stores already holding N plants (random ids, inserted in random order: ../prefill.ts), then GET /plants/{id}
  * over GROWN_READS_BASE plants and over the largest store; each run after its own warm-up, each store on its own
- * plantstore, all pinned to the server core. The headlines are per-pair ratios to the same build's empty store (and
+ * plantstore, all pinned to the server core. Reads go to stores that take no creates, the large as the small, so the
+ * two differ in size alone, not in a WAL left by creates or a checkpoint still copying it on the same core. The headlines are per-pair ratios to the same build's empty store (and
  * to the small store's reads). Afterwards: every 2xx is stored, and each file's size after a checkpoint against what
  * its rows need (the size of a VACUUM INTO copy, every page packed).
  */
@@ -64,9 +65,9 @@ function medianPairRatio(runs: readonly GrownRun[], pairs: number, a: string, b:
 }
 
 /** A store of `plants` (a copy of the cached prefill) in a folder of its own, with a token and a plantstore on it. */
-async function startTarget(session: BenchSession, plants: number, samples: number, started: BenchServer[]): Promise<Target> {
+async function startTarget(session: BenchSession, plants: number, samples: number, started: BenchServer[], work: GrownRun['work'] = 'creates'): Promise<Target> {
   const { setup } = session;
-  const dir = path.join(session.dir, `store-${plants}`);
+  const dir = path.join(session.dir, `store-${plants}-${work === 'creates' ? 'creates' : 'reads'}`);
   fs.mkdirSync(dir);
   // The prefilled file has the schema of the build measured, so that --plantstore DIR measures an older one too.
   const store = await openStore({ kind: 'sqlite', prefill: plants, ids: 'random', dir, log: setup.log, root: setup.options.plantstoreRoot });
@@ -109,10 +110,10 @@ export function runGrown(setup: BenchSetup): Promise<void> {
     const started: BenchServer[] = [];
     try {
       const creates: Target[] = [];
-      for (const plants of [0, ...sizes]) creates.push(await startTarget(session, plants, plants === largest ? samples : 0, started));
-      const big = creates.at(-1) as Target;
-      const base = sizes.includes(readsBase) ? (creates.find((target) => target.plants === readsBase) as Target) : await startTarget(session, readsBase, samples, started);
-      const reads = [{ ...base, paths: base.paths.length ? base.paths : (await base.store.sampleIds(samples)).map((id) => `/plants/${id}`) }, big];
+      for (const plants of [0, ...sizes]) creates.push(await startTarget(session, plants, 0, started));
+      const base = await startTarget(session, readsBase, samples, started, 'reads by id');
+      const big = await startTarget(session, largest, samples, started, 'reads by id');
+      const reads = [base, big];
       const before = new Map<string, number>();
       for (const target of creates) before.set(target.label, await target.store.countPlants());
 
@@ -134,9 +135,10 @@ export function runGrown(setup: BenchSetup): Promise<void> {
         for (const target of reads) await measure(pair, target, 'reads by id');
       }
 
-      const hwm = new Map([...creates, base].map((target) => [target.label, mb(procStatusKb(target.server.pid, 'VmHWM') ?? 0)]));
+      const hwm = new Map(creates.map((target) => [target.label, mb(procStatusKb(target.server.pid, 'VmHWM') ?? 0)]));
       const exitCodes: Record<string, number | null> = {};
-      for (const target of [...creates, ...(creates.includes(base) ? [] : [base])]) exitCodes[target.label] = await stopServer(target.server);
+      for (const target of creates) exitCodes[target.label] = await stopServer(target.server);
+      for (const target of reads) exitCodes[`reads over ${target.label}`] = await stopServer(target.server);
       started.length = 0;
       const stores = [];
       for (const target of creates) {
