@@ -104,9 +104,13 @@ export function hashText(text: string): string {
   return createHash('sha256').update(text).digest('hex').slice(0, 16);
 }
 
+/** A line Markdown needs on its own: a table row or a list item. */
+const OWN_LINE = /^(\||[-*] )/;
+
 /**
- * A section's body from a run: heading, headline, one paragraph of what it measures, the command and the machine,
- * then the run's details as `compactDetails` packs them, so the page holds every scenario in its line budget.
+ * A section's body from a run: heading, then one paragraph of the headline, what it measures, the command, the
+ * machine and the run's first paragraph of notes (how it loaded the server), then the rest of the run's details as
+ * `compactDetails` packs them, so the page holds every scenario in its line budget.
  */
 export function renderBody(run: RecordedRun): string {
   const m = run.machine;
@@ -116,29 +120,35 @@ export function renderBody(run: RecordedRun): string {
     `Machine: ${m.cpu}, ${m.cores} cores, Node ${m.node}, Linux ${m.kernel}; ${percent(s.busyBefore)} busy in the ${QUIET.BEFORE_SECONDS} s before; load average ${s.loadBefore.join(' ')} before, ` +
     `${s.loadAfter.join(' ')} after; other processes ${percent(s.othersShare)} and steal ${percent(s.stealShare)} of the CPU` +
     `${run.spread === null ? '' : `; pairs' spread ${percent(run.spread)}`}.`;
-  return [`## ${run.title}`, '', `**${run.headline}**`, '', context, '', ...compactDetails(run.details)].join('\n');
+  const details = compactDetails(run.details);
+  const leadsWithParagraph = details[0] !== undefined && !OWN_LINE.test(details[0]);
+  const opening = `**${run.headline}** · ${context}${leadsWithParagraph ? ` ${details[0]}` : ''}`;
+  const rest = leadsWithParagraph ? details.slice(2) : details;
+  return [`## ${run.title}`, '', opening, ...(rest.length > 0 ? ['', ...rest] : [])].join('\n');
 }
 
 /**
  * Details in as few lines as render the same: the lines of a paragraph joined into one, with a ` · ` where a line
- * ends without a stop (Markdown joins them anyway); tables a row a line; one blank line between blocks.
+ * ends without a stop (Markdown joins them anyway); tables a row a line, lists an item a line; one blank line
+ * between blocks.
  */
 export function compactDetails(details: readonly string[]): string[] {
   const blocks: string[][] = [];
   let block: string[] = [];
-  let inTable = false;
+  let inOwnLines = false;
   for (const line of details) {
-    const tableRow = line.startsWith('|');
-    if (line.trim() === '' || tableRow !== inTable) {
+    // A list item, like a table row, keeps a line of its own.
+    const ownLine = OWN_LINE.test(line);
+    if (line.trim() === '' || ownLine !== inOwnLines) {
       if (block.length > 0) blocks.push(block);
       block = [];
-      inTable = tableRow;
+      inOwnLines = ownLine;
     }
     if (line.trim() !== '') block.push(line.trim());
   }
   if (block.length > 0) blocks.push(block);
   return blocks.flatMap((lines, index) => {
-    const packed = lines[0]?.startsWith('|') ? lines : [lines.reduce((joined, line) => `${joined}${/[.:]$/.test(joined) ? ' ' : ' · '}${line}`)];
+    const packed = lines[0] !== undefined && OWN_LINE.test(lines[0]) ? lines : [lines.reduce((joined, line) => `${joined}${/[.:]$/.test(joined) ? ' ' : ' · '}${line}`)];
     return index === 0 ? packed : ['', ...packed];
   });
 }
@@ -187,8 +197,8 @@ export function replaceSection(page: string, name: string, section: string, late
   const closing = `<!-- /record:${name} -->`;
   if (start === -1) {
     const next = later.map((other) => page.indexOf(`<!-- record:${other} `)).find((index) => index !== -1);
-    if (next !== undefined) return `${page.slice(0, next)}${section}\n\n${page.slice(next)}`;
-    return `${page.replace(/\n*$/, '')}\n\n${section}\n`;
+    if (next !== undefined) return `${page.slice(0, next)}${section}\n${page.slice(next)}`;
+    return `${page.replace(/\n*$/, '')}\n${section}\n`;
   }
   const end = page.indexOf(closing, start);
   if (end === -1) throw new Error(`BENCHMARKS.md: section ${name} is not closed`);

@@ -28,9 +28,11 @@ export function soakSummary(samplesMb: number[]): SoakSummary {
   };
 }
 
+/** The soak's figure, first among a soak's lines: its bold opens the line (BENCHMARKS.md's headline). */
 export function soakLines(summary: SoakSummary): string[] {
   if (summary.soakRssSamplesMb.length === 0) return [];
   return [
-    `Soak RSS samples every ${SOAK_RSS_SAMPLE_EVERY_MS / 1000} s (MB): ${summary.soakRssSamplesMb.join(', ')} — within ±${summary.soakRssFlatnessPercent}% of their mean; after the first 15 s, ±${summary.soakRssFlatnessAfter15sPercent ?? 'n/a'}%`,
+    `**Soak: RSS after the first 15 s within ±${summary.soakRssFlatnessAfter15sPercent ?? 'n/a'}% of its mean** · every sample within ±${summary.soakRssFlatnessPercent}%; ` +
+      `samples every ${SOAK_RSS_SAMPLE_EVERY_MS / 1000} s (MB): ${summary.soakRssSamplesMb.join(', ')}`,
   ];
 }

@@ -54,6 +54,7 @@ async function startReceiver(pinPrefix: readonly string[]) {
       return (await answer)[0];
     },
     close: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = once(child, 'exit');
       child.disconnect();
       await exited;
@@ -115,6 +116,8 @@ export function runWebhook(setup: BenchSetup): Promise<void> {
             const ratiosOf = (workers: number | null) => runs.filter((run) => run.workers === workers).map((run) => run.ratio).filter((r): r is number => r !== undefined);
             const ratios = ratiosOf(workerCounts.at(-1) ?? null);
             const counts = await receiver.counts();
+            // Its CPU is the bench's own: waited for before the report, a recording counts it as such, not as another process's.
+            await receiver.close();
             const webhookReqPerSec = (workers: number | null) => median(runs.filter((r) => r.variant === 'webhook' && r.workers === workers).map((r) => r.load.reqPerSec));
             const summary = {
               medianRatio: ratios.length ? ratio3(median(ratios)) : null,

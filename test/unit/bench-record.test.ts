@@ -52,6 +52,9 @@ describe('the record writer', () => {
     assert.match(body, /^## Creates: durable, app-only and the ceiling\n/);
     assert.match(body, /Machine: AMD EPYC 7B13, 2 cores, Node v24\.21\.0, Linux 6\.18\.44; 0\.4% busy in the 15 s before; load average 0\.2 0\.4 0\.5 before, 1\.9 1\.1 0\.7 after; other processes 1\.0% and steal 0\.0% of the CPU; pairs' spread 6\.0%\./);
     assert.match(body, /\*\*plantstore ÷ ceiling 0\.318\*\*/);
+    const led = renderBody(run({ details: ['Load generator: wrk.', '', '| pair | ratio |', '| ---: | ---: |', '| 1 | 0.318 |'] })).split('\n');
+    assert.match(led[2] ?? '', /^\*\*plantstore ÷ ceiling 0\.318\*\* · .+ Load generator: wrk\.$/, "the run's first paragraph joins the opening one");
+    assert.deepEqual(led.slice(3), ['', '| pair | ratio |', '| ---: | ---: |', '| 1 | 0.318 |']);
     const section = formatSection('creates', { epoch: 2, pending: false, commit: 'a106117abcde', tree: '0123456789abcdef' }, body);
     const [parsed] = parseSections(`# Benchmarks\n\n${section}\n`);
     assert.ok(parsed);
@@ -72,6 +75,7 @@ describe('the record writer', () => {
       '',
       'ceiling 50000 req/s · exit codes 0',
     ]);
+    assert.deepEqual(compactDetails(['- one stream: 200', '- two streams: 200', 'after the list']), ['- one stream: 200', '- two streams: 200', '', 'after the list']);
     assert.deepEqual(compactDetails([]), []);
   });
 
