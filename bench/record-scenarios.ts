@@ -53,7 +53,7 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'postgres',
     title: 'PostgreSQL',
     measures: 'Durable creates on the embedded PostgreSQL against the ceiling and app-only (its processes unpinned, sharing the load core).',
-    command: 'npm run bench -- --store postgres --app-only --pairs 5 --record',
+    command: 'npm run bench -- --store postgres --app-only --pairs 3 --record',
     epoch: 1,
   },
   {
