@@ -5,7 +5,7 @@
  */
 import type { LoadResult } from '../load.js';
 import { Sequence } from '../measure.js';
-import { mb } from '../metrics.js';
+import { mb, median } from '../metrics.js';
 import { headerLines, markdownTable, measuredColumns, progressLine, runMeta, writeReport, type Column, type MeasuredRow } from '../report.js';
 import { cliToken, type BenchServer } from '../servers.js';
 import { withSession, type BenchSetup } from '../session.js';
@@ -69,6 +69,11 @@ async function checkAnswers(plantstore: BenchServer, token: string, scenarios: r
   return checks;
 }
 
+/** The median req/s of one read scenario's runs, rounded. */
+function medianReqPerSec(runs: readonly ReadRun[], name: string): number {
+  return Math.round(median(runs.filter((run) => run.scenario === name).map((run) => run.load.reqPerSec)));
+}
+
 export function runReads(setup: BenchSetup): Promise<void> {
   const { options, log } = setup;
   return withSession(setup, async (session) => {
@@ -110,6 +115,8 @@ export function runReads(setup: BenchSetup): Promise<void> {
         `${options.pairs} run(s) per scenario × ${options.duration} s measured, ${options.warmup} s warm-up each, ${options.connections} keep-alive connections. No ceiling: reads are measured on plantstore alone.`,
       ),
       ...markdownTable(COLUMNS, runs),
+      '',
+      `**over ${plantsBefore.toLocaleString('en-US')} plants, median req/s: ${scenarios.map((scenario) => `${scenario.name} ${medianReqPerSec(runs, scenario.name)}`).join(', ')}**`,
       '',
       `Answers checked before the load: ${checks.join('; ')}. Plants ${plantsBefore} → ${plantsAfter}${summary.unchanged ? ' (unchanged)' : ' (CHANGED during a read-only run)'}, exit code ${exitCode}.`,
       '',
