@@ -5,8 +5,9 @@
  * its results to `finishRecording` (report.ts's writeReport does that for `npm run bench`'s scenarios).
  *
  * Other processes' share of the CPU is the machine's busy time (/proc/stat, steal included) less this process's and
- * its waited-for children's (/proc/self/stat: utime, stime, cutime, cstime), over all the machine's time. A child
- * still running when the recording ends is counted as another process's: the error can only refuse a run.
+ * its descendants' (/proc/PID/stat of each one alive: utime, stime, cutime, cstime), over all the machine's time. A
+ * descendant that ends without being waited for by this process or another descendant is counted as another
+ * process's: the error can only refuse a run.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -44,15 +45,47 @@ interface Ticks {
   readonly own: number;
 }
 
+/** A process's CPU ticks with those of the children it reaped, and its parent, from /proc/PID/stat; undefined once gone. */
+function processTicks(pid: string): { readonly ppid: number; readonly ticks: number } | undefined {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // After the pid and name: ppid is field 4 of proc(5), 1 here; utime, stime, cutime, cstime fields 14-17, 12-15 here.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  return { ppid: fields[1] ?? 0, ticks: (fields[11] ?? 0) + (fields[12] ?? 0) + (fields[13] ?? 0) + (fields[14] ?? 0) };
+}
+
+/**
+ * The CPU ticks of this process and of every descendant alive now, each with the children it reaped: a server the
+ * bench starts, and the processes that server starts in turn (PostgreSQL's backends), are the bench's own.
+ */
+function ownTicks(): number {
+  const children = new Map<number, number[]>();
+  const ticksOf = new Map<number, number>();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const found = processTicks(entry);
+    if (!found) continue;
+    ticksOf.set(Number(entry), found.ticks);
+    children.set(found.ppid, [...(children.get(found.ppid) ?? []), Number(entry)]);
+  }
+  let total = 0;
+  for (const waiting = [process.pid]; waiting.length > 0; ) {
+    const pid = waiting.pop() as number;
+    total += ticksOf.get(pid) ?? 0;
+    waiting.push(...(children.get(pid) ?? []));
+  }
+  return total;
+}
+
 function ticks(): Ticks {
   // user nice system idle iowait irq softirq steal: guest and guest_nice are counted in user and nice already.
   const machine = (fs.readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1, 9).map(Number);
   const all = machine.reduce((sum, value) => sum + value, 0);
-  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
-  // After the pid and name: utime, stime, cutime, cstime are fields 14-17 of proc(5), 12-15 here.
-  const own = (fields[11] ?? 0) + (fields[12] ?? 0) + (fields[13] ?? 0) + (fields[14] ?? 0);
-  return { busy: all - (machine[3] ?? 0) - (machine[4] ?? 0), steal: machine[7] ?? 0, all, own };
+  return { busy: all - (machine[3] ?? 0) - (machine[4] ?? 0), steal: machine[7] ?? 0, all, own: ownTicks() };
 }
 
 /** The machine's busy share of all its CPU time (steal included) over the next `seconds`, this process's own less. */
