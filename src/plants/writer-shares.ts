@@ -31,12 +31,10 @@ export class WriterShares {
    * writer has writes queued: a writer alone is held by the bound only).
    */
   allows(writer: string, depth: () => number): boolean {
-    const writers = this.#queued.size;
-    if (writers === 0) return true;
     const held = this.#queued.get(writer);
-    if (held === undefined) return true;
-    if (writers === 1) return true;
-    return !overShare(depth(), this.#queueLimit, held, writers);
+    // A writer with nothing queued holds no share to exceed; one alone with writes queued is held by the bound only.
+    if (held === undefined || this.#queued.size === 1) return true;
+    return !overShare(depth(), this.#queueLimit, held, this.#queued.size);
   }
 
   /** A write of `writer` joined the queue. */
