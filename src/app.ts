@@ -36,6 +36,8 @@ export interface AppOptions {
    * worker shares (src/workers/), with `now` a clock they share, so that the limit is per token per instance.
    */
   readonly rateLimitCells?: BucketCells;
+  /** Called as each streamed bulk create begins; the function it returns, as the stream ends (src/serve/old-generation.ts). */
+  readonly whileBulkStreaming?: () => () => void;
 }
 
 /**
@@ -92,6 +94,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     stopping: stopping.signal,
     watchToken: (request, onRefused) => services.tokens.watch(presentedToken(request), 'plants:create', onRefused),
     ...(app.tokenRateLimit ? { admitLine: app.tokenRateLimit.admitLine } : {}),
+    ...(options.whileBulkStreaming ? { whileStreaming: options.whileBulkStreaming } : {}),
   };
   // The change feed's streams (GET /plants/events): ended first when the app closes, so that a shutdown is not held
   // up by them (the clients resume elsewhere); their limits count this thread's streams (docs/configuration.md).

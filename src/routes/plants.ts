@@ -42,6 +42,8 @@ export interface BulkCreateSettings extends Pick<BulkCreateOptions, 'maxLineByte
   admitLine?(request: FastifyRequest): Promise<void> | undefined;
   /** Watches the request's token for as long as its stream lasts (BulkCreateOptions.watchToken). */
   readonly watchToken?: (request: FastifyRequest, onRefused: (error: Error) => void) => { check(): Error | undefined; stop(): void };
+  /** Called as a stream begins; the function it returns, once its answer has ended or was cut off. */
+  readonly whileStreaming?: () => () => void;
 }
 
 /**
@@ -100,6 +102,8 @@ function answerLineStream(body: LineStreamBody, request: FastifyRequest, reply: 
     ...(bulk.admitLine ? { admitLine: () => bulk.admitLine?.(request) } : {}),
     ...(watchToken ? { watchToken: (onRefused: (error: Error) => void) => watchToken(request, onRefused) } : {}),
   });
+  const release = bulk.whileStreaming?.();
+  if (release) answer.once('close', release);
   reply.raw.once('prefinish', () => {
     if (answer.unreadRequest && !request.raw.complete) closeAfterTheRest(request.raw, bulk.stopping?.aborted ? SHUTDOWN_LINGER_MS : UNREAD_LINGER_MS);
   });

@@ -14,6 +14,7 @@ import { closeThread } from '../workers/close-thread.js';
 import type { ThreadsBeside } from '../workers/instance.js';
 import { decideTopology, instanceAppOptions, instanceWrites, listenOptions } from '../workers/topology.js';
 import type { WorkerPool } from '../workers/worker-pool.js';
+import { holdStreamingHeapGrowth } from './old-generation.js';
 
 export interface RunningServer {
   readonly app: FastifyInstance;
@@ -81,7 +82,8 @@ export async function startServer(config: Config, open: OpenOptions = {}, option
     const starting = beside.start(services, log, tls);
     // Awaited below; a failure of either part fails the start, and the catch stops what started.
     starting.catch(() => undefined);
-    app = await buildApp(services, { tls, ...instanceAppOptions(topology) });
+    // V8's heap factor is the process's: held by bulk streams only where the main thread alone serves.
+    app = await buildApp(services, { tls, ...instanceAppOptions(topology), ...(topology.kind === 'single' ? { whileBulkStreaming: holdStreamingHeapGrowth } : {}) });
     await starting;
     const url = await app.listen(listenOptions(topology, config));
     logTransportSecurity(app, tls);

@@ -17,6 +17,7 @@ import { stopPostgresAfterAll } from '../helpers/postgres.js';
 import { Receiver } from '../helpers/receiver.js';
 import { FakeClock } from '../helpers/clock.js';
 import { newToken } from '../helpers/tokens.js';
+import { waitFor } from '../helpers/wait.js';
 
 stopPostgresAfterAll();
 
@@ -33,9 +34,26 @@ function resultLines(body: string): Array<{ line: number; status: number; text: 
     });
 }
 
+/** Counts what the app's whileBulkStreaming was asked to hold, and what it was told to release. */
+function streamingHolds() {
+  const counts = { held: 0, released: 0 };
+  const hold = () => {
+    counts.held += 1;
+    return () => {
+      counts.released += 1;
+    };
+  };
+  return { counts, hold };
+}
+
 for (const database of DATABASES) {
   describe(`streamed bulk create on ${database.kind}`, () => {
-    const t = useTestApp(database.create, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '30ms,30ms' }, { webhookPollIntervalMs: 50 });
+    const holds = streamingHolds();
+    const t = useTestApp(
+      database.create,
+      { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_SCHEDULE: '30ms,30ms' },
+      { webhookPollIntervalMs: 50, whileBulkStreaming: holds.hold },
+    );
     let port: number;
     const bulk = (payload: string, headers: Record<string, string> = { ...t.headers, 'content-type': NDJSON }) =>
       t.app.inject({ method: 'POST', url: '/plants', headers, payload });
@@ -61,9 +79,13 @@ for (const database of DATABASES) {
         '{"id":9007199254740993,"name":"exact","tag":"t"}',
         '{"id":5,"name":"extra","colour":"green"}',
       ];
+      const heldBefore = holds.counts.held;
       const response = await bulk(`${lines.join('\n')}\n`);
       assert.equal(response.statusCode, 200);
       assert.match(String(response.headers['content-type']), /^application\/x-ndjson/);
+      // The stream held the heap's growth while it ran (src/serve/old-generation.ts), and let it go as it ended.
+      assert.equal(holds.counts.held, heldBefore + 1, 'the stream held the heap growth');
+      await waitFor('the stream to release its hold', () => holds.counts.released === holds.counts.held);
       const results = resultLines(response.body);
       // Blank lines (3 and 8) are skipped and keep their number.
       assert.deepEqual(results.map(({ line, status }) => [line, status]), [
@@ -196,6 +218,8 @@ for (const database of DATABASES) {
       response.destroy();
       assert.ok(answered.length >= 3000 && answered.length < count, `answered ${answered.length}`);
       await t.services.writes.drain();
+      // A stream cut off by its client lets go of its hold as well.
+      await waitFor('the cut-off stream to release its hold', () => holds.counts.released === holds.counts.held);
       // Every answered line is stored as sent, in order from line 1; nothing past what was sent, nothing altered.
       assert.deepEqual(answered, answered.map((_, index) => index + 1));
       const stored = await t.store.plants.list({ limit: count + 10, after: BigInt(first - 1), tag: 'bulk' });
