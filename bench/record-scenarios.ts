@@ -98,7 +98,7 @@ export const SCENARIOS: readonly Scenario[] = [
     measures:
       'A real `plantstore serve` on its defaults under bulk streams: 20 concurrent streams of 50,000 lines from one token beside a single create every 100 ms; one request of 10,000,000 blank lines; five requests of 1,000,000 lines; SIGTERM 2 s into a 2,000,000-line stream. Lines refused, throughput, the slowest single create, RSS growth, and the stream\'s end at shutdown.',
     command: 'node dist/bench/bulk-overload.js --record',
-    epoch: 1,
+    epoch: 2,
   },
   {
     name: 'clients',
