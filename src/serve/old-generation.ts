@@ -10,8 +10,8 @@ import v8 from 'node:v8';
  */
 export const STREAMING_HEAP_GROWING_PERCENT = 50;
 
-/** The Node flag by which whoever starts the process sets the factor itself (Node takes it only on the command line). */
-const SET_BY_FLAG = /--heap[-_]growing[-_]percent\b/;
+/** Whoever started the process set the factor itself, by Node's flag (Node takes it only on the command line). */
+const SET_BY_FLAG = process.execArgv.some((flag) => /--heap[-_]growing[-_]percent\b/.test(flag));
 
 /** Streams holding the factor, over every server of this process. */
 let held = 0;
@@ -24,7 +24,7 @@ let held = 0;
  * streams ending would undo another's. Does nothing when the flag was given to Node.
  */
 export function holdStreamingHeapGrowth(): () => void {
-  if (process.execArgv.some((flag) => SET_BY_FLAG.test(flag))) return () => undefined;
+  if (SET_BY_FLAG) return () => undefined;
   held += 1;
   if (held === 1) v8.setFlagsFromString(`--heap-growing-percent=${STREAMING_HEAP_GROWING_PERCENT}`);
   let released = false;
