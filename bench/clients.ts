@@ -185,7 +185,16 @@ if (process.argv[2] === 'contention') {
   await contention(process.argv[3]);
   process.exit(0);
 }
-const asked = process.argv.slice(2) as ClientKind[];
+const names = process.argv.slice(2);
+const unknown = names.filter((name) => !(CLIENT_KINDS as readonly string[]).includes(name));
+if (unknown.length > 0) {
+  // A misspelt client (or --help) would otherwise run nothing and fail in the summary.
+  const usage = `usage: node dist/bench/clients.js [client ...] | contention [MAX_PENDING_REQUESTS] | --record\nclients: ${CLIENT_KINDS.map((kind) => JSON.stringify(kind)).join(', ')}`;
+  const help = unknown.every((name) => name === '--help' || name === '-h');
+  (help ? console.log : console.error)(help ? usage : `clients.js: unknown client ${unknown.map((name) => JSON.stringify(name)).join(', ')}\n${usage}`);
+  process.exit(help ? 0 : 2);
+}
+const asked = names as ClientKind[];
 const kinds = (asked.length > 0 ? asked : CLIENT_KINDS).filter((kind) => {
   const missing = prerequisitesOf(kind).filter((prerequisite) => prerequisite.location === undefined);
   if (missing.length > 0) console.log(`${kind}: skipped, ${missing.map((prerequisite) => prerequisite.missing).join('; ')}`);
