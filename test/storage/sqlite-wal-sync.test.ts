@@ -27,6 +27,7 @@ import type { NewToken } from '../../src/storage/token-store.js';
 import { pragmaValue } from '../../src/storage/sqlite/connection.js';
 import { DelegatingSqliteStore } from '../../src/storage/sqlite/delegating-store.js';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store.js';
+import { QUICK_SYNCS_BEFORE_LOOP, SyncPlacement } from '../../src/storage/sqlite/sync-placement.js';
 import { sqliteDatabase, type TestDatabase } from '../helpers/databases.js';
 import { sqliteFile } from '../helpers/transfer.js';
 
@@ -340,5 +341,33 @@ describe('SQLite durability off the event loop', () => {
       incidents.some((incident) => incident.level === 'error' && /WAL .* was removed while open/.test(String(incident.error?.message))),
       JSON.stringify(incidents.map((incident) => incident.error?.message ?? incident.message)),
     );
+  });
+});
+
+describe('SQLite syncs on the event loop', () => {
+  it('once syncs are quick and the loop idle, syncs on the loop, and answers each create only after its sync', async (t) => {
+    const database = await sqliteDatabase();
+    // An idle loop (its clock moves, its busy time never does), and every sync counted quick whatever the disk's speed.
+    let now = 0;
+    const idle = new LoopLoad({ now: () => (now += 1000), loopActive: () => 0 });
+    const store = SqliteStore.open(sqliteFile(database.url), { placement: new SyncPlacement(idle, Number.POSITIVE_INFINITY) });
+    const onLoop: Array<{ durable: number; begun: number }> = [];
+    const fdatasyncSync = fs.fdatasyncSync;
+    t.mock.method(fs, 'fdatasyncSync', (fd: number) => {
+      onLoop.push({ durable: store.durability.durableSeq, begun: store.durability.begun });
+      fdatasyncSync(fd);
+    });
+    try {
+      for (let id = 1n; id <= BigInt(QUICK_SYNCS_BEFORE_LOOP * 2); id += 1n) {
+        assert.equal((await store.plants.create([plant(id)]))[0]?.kind, 'created');
+        assert.equal(store.durability.durableSeq, store.durability.begun, `create ${id} answered after a sync covering it`);
+      }
+      assert.ok(onLoop.length >= QUICK_SYNCS_BEFORE_LOOP / 2, `${onLoop.length} syncs on the loop of ${QUICK_SYNCS_BEFORE_LOOP * 2}`);
+      assert.ok(onLoop.every((sync) => sync.durable !== sync.begun), 'each sync on the loop covered a commit not yet durable');
+      assert.equal((await store.plants.get(BigInt(QUICK_SYNCS_BEFORE_LOOP * 2)))?.name, 'fern');
+    } finally {
+      await store.close();
+      await database.cleanup();
+    }
   });
 });

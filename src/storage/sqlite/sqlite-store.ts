@@ -15,6 +15,7 @@ import { SqliteWebhookOutbox } from './webhook-outbox.js';
 import { SqliteWebhookSubscriptions } from './webhook-subscriptions.js';
 import { SqliteHeartbeat } from './heartbeat.js';
 import { WalSync, type SyncFile } from './wal-sync.js';
+import type { SyncPlacement } from './sync-placement.js';
 
 /**
  * Deliberately small. Every page split (random ids split leaves all the time) leaves a temporary page number
@@ -90,9 +91,9 @@ export class SqliteStore implements Store {
 
   /**
    * `options` exist for tests: `checkpointer` shortens the real restart delays, `sync` replaces fs.fdatasync (to hold
-   * a sync back and see what waits for it).
+   * a sync back and see what waits for it), `placement` decides where each sync runs (./sync-placement.ts).
    */
-  static open(file: string, options: { readonly checkpointer?: Partial<CheckpointerOptions>; readonly sync?: SyncFile } = {}): SqliteStore {
+  static open(file: string, options: { readonly checkpointer?: Partial<CheckpointerOptions>; readonly sync?: SyncFile; readonly placement?: SyncPlacement } = {}): SqliteStore {
     prepareDatabaseFiles(file);
     let reader: Connection | undefined;
     let writer: Connection | undefined;
@@ -115,7 +116,11 @@ export class SqliteStore implements Store {
       const incidents = new Incidents();
       // The connections hold the WAL open (SQLite created it on the first read), so while they are open this
       // descriptor reaches the file every commit writes; WalSync checks that after each sync.
-      wal = new WalSync(file, { report: (incident) => incidents.report(incident), ...(options.sync ? { sync: options.sync } : {}) });
+      wal = new WalSync(file, {
+        report: (incident) => incidents.report(incident),
+        ...(options.sync ? { sync: options.sync } : {}),
+        ...(options.placement ? { placement: options.placement } : {}),
+      });
       checkpointer = new Checkpointer(file, { ...CHECKPOINTER_DEFAULTS, ...options.checkpointer }, (incident) => incidents.report(incident));
       const identity = new DatabaseFileIdentity(file, (incident) => incidents.report(incident));
       // Registered before any other listener (the write queue's), and run before the waiters the sync resolved go on.

@@ -1,11 +1,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { StorageUnavailableError } from '../errors.js';
 import type { StorageIncident } from '../store.js';
+import { SyncPlacement } from './sync-placement.js';
 
 /**
  * Syncs one open file's data to disk off the event loop. fs.fdatasync on libuv's thread pool, looked up at each call
- * (not bound once) so that a test process may hold syncs back by replacing it (test/helpers/hold-wal-sync.ts).
+ * (not bound once) so that a test process may hold syncs back by replacing it (test/helpers/hold-wal-sync.ts), as it
+ * does fs.fdatasyncSync, which a sync placed on the loop calls (./sync-placement.ts).
  */
 export type SyncFile = (fd: number) => Promise<void>;
 
@@ -47,15 +50,18 @@ export interface WalSyncOptions {
   readonly sync?: SyncFile;
   /** Told of a failed sync and of the WAL leaving its path. */
   readonly report: (incident: StorageIncident) => void;
+  /** Replaces where the syncs run (tests that must see a sync on the loop whatever the disk's speed). */
+  readonly placement?: SyncPlacement;
 }
 
 /**
- * Makes the commits of the SQLite write connection durable without the event loop waiting for the disk: the group
+ * Makes the commits of the SQLite write connection durable without the event loop waiting for a slow disk: the group
  * commit of the SQLite store (docs/design/sqlite.md).
  *
  * The write connection commits with synchronous=NORMAL: its WAL frames are written into the OS page cache (which a
  * killed process cannot lose) but not synced. Each commit takes a number (`begin`, called before it), and this class
- * fdatasyncs the WAL on libuv's thread pool: a sync that began after commit N makes commits 1..N durable, since
+ * fdatasyncs the WAL, on libuv's thread pool or, while the loop is mostly idle and syncs are quick, on the loop
+ * (./sync-placement.ts): a sync that began after commit N makes commits 1..N durable, since
  * fdatasync flushes every write made to the file before it began, through whichever descriptor. One sync runs at a
  * time, and the next starts as soon as it returns if commits were made meanwhile, so each sync covers every commit
  * made while the previous one ran. `durable(seq)` resolves once commit `seq` is covered; every answer waits for it.
@@ -78,6 +84,8 @@ export class WalSync {
   readonly #dev: number;
   readonly #ino: number;
   readonly #sync: SyncFile;
+  /** Where each sync runs; undefined when a test's `sync` replaces the sync (it then always runs as given). */
+  readonly #placement: SyncPlacement | undefined;
   readonly #report: (incident: StorageIncident) => void;
   /** The sync loop while it runs. */
   #running: Promise<void> | undefined;
@@ -93,6 +101,7 @@ export class WalSync {
   constructor(file: string, options: WalSyncOptions) {
     this.#walPath = `${file}-wal`;
     this.#sync = options.sync ?? fdatasync;
+    this.#placement = options.sync ? undefined : (options.placement ?? new SyncPlacement());
     this.#report = options.report;
     this.mark = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * MARK_CELLS);
     this.#cells = new Int32Array(this.mark);
@@ -185,8 +194,11 @@ export class WalSync {
         // Whether a commit that succeeded is not durable yet: only then can a failed sync lose something.
         const atStake = !isCovered(this.durableSeq, this.#succeeded);
         this.#syncInFlight = true;
+        const onLoop = this.#placement?.onLoop() === true;
+        const started = performance.now();
         try {
-          await this.#sync(this.#fd);
+          if (onLoop) fs.fdatasyncSync(this.#fd);
+          else await this.#sync(this.#fd);
         } catch (error) {
           if (atStake) throw error;
           // Every commit this sync was to cover failed (a disk full, a file system turned read-only): none is
@@ -195,6 +207,7 @@ export class WalSync {
           this.#report({ level: 'warn', message: 'a sync of the SQLite WAL failed after commits that had failed too; nothing acknowledged depends on it', error: error as Error });
         } finally {
           this.#syncInFlight = false;
+          this.#placement?.record(performance.now() - started, onLoop);
         }
         this.#assertWalAtPath();
         Atomics.store(this.#cells, MARK.DURABLE, covered);
