@@ -1,10 +1,9 @@
 import { performance } from 'node:perf_hooks';
 
 /**
- * Above this share of its time busy, the event loop has other work to do while a sync runs, and a sync covering half
- * the clients costs throughput: the write path then syncs on the thread pool (src/storage/sqlite/sync-placement.ts)
- * and holds commits after a sync (src/plants/sync-hold.ts). Below it the loop has time to spare and both would only
- * add latency.
+ * Above this share of its time busy, the event loop has other work to do while a sync runs: the WAL is then synced on
+ * the thread pool (src/storage/sqlite/sync-placement.ts), so the loop parses meanwhile. Below it the loop has time to
+ * spare, and the hand-off to a pool thread would only add latency.
  */
 export const BUSY_LOOP_SHARE = 0.7;
 
@@ -27,7 +26,7 @@ const NODE_CLOCKS: LoopClocks = {
 /**
  * The share of the last window (about WINDOW_MS) the event loop was busy, from Node's event loop utilization, read at
  * most once a window whenever it is asked: a few hundred nanoseconds per window, nothing per request. Time its owner
- * says should not count (`discount`: the loop's own syncs, for the sync's placement) is left out. Busy until a first
+ * says should not count (`discount`: the loop's own syncs) is left out. Busy until a first
  * window has passed.
  */
 export class LoopLoad {

@@ -1,4 +1,3 @@
-import { LoopLoad } from '../loop-load.js';
 import type { CommitPacing } from '../storage/store.js';
 
 /** Syncs that pass without a post-sync hold after one ended with the clients answered not back (SyncHold.afterSync). */
@@ -37,12 +36,10 @@ export class SyncHold {
   #postSyncExpired = false;
   /** Syncs still to pass without a hold, after a hold ended with the clients not back (afterSync). */
   #holdBackoff = 0;
-  readonly #load: LoopLoad;
 
-  constructor(options: SyncHoldOptions, queue: SyncHoldQueue, load: LoopLoad = new LoopLoad()) {
+  constructor(options: SyncHoldOptions, queue: SyncHoldQueue) {
     this.#options = options;
     this.#queue = queue;
-    this.#load = load;
   }
 
   /**
@@ -54,10 +51,7 @@ export class SyncHold {
    * with those already waiting, up to the batch limit), or until postSyncHoldMs passes with none arriving. A hold
    * that ends by its time (the clients answered did not send again: not a closed loop) stops holding for the next
    * HOLD_BACKOFF_SYNCS syncs, so
-   * that such traffic pays the wait once in that many syncs at most. And a loop that is not busy
-   * (../loop-load.ts) holds nothing: it has the time for the extra commits and syncs, and a hold would
-   * only keep its clients waiting, the slower ones (a client that spends a few hundred microseconds of its own per
-   * request) for every sync. Either way the commit is made in the loop's check
+   * that such traffic pays the wait once in that many syncs at most. Either way the commit is made in the loop's check
    * phase (setImmediate), not here: the sync's return is one of the events of a poll phase, and requests read later in
    * that same phase would otherwise miss the commit, and the sync, by a few microseconds.
    */
@@ -67,7 +61,7 @@ export class SyncHold {
     const inFlightRows = this.#queue.inFlightRows();
     if (queuedRows === 0 && inFlightRows === 0) return;
     if (this.#holdBackoff > 0) this.#holdBackoff -= 1;
-    if (pacing === undefined || postSyncHoldMs === 0 || this.#holdBackoff > 0 || inFlightRows === 0 || !this.#load.busy()) {
+    if (pacing === undefined || postSyncHoldMs === 0 || this.#holdBackoff > 0 || inFlightRows === 0) {
       if (queuedRows > 0) this.#queue.schedule();
       return;
     }

@@ -1,4 +1,3 @@
-import type { LoopLoad } from '../loop-load.js';
 import { StorageUnavailableError } from '../storage/errors.js';
 import type { CreateOutcome, PlantStore } from '../storage/plant-store.js';
 import type { CommitPacing } from '../storage/store.js';
@@ -50,8 +49,6 @@ export interface WriteQueueOptions {
    * with none arriving (WRITE_SYNC_HOLD_MS; ten times that at most). 0 or absent: commit at once.
    */
   readonly postSyncHoldMs?: number;
-  /** How busy the event loop is, which decides whether a hold is worth it (SyncHold); the process's own by default. */
-  readonly loopLoad?: LoopLoad;
 }
 
 /** One create admitted by this queue. */
@@ -123,7 +120,7 @@ export class WriteQueue {
     this.#lanes = new WriteLanes(this.#shared, options.queueLimit, options.batchLimit);
     this.#writers = new WriterShares(options.queueLimit);
     const schedule = () => this.#schedule();
-    this.#syncHold = new SyncHold(options, { queuedRows: () => this.#queuedRows, inFlightRows: () => this.#inFlightRows, schedule }, options.loopLoad);
+    this.#syncHold = new SyncHold(options, { queuedRows: () => this.#queuedRows, inFlightRows: () => this.#inFlightRows, schedule });
     this.#gatheringHold = new GatheringHold(options.gathering, schedule);
     options.pacing?.afterSync(() => this.#syncHold.afterSync());
   }

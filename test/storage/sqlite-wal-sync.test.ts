@@ -257,9 +257,7 @@ describe('SQLite durability off the event loop', () => {
   it('write queue: after a sync, waits for the clients just answered to send again (WRITE_SYNC_HOLD_MS), or the hold\'s end', async (t) => {
     // Only setTimeout is mocked: the hold's end comes when the test says, never by the machine's pace.
     t.mock.timers.enable({ apis: ['setTimeout'] });
-    // A loop that stays busy (its clock never moves): the hold applies, however idle the test's own loop is.
-    const loopLoad = new LoopLoad({ now: () => 0, loopActive: () => 0 });
-    const queue = new WriteQueue(store.plants, { queueLimit: 100, batchLimit: 100, concurrency: store.writeConcurrency, pacing: store.commitPacing, postSyncHoldMs: 1, loopLoad });
+    const queue = new WriteQueue(store.plants, { queueLimit: 100, batchLimit: 100, concurrency: store.writeConcurrency, pacing: store.commitPacing, postSyncHoldMs: 1 });
     const first = watch(queue.create(plant(90n)));
     await turns();
     const waiting = [91n, 92n, 93n].map((id) => watch(queue.create(plant(id))));

@@ -7,21 +7,18 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { LoopLoad } from '../../src/loop-load.js';
 import { SyncHold } from '../../src/plants/sync-hold.js';
 import type { CommitPacing } from '../../src/storage/store.js';
 
-/** The rows a queue would have, how often the hold asked it to flush, and how busy its loop is (busy unless told). */
+/** The rows a queue would have, and how often the hold asked it to flush. */
 function fakeQueue(batchLimit: number, postSyncHoldMs: number) {
   const rows = { queued: 0, inFlight: 0, flushes: 0 };
-  const loop = { now: 0, active: 0 };
   const pacing: CommitPacing = { syncing: false, afterSync: () => () => undefined };
   const hold = new SyncHold(
     { batchLimit, pacing, postSyncHoldMs },
     { queuedRows: () => rows.queued, inFlightRows: () => rows.inFlight, schedule: () => (rows.flushes += 1) },
-    new LoopLoad({ now: () => loop.now, loopActive: () => loop.active }),
   );
-  return { rows, loop, hold };
+  return { rows, hold };
 }
 
 describe('SyncHold', () => {
@@ -68,21 +65,5 @@ describe('SyncHold', () => {
     assert.equal(hold.held(), false, 'none arrived: the commit is made');
     hold.afterSync();
     assert.equal(hold.held(), false, 'the clients did not come back: the next sync holds nothing');
-  });
-
-  it('holds nothing on a loop that is not busy: it has the time for more syncs', (t) => {
-    t.mock.timers.enable({ apis: ['setTimeout'] });
-    const { rows, loop, hold } = fakeQueue(100, 1);
-    loop.now = 1000;
-    loop.active = 400;
-    rows.inFlight = 8;
-    rows.queued = 1;
-    hold.afterSync();
-    assert.equal(rows.flushes, 1);
-    assert.equal(hold.held(), false, 'busy 40% of the time: the commit is made with the one row that waits');
-    loop.now = 1100;
-    loop.active = 495;
-    hold.afterSync();
-    assert.equal(hold.held(), true, 'busy 95% of the last 100 ms: held');
   });
 });
