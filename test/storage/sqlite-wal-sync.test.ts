@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { LoopLoad } from '../../src/loop-load.js';
+import { LoopLoad } from '../../src/storage/sqlite/loop-load.js';
 import { WriteQueue } from '../../src/plants/write-queue.js';
 import type { Plant } from '../../src/plant.js';
 import { StorageUnavailableError } from '../../src/storage/errors.js';

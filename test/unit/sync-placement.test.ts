@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BUSY_LOOP_SHARE, LoopLoad } from '../../src/loop-load.js';
+import { BUSY_LOOP_SHARE, LoopLoad } from '../../src/storage/sqlite/loop-load.js';
 import { QUICK_SYNC_MS, QUICK_SYNCS_BEFORE_LOOP, SyncPlacement } from '../../src/storage/sqlite/sync-placement.js';
 
 function placement() {

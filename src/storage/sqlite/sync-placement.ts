@@ -1,4 +1,4 @@
-import { LoopLoad } from '../../loop-load.js';
+import { LoopLoad } from './loop-load.js';
 
 /** A sync that took longer than this (milliseconds, wherever it ran) sends the syncs after it to the thread pool. */
 export const QUICK_SYNC_MS = 1;
@@ -11,7 +11,7 @@ export const QUICK_SYNCS_BEFORE_LOOP = 64;
  * "Where the sync runs"). On the pool the loop reads and parses requests while the disk works, but the sync starts only
  * once a pool thread gets a core, and its end reaches the loop one wake-up later: on a loop with little else to do, as
  * under a few clients that each wait for their answers, that hand-off is latency and nothing else. So a sync runs on
- * the loop while the loop is not busy (its own syncs on the loop left out: ../../loop-load.ts) and syncs
+ * the loop while the loop is not busy (its own syncs on the loop left out: ./loop-load.ts) and syncs
  * are quick; on the pool when the loop is busy, and after any slow sync, so that a slow or stalling disk holds the loop
  * once at most, until QUICK_SYNCS_BEFORE_LOOP quick ones in a row show it quick again.
  */

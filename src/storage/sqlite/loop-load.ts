@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 
 /**
  * Above this share of its time busy, the event loop has other work to do while a sync runs: the WAL is then synced on
- * the thread pool (src/storage/sqlite/sync-placement.ts), so the loop parses meanwhile. Below it the loop has time to
+ * the thread pool (./sync-placement.ts), so the loop parses meanwhile. Below it the loop has time to
  * spare, and the hand-off to a pool thread would only add latency.
  */
 export const BUSY_LOOP_SHARE = 0.7;
@@ -43,7 +43,7 @@ export class LoopLoad {
   }
 
   /** The loop's busy share over the last window, 0 to 1. */
-  busyShare(): number {
+  #busyShare(): number {
     const now = this.#clocks.now();
     const elapsed = now - this.#windowStart;
     if (elapsed >= WINDOW_MS) {
@@ -58,7 +58,7 @@ export class LoopLoad {
 
   /** Whether the loop is busier than BUSY_LOOP_SHARE. */
   busy(): boolean {
-    return this.busyShare() >= BUSY_LOOP_SHARE;
+    return this.#busyShare() >= BUSY_LOOP_SHARE;
   }
 
   /** Leaves `ms` of the loop's busy time out of the current window. */
