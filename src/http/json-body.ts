@@ -10,20 +10,52 @@ const EXACT_ID = Symbol('exactId');
 
 export type ParsedJson = unknown;
 
-/**
- * Bodies that JSON.parse reads exactly and unambiguously: no escapes (which could spell a key twice or a lone
- * surrogate), no integer run long enough to pass 2^53, no fraction or exponent directly after a digit.
- * Anything else, including such text inside strings, takes the exact path: slower, never wrong.
- */
-const NEEDS_EXACT_PARSE = /\\|\d{16}|\d[.eE]/;
-const CONTRACT_KEYS = ['"id"', '"name"', '"tag"'];
+/** Bytes the fast path looks for (a byte at or above 0x80 is part of a multi-byte character, never one of these). */
+const BACKSLASH = 0x5c;
+const QUOTE = 0x22;
+const DIGIT_0 = 0x30;
+const DIGIT_9 = 0x39;
+const AFTER_A_DIGIT = new Set([0x2e, 0x45, 0x65]); // . E e: a fraction or an exponent
+/** A run of this many digits may pass 2^53 (9007199254740993 has 16). */
+const LONGEST_EXACT_RUN = 15;
+/** The contract's keys, quoted, as bytes: JSON.parse keeps the last copy of a repeated key without a word. */
+const CONTRACT_KEYS = ['"id"', '"name"', '"tag"'].map((key) => Buffer.from(key));
 
-function mayRepeatAKey(text: string): boolean {
-  for (const key of CONTRACT_KEYS) {
-    const first = text.indexOf(key);
-    if (first !== -1 && text.indexOf(key, first + key.length) !== -1) return true;
+function spellsAt(body: Buffer, at: number, key: Buffer): boolean {
+  if (at + key.length > body.length) return false;
+  for (let offset = 1; offset < key.length; offset += 1) if (body[at + offset] !== key[offset]) return false;
+  return true;
+}
+
+/**
+ * Whether JSON.parse reads `body` exactly and unambiguously: no escape (which could spell a key twice or a lone
+ * surrogate), no run of digits long enough to pass 2^53, no fraction or exponent directly after a digit, and none of
+ * the contract's keys twice. Anything else, including such text inside strings, takes the exact path: slower, never
+ * wrong. One pass over the bytes, since every create's body takes it.
+ */
+export function readsExactly(body: Buffer): boolean {
+  let digits = 0;
+  let seen = 0;
+  for (let at = 0; at < body.length; at += 1) {
+    const byte = body[at] as number;
+    if (byte >= DIGIT_0 && byte <= DIGIT_9) {
+      digits += 1;
+      if (digits > LONGEST_EXACT_RUN) return false;
+      continue;
+    }
+    if (digits > 0 && AFTER_A_DIGIT.has(byte)) return false;
+    digits = 0;
+    if (byte === BACKSLASH) return false;
+    if (byte !== QUOTE) continue;
+    for (let key = 0; key < CONTRACT_KEYS.length; key += 1) {
+      if (!spellsAt(body, at, CONTRACT_KEYS[key] as Buffer)) continue;
+      // One bit per key: a second copy finds its bit set.
+      if ((seen & (1 << key)) !== 0) return false;
+      seen |= 1 << key;
+      break;
+    }
   }
-  return false;
+  return true;
 }
 
 /** Charsets other than UTF-8 are refused rather than guessed (RFC 8259 §8.1). */
@@ -63,7 +95,7 @@ export function parseJsonBody(body: Buffer, subject = 'request body'): ParsedJso
   if (body.length === 0) throw new BadRequestError(`${subject} is empty; a JSON NewPlant is required`);
   if (!isUtf8(body)) throw new BadRequestError(`${subject} is not valid UTF-8`);
   const text = body.toString('utf8');
-  if (!NEEDS_EXACT_PARSE.test(text) && !mayRepeatAKey(text)) {
+  if (readsExactly(body)) {
     try {
       return JSON.parse(text) as ParsedJson;
     } catch (error) {

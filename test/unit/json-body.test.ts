@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { BadRequestError, UnsupportedMediaTypeError } from '../../src/http/errors.js';
-import { checkContentEncoding, checkJsonMediaType, parseJsonBody, plantFromBody } from '../../src/http/json-body.js';
+import { checkContentEncoding, checkJsonMediaType, parseJsonBody, plantFromBody, readsExactly } from '../../src/http/json-body.js';
 import { INT64_MAX, INT64_MIN } from '../../src/json/int64.js';
 import type { Plant } from '../../src/plant.js';
 import type { NewPlantBody } from '../../src/schemas.js';
@@ -75,6 +75,40 @@ describe('plantFromBody(parseJsonBody(...)): the id, exactly', () => {
     assert.deepEqual(plantOf('{"id":1,"name":"a","tag":"b"}'), { id: 1n, name: 'a', tag: 'b' });
     assert.deepEqual(plantOf('{"id":1,"name":"a","tag":""}'), { id: 1n, name: 'a', tag: '' });
     assert.deepEqual(plantOf('{"id":9007199254740993,"name":"a","tag":"b"}'), { id: 9007199254740993n, name: 'a', tag: 'b' });
+  });
+});
+
+describe('readsExactly: which bodies JSON.parse may read', () => {
+  const fast: ReadonlyArray<string> = [
+    '{"id":5,"name":"a"}',
+    '{"id":900719925474099,"name":"a","tag":"b"}', // 15 digits: below 2^53 whatever they are
+    '{"id":-5,"name":"Ficus lyrata 2","tag":"fig"}',
+    '{"id":5,"name":"ide","tag":"tags"}', // a key's letters inside a longer string are no key
+    '{"id":5,"name":"é 🌱"}',
+    '{"id":5,"name":"a","x":1,"x":2}', // only a repeated id, name or tag could change what is stored
+    '{"id":5,"name":"e5"}',
+    '"id',
+  ];
+  for (const body of fast) {
+    it(`${body}: JSON.parse`, () => assert.equal(readsExactly(Buffer.from(body)), true));
+  }
+  const exact: ReadonlyArray<string> = [
+    '{"id":9007199254740993,"name":"a"}', // 16 digits
+    '{"id":5,"name":"1234567890123456"}', // such text inside a string too
+    '{"id":12.0,"name":"a"}',
+    '{"id":1e0,"name":"a"}',
+    '{"id":1E0,"name":"a"}',
+    '{"id":5,"name":"a\\u0062"}',
+    '{"id":5,"id":6,"name":"a"}',
+    '{"id":5,"name":"a","name":"b"}',
+    '{"id":5,"name":"a","tag":"b","tag":"c"}',
+    '{"id":5,"name":"tag","tag":"a"}', // a key's spelling as a value counts as a copy: slower, never wrong
+  ];
+  for (const body of exact) {
+    it(`${body}: the exact parser`, () => assert.equal(readsExactly(Buffer.from(body)), false));
+  }
+  it('reads the same either way', () => {
+    assert.deepEqual(parseJsonBody(Buffer.from('{"id":5,"name":"tag","tag":"a"}')), { id: 5, name: 'tag', tag: 'a' });
   });
 });
 
